@@ -1,0 +1,271 @@
+"""The `flowmem` command line: thin calls into ingest, storage and the demo.
+
+Every command reads its settings from FLOWMEM_* variables (FLOWMEM_DB selects the store,
+FLOWMEM_NAMESPACE the tenant).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from flowmem import render
+from flowmem.ingest import ingest_files
+from flowmem.settings import Settings
+from flowmem.storage import Store, StoreError
+
+# Locals are never shown in tracebacks: they may hold keys or tokens.
+app = typer.Typer(
+    help="flowmem: online workflow induction for LLM agents.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+trajectories_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
+workflows_app = typer.Typer(
+    help="Inspect workflows, their versions and runs; roll back.", no_args_is_help=True
+)
+app.add_typer(trajectories_app, name="trajectories")
+app.add_typer(workflows_app, name="workflows")
+
+out = Console()
+err = Console(stderr=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _store() -> Store:
+    return Store(Settings())
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=None) + "\n")
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[Path], typer.Argument(help="JSONL files, optionally gzipped.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate and store trajectories; bad lines go to the quarantine file.
+
+    Exit status 0 when every line was stored (or was already stored), 1 when any was rejected.
+    """
+    settings = Settings()
+    store = Store(settings)
+    sizes = {p: p.stat().st_size if p.is_file() else 0 for p in files}
+    with Progress(
+        TextColumn("[bold]ingest[/bold] {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=as_json or not err.is_terminal,
+    ) as progress:
+        bars = {p: progress.add_task(p.name, total=sizes[p] or None) for p in files}
+        report = ingest_files(
+            files, store, settings, progress=lambda p, n: progress.update(bars[p], completed=n)
+        )
+    if as_json:
+        _print_json(
+            {
+                "stored": report.stored,
+                "duplicates": report.duplicates,
+                "rejected": len(report.rejected),
+                "quarantine": str(report.quarantine),
+                "reasons": [
+                    {"file": r.source, "line": r.line, "reason": r.reason} for r in report.rejected[:100]
+                ],
+            }
+        )
+    else:
+        for r in report.rejected[:10]:
+            typer.echo(f"rejected {r.source}:{r.line}: {r.reason}", err=True)
+        if len(report.rejected) > 10:
+            typer.echo(f"... and {len(report.rejected) - 10} more", err=True)
+        typer.echo(report.summary())
+    raise typer.Exit(1 if report.rejected else 0)
+
+
+@trajectories_app.command("count")
+def trajectories_count(as_json: JsonOpt = False) -> None:
+    """How many trajectories the namespace holds."""
+    settings = Settings()
+    n = Store(settings).count_trajectories()
+    _print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
+
+
+@trajectories_app.command("list")
+def trajectories_list(
+    limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
+    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The newest trajectories."""
+    found = _store().list_trajectories(limit=limit, agent=agent)
+    if as_json:
+        _print_json([t.model_dump(mode="json", exclude={"steps"}) | {"n_steps": len(t.steps)} for t in found])
+        return
+    out.print(render.trajectory_table(found))
+
+
+@trajectories_app.command("show")
+def trajectories_show(trajectory_id: str, as_json: JsonOpt = False) -> None:
+    """One trajectory with its steps."""
+    try:
+        t = _store().get_trajectory(trajectory_id)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json(t.model_dump(mode="json"))
+        return
+    out.print(render.trajectory_panel(t))
+
+
+@workflows_app.command("list")
+def workflows_list(
+    status: Annotated[str | None, typer.Option(help="candidate, active or deprecated.")] = None,
+    at: Annotated[str | None, typer.Option(help="As of a run tag or table version.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The latest version of every workflow."""
+    at_ref: str | int | None = int(at) if at is not None and at.isdigit() else at
+    try:
+        found = _store().list_workflows(status=status, at=at_ref)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json([w.model_dump(mode="json") for w in found])
+        return
+    out.print(render.workflow_table(found))
+
+
+@workflows_app.command("show")
+def workflows_show(
+    workflow_id: str,
+    version: Annotated[int | None, typer.Option(help="Default: the latest.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One workflow version: steps with placeholders, parameters, pitfalls."""
+    try:
+        w = _store().get_workflow(workflow_id, version)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json(w.model_dump(mode="json"))
+        return
+    out.print(render.workflow_panel(w))
+
+
+@workflows_app.command("history")
+def workflows_history(workflow_id: str, as_json: JsonOpt = False) -> None:
+    """Every version of a workflow with its parent and provenance."""
+    try:
+        versions = _store().history(workflow_id)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json([w.model_dump(mode="json") for w in versions])
+        return
+    out.print(render.history_table(versions))
+
+
+@workflows_app.command("diff")
+def workflows_diff(workflow_id: str, old: int, new: int, as_json: JsonOpt = False) -> None:
+    """Step-level diff between two versions of a workflow."""
+    try:
+        d = _store().diff(workflow_id, old, new)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json(d.model_dump(mode="json"))
+        return
+    out.print(render.diff_text(d))
+
+
+@workflows_app.command("runs")
+def workflows_runs(as_json: JsonOpt = False) -> None:
+    """Induction runs and rollbacks, with their tags."""
+    runs = _store().list_runs()
+    if as_json:
+        _print_json([r.model_dump(mode="json") for r in runs])
+        return
+    out.print(render.runs_table(runs))
+
+
+@workflows_app.command("rollback")
+def workflows_rollback(
+    run_id: str,
+    note: Annotated[str | None, typer.Option(help="Why (kept with the rollback).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore the workflows to the table version before a run (recorded as a new version)."""
+    store = _store()
+    try:
+        target = store.get_run(run_id)
+        r = store.rollback(run_id, note=note)
+    except StoreError as e:
+        raise _fail(str(e), 1) from None
+    if as_json:
+        _print_json(r.model_dump(mode="json"))
+        return
+    out.print(
+        f"rolled back {run_id}: workflows table restored to version {target.base_version} "
+        f"as new version {r.table_version} (tag {r.tag})",
+        highlight=False,
+    )
+
+
+@app.command()
+def generate(
+    out_path: Annotated[Path, typer.Argument(help="Where to write (.jsonl or .jsonl.gz).")],
+    tasks: Annotated[int, typer.Option(min=1, help="Simulated tasks to run.")] = 300,
+    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agent.")] = 0,
+    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The scripted agent's skill.")] = 0.7,
+) -> None:
+    """Write trajectories of flowmem's scripted agent in its simulated office (demo data)."""
+    from flowmem.demo import generate_file
+
+    n = generate_file(out_path, tasks=tasks, seed=seed, skill=skill)
+    typer.echo(f"wrote {n} trajectories to {out_path}")
+
+
+@app.command()
+def demo(
+    tasks: Annotated[int, typer.Option(min=1, help="Simulated tasks to run.")] = 300,
+    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agent.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """The main job on embedded defaults: simulate an agent, ingest its runs, show the store."""
+    from flowmem.demo import run_demo, summarise
+
+    settings = Settings()
+    path, report, store = run_demo(settings, tasks=tasks, seed=seed)
+    rows = summarise(store)
+    total = store.count_trajectories()
+    if as_json:
+        _print_json({"file": str(path), "stored": report.stored, "total": total, "groups": rows})
+        return
+    table = Table("family", "agent", "runs", "success", "mean steps", title=f"store {settings.db}")
+    for r in rows:
+        table.add_row(
+            r["group"], r["agent"], str(r["runs"]), f"{r['success_rate']:.0%}", f"{r['mean_steps']:.1f}"
+        )
+    out.print(table)
+    typer.echo(f"generated {path}; {report.summary()}; the store holds {total} trajectories")
+
+
+def main() -> None:
+    """Entry point of the `flowmem` script."""
+    app()

@@ -1,0 +1,267 @@
+"""The domain model: trajectories agents log, workflows induced from them, induction runs.
+
+Pure pydantic. No storage or SDK types appear here; `flowmem.storage` maps these models to
+LanceDB rows and `flowmem.interchange` maps them to the JSONL interchange format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "NAMESPACE_PATTERN",
+    "InductionRun",
+    "Provenance",
+    "Step",
+    "Trajectory",
+    "UsageStats",
+    "Workflow",
+    "WorkflowRef",
+    "WorkflowStep",
+    "now",
+    "placeholders_in",
+]
+
+NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+"""Namespaces name tables and tags, so they are restricted to these characters."""
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+"""A `{name}` placeholder inside an abstract workflow argument."""
+
+
+def now() -> datetime:
+    """The current time, timezone-aware UTC (every timestamp in flowmem is)."""
+    return datetime.now(UTC)
+
+
+def placeholders_in(value: Any) -> list[str]:
+    """Placeholder names in a (possibly nested) value, in order of first appearance."""
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            for name in PLACEHOLDER.findall(v):
+                if name not in found:
+                    found.append(name)
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list | tuple):
+            for item in v:
+                walk(item)
+
+    walk(value)
+    return found
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+
+
+class Step(_Frozen):
+    """One action an agent took, with what it saw."""
+
+    action: str = Field(min_length=1)
+    """Tool or action name, e.g. `email.search_emails`."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """The arguments the action was called with."""
+    thought: str | None = None
+    """The agent's reasoning before the action, when it logged one."""
+    observation: str | None = None
+    """What the action returned, as text."""
+    error: str | None = None
+    """The error the action raised, if it failed."""
+    started_at: datetime | None = None
+    """When the action started."""
+    duration_ms: float | None = None
+    """How long the action took."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Anything else logged with the step (unknown interchange keys land here)."""
+
+
+class WorkflowRef(_Frozen):
+    """A reference to one version of a workflow, as served to a run."""
+
+    id: str
+    """The workflow's stable id."""
+    version: int = Field(ge=1)
+    """The version that was served."""
+
+
+class Trajectory(_Frozen):
+    """One run of an agent on one task: the steps and the outcome."""
+
+    id: str = Field(min_length=1)
+    """Unique id within the namespace; storing the same id twice stores it once."""
+    task: str = Field(min_length=1)
+    """The natural-language task the agent was given."""
+    agent: str = "agent"
+    """The role that ran it (LEGOMem: the orchestrator or a task agent)."""
+    parent_id: str | None = None
+    """For a subtask run: the orchestrator's trajectory id."""
+    namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
+    """Tenant or project; induction never mixes two namespaces."""
+    steps: list[Step] = Field(default_factory=list)
+    """The actions, in order."""
+    success: bool | None = Field(None, strict=True)
+    """The outcome: True, False, or None when unknown (yet); "yes" or 1 is not accepted."""
+    score: float | None = None
+    """An optional graded outcome."""
+    final_answer: str | None = None
+    """What the agent answered at the end."""
+    feedback: str | None = None
+    """Feedback on the outcome (a checker's verdict, a user's comment, an error)."""
+    workflows_used: list[WorkflowRef] = Field(default_factory=list)
+    """The workflow versions that were served to this run."""
+    source: str | None = None
+    """Where the trajectory came from (a benchmark run, `hook`, `demo`, ...)."""
+    group: str | None = None
+    """A known task family or template, when there is one (used for evaluation only)."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Everything else; unknown interchange keys are kept here."""
+    created_at: datetime = Field(default_factory=now)
+    """When the trajectory was recorded or ingested."""
+
+    @property
+    def actions(self) -> list[str]:
+        """The action names, in order."""
+        return [s.action for s in self.steps]
+
+
+class WorkflowStep(_Frozen):
+    """One abstract step of a workflow; argument values may hold `{placeholders}`."""
+
+    action: str = Field(min_length=1)
+    """The tool or action to call (for a task-scope plan: the subtask to delegate)."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments; example-specific values appear only as `{placeholder}`."""
+    note: str | None = None
+    """Why or how to take this step."""
+    agent: str | None = None
+    """For a task-scope workflow (a plan): the agent that carries out this step."""
+
+
+class UsageStats(_Frozen):
+    """How a workflow version fared when it was served."""
+
+    served: int = 0
+    """Runs it was served to."""
+    successes: int = 0
+    """Of those, runs that succeeded."""
+    failures: int = 0
+    """Of those, runs that failed."""
+
+
+class Provenance(_Frozen):
+    """How a workflow version was made."""
+
+    inducer: str = "manual"
+    """`rule`, `llm` or `manual`."""
+    model: str | None = None
+    """The LLM that abstracted it, if any."""
+    prompt_hash: str | None = None
+    """Hash of the prompt template used, if any."""
+    mode: Literal["online", "offline"] = "online"
+    """Online (from the agents' own runs) or offline (from demonstrations)."""
+    run_id: str | None = None
+    """The induction run that created this version."""
+
+
+class Workflow(_Frozen):
+    """One version of a reusable, abstract sub-routine induced from trajectories."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    """Stable id across versions."""
+    version: int = Field(1, ge=1)
+    """1, 2, ...; a version is never overwritten."""
+    parent_version: int | None = None
+    """The version this one revises (None for version 1)."""
+    name: str = Field(min_length=1)
+    """A short name, e.g. `forward_latest_email`."""
+    description: str = ""
+    """When to use it."""
+    steps: list[WorkflowStep] = Field(min_length=1)
+    """Abstract, reusable steps; example-specific values appear only as {placeholders}."""
+    parameters: dict[str, str] = Field(default_factory=dict)
+    """Placeholder name -> what value to put there."""
+    pitfalls: list[str] = Field(default_factory=list)
+    """Mistakes learned from failed runs."""
+    scope: Literal["task", "subtask"] = "subtask"
+    """`task`: a full-task memory for an orchestrator; `subtask`: for a task agent."""
+    agent: str = "agent"
+    """The agent role this workflow is for."""
+    namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
+    """Tenant or project."""
+    status: Literal["candidate", "active", "deprecated"] = "candidate"
+    """Lifecycle: candidates are on trial, active ones are served, deprecated ones are not."""
+    cluster_id: int | None = None
+    """The trajectory cluster it was induced from."""
+    source_trajectory_ids: list[str] = Field(default_factory=list)
+    """The trajectories it was induced from."""
+    stats: UsageStats = Field(default_factory=UsageStats)
+    """Usage statistics of this version."""
+    provenance: Provenance = Field(default_factory=Provenance)
+    """How this version was made."""
+    created_at: datetime = Field(default_factory=now)
+    """When this version was created."""
+
+    @model_validator(mode="after")
+    def _check_version_chain(self) -> Workflow:
+        if self.parent_version is not None and self.parent_version >= self.version:
+            raise ValueError("parent_version must be lower than version")
+        return self
+
+    @property
+    def placeholders(self) -> list[str]:
+        """Placeholder names used in the steps, in order of first appearance."""
+        return placeholders_in([s.args for s in self.steps])
+
+    @property
+    def actions(self) -> list[str]:
+        """The action names of the steps, in order."""
+        return [s.action for s in self.steps]
+
+    def content_hash(self) -> str:
+        """Hash of what an agent is served (not ids, versions, stats or provenance).
+
+        Two versions with the same hash say the same thing, so re-inducing one creates nothing.
+        """
+        content = self.model_dump(
+            mode="json",
+            include={"name", "description", "steps", "parameters", "pitfalls", "scope", "agent"},
+        )
+        blob = json.dumps(content, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class InductionRun(_Frozen):
+    """One induction run (or a rollback), committed to the store as a tagged version."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    """Run id; also the tag of the workflows table version the run committed."""
+    namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
+    """The namespace the run induced."""
+    kind: Literal["induce", "rollback", "manual"] = "induce"
+    """What the run did."""
+    started_at: datetime = Field(default_factory=now)
+    """When it started."""
+    finished_at: datetime | None = None
+    """When it committed."""
+    counts: dict[str, int] = Field(default_factory=dict)
+    """Figures such as trajectories, clusters_changed, versions_created."""
+    tag: str | None = None
+    """The store tag it committed (the workflows table version it produced)."""
+    table_version: int | None = None
+    """The workflows table version the run produced."""
+    base_version: int | None = None
+    """The workflows table version before the run (what a rollback restores)."""
+    rolled_back_run: str | None = None
+    """For a rollback: the run it undid."""
+    note: str | None = None
+    """Free text, e.g. why a rollback was made."""

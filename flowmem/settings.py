@@ -1,0 +1,78 @@
+"""Runtime configuration: one object, built once, passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from flowmem.models import NAMESPACE_PATTERN
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """Runtime configuration; every field can be set as FLOWMEM_<FIELD> (e.g. FLOWMEM_DB)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLOWMEM_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    db: str = "./.flowmem/db"
+    """LanceDB URI of the store: a directory path (or an object-store URI such as s3://...)."""
+    namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
+    """Tenant or project whose trajectories and workflows every command works on."""
+    quarantine: str | None = None
+    """JSONL file that receives rejected input lines; default: `<db>.quarantine.jsonl`."""
+
+    # Embeddings.
+    embedder: Literal["hashing"] = "hashing"
+    """`hashing`: the offline, stateless, deterministic default."""
+    embedding_dim: int = Field(384, ge=8, le=8192)
+    """Vector size of the hashing embedder."""
+
+    # LLM (optional: without one, the rule-based inducer is used).
+    llm_model: str | None = None
+    """Chat model for the LLM inducer; None selects the rule-based inducer."""
+    llm_base_url: str | None = None
+    """Base URL of an OpenAI-compatible endpoint (None: the OpenAI default)."""
+    llm_api_key: SecretStr | None = None
+    """API key for the LLM and embedding endpoints."""
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature of the LLM inducer."""
+
+    # Induction thresholds.
+    min_cluster_size: int = Field(3, ge=2)
+    """HDBSCAN min_cluster_size: small, so online learning starts early."""
+
+    # Recording hooks.
+    flush_interval: float = Field(0.5, gt=0, le=60)
+    """Seconds the hooks' background writer waits to gather a batch."""
+    flush_batch: int = Field(500, ge=1)
+    """Trajectories the background writer stores per commit at most."""
+
+    # Input limits (every input path enforces them, with a clear reason on rejection).
+    max_record_bytes: int = Field(2_000_000, ge=1_000)
+    """Largest accepted interchange line, in bytes."""
+    max_steps: int = Field(1_000, ge=1)
+    """Most steps accepted in one trajectory."""
+    max_string_chars: int = Field(200_000, ge=100)
+    """Longest accepted string anywhere in a record."""
+    max_depth: int = Field(32, ge=2)
+    """Deepest accepted nesting of arguments and meta."""
+
+    @property
+    def quarantine_path(self) -> Path:
+        """Where rejected input lines are written."""
+        if self.quarantine:
+            return Path(self.quarantine)
+        if "://" in self.db:
+            return Path(".flowmem") / "quarantine.jsonl"
+        db = Path(self.db)
+        return db.with_name(db.name + ".quarantine.jsonl")

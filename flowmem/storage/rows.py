@@ -1,0 +1,253 @@
+"""Arrow schemas of the store's tables, and domain model <-> row conversion.
+
+Nested, free-form data (steps with arbitrary arguments, meta) is stored as JSON text; the
+columns that are filtered or shown in listings are stored as typed columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from flowmem.models import (
+    InductionRun,
+    Provenance,
+    Step,
+    Trajectory,
+    UsageStats,
+    Workflow,
+    WorkflowRef,
+    WorkflowStep,
+)
+
+__all__ = [
+    "EMBEDDER_KEY",
+    "run_from_row",
+    "run_schema",
+    "run_to_row",
+    "trajectory_from_row",
+    "trajectory_schema",
+    "trajectory_to_row",
+    "workflow_from_row",
+    "workflow_schema",
+    "workflow_to_row",
+]
+
+EMBEDDER_KEY = b"flowmem.embedder"
+"""Schema metadata key naming the embedder whose vectors a table holds."""
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _vector_field(dim: int) -> pa.Field:
+    return pa.field("vector", pa.list_(pa.float32(), dim))
+
+
+def trajectory_schema(dim: int, embedder: str) -> pa.Schema:
+    """Schema of the `trajectories` table."""
+    return pa.schema(
+        [
+            pa.field("namespace", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("task", pa.string(), nullable=False),
+            pa.field("agent", pa.string(), nullable=False),
+            pa.field("parent_id", pa.string()),
+            pa.field("success", pa.bool_()),
+            pa.field("score", pa.float64()),
+            pa.field("final_answer", pa.string()),
+            pa.field("feedback", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("group", pa.string()),
+            pa.field("n_steps", pa.int32(), nullable=False),
+            pa.field("actions", pa.list_(pa.string())),
+            pa.field("steps", pa.string(), nullable=False),
+            pa.field("workflows_used", pa.string(), nullable=False),
+            pa.field("meta", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+            pa.field("stored_at", _TS, nullable=False),
+            _vector_field(dim),
+        ],
+        metadata={EMBEDDER_KEY: embedder.encode()},
+    )
+
+
+def trajectory_to_row(t: Trajectory, vector: npt.NDArray[np.float32], stored_at: datetime) -> dict[str, Any]:
+    """The row of one trajectory."""
+    return {
+        "namespace": t.namespace,
+        "id": t.id,
+        "task": t.task,
+        "agent": t.agent,
+        "parent_id": t.parent_id,
+        "success": t.success,
+        "score": t.score,
+        "final_answer": t.final_answer,
+        "feedback": t.feedback,
+        "source": t.source,
+        "group": t.group,
+        "n_steps": len(t.steps),
+        "actions": t.actions,
+        "steps": _dumps([s.model_dump(mode="json", exclude_defaults=True) for s in t.steps]),
+        "workflows_used": _dumps([r.model_dump(mode="json") for r in t.workflows_used]),
+        "meta": _dumps(t.meta),
+        "created_at": t.created_at,
+        "stored_at": stored_at,
+        "vector": vector.tolist(),
+    }
+
+
+def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
+    """The trajectory of one row."""
+    return Trajectory(
+        id=row["id"],
+        task=row["task"],
+        agent=row["agent"],
+        parent_id=row["parent_id"],
+        namespace=row["namespace"],
+        steps=[Step.model_validate(s) for s in json.loads(row["steps"])],
+        success=row["success"],
+        score=row["score"],
+        final_answer=row["final_answer"],
+        feedback=row["feedback"],
+        workflows_used=[WorkflowRef.model_validate(r) for r in json.loads(row["workflows_used"])],
+        source=row["source"],
+        group=row["group"],
+        meta=json.loads(row["meta"]),
+        created_at=row["created_at"],
+    )
+
+
+def workflow_schema(dim: int, embedder: str) -> pa.Schema:
+    """Schema of a namespace's workflows table (one row per version)."""
+    return pa.schema(
+        [
+            pa.field("namespace", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("version", pa.int64(), nullable=False),
+            pa.field("parent_version", pa.int64()),
+            pa.field("name", pa.string(), nullable=False),
+            pa.field("description", pa.string(), nullable=False),
+            pa.field("steps", pa.string(), nullable=False),
+            pa.field("actions", pa.list_(pa.string())),
+            pa.field("parameters", pa.string(), nullable=False),
+            pa.field("pitfalls", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("agent", pa.string(), nullable=False),
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("cluster_id", pa.int64()),
+            pa.field("source_trajectory_ids", pa.list_(pa.string())),
+            pa.field("stats", pa.string(), nullable=False),
+            pa.field("provenance", pa.string(), nullable=False),
+            pa.field("run_id", pa.string()),
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("created_at", _TS, nullable=False),
+            _vector_field(dim),
+        ],
+        metadata={EMBEDDER_KEY: embedder.encode()},
+    )
+
+
+def workflow_text(w: Workflow) -> str:
+    """The text a workflow is embedded from: what it is for, and what it does."""
+    return f"{w.name.replace('_', ' ')}. {w.description} {' '.join(w.actions)}"
+
+
+def workflow_to_row(w: Workflow, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
+    """The row of one workflow version."""
+    return {
+        "namespace": w.namespace,
+        "id": w.id,
+        "version": w.version,
+        "parent_version": w.parent_version,
+        "name": w.name,
+        "description": w.description,
+        "steps": _dumps([s.model_dump(mode="json", exclude_defaults=True) for s in w.steps]),
+        "actions": w.actions,
+        "parameters": _dumps(w.parameters),
+        "pitfalls": _dumps(w.pitfalls),
+        "scope": w.scope,
+        "agent": w.agent,
+        "status": w.status,
+        "cluster_id": w.cluster_id,
+        "source_trajectory_ids": w.source_trajectory_ids,
+        "stats": _dumps(w.stats.model_dump()),
+        "provenance": _dumps(w.provenance.model_dump()),
+        "run_id": w.provenance.run_id,
+        "content_hash": w.content_hash(),
+        "created_at": w.created_at,
+        "vector": vector.tolist(),
+    }
+
+
+def workflow_from_row(row: dict[str, Any]) -> Workflow:
+    """The workflow version of one row."""
+    return Workflow(
+        id=row["id"],
+        version=row["version"],
+        parent_version=row["parent_version"],
+        name=row["name"],
+        description=row["description"],
+        steps=[WorkflowStep.model_validate(s) for s in json.loads(row["steps"])],
+        parameters=json.loads(row["parameters"]),
+        pitfalls=json.loads(row["pitfalls"]),
+        scope=row["scope"],
+        agent=row["agent"],
+        namespace=row["namespace"],
+        status=row["status"],
+        cluster_id=row["cluster_id"],
+        source_trajectory_ids=row["source_trajectory_ids"] or [],
+        stats=UsageStats.model_validate(json.loads(row["stats"])),
+        provenance=Provenance.model_validate(json.loads(row["provenance"])),
+        created_at=row["created_at"],
+    )
+
+
+def run_schema() -> pa.Schema:
+    """Schema of the `runs` table."""
+    return pa.schema(
+        [
+            pa.field("namespace", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
+            pa.field("started_at", _TS, nullable=False),
+            pa.field("finished_at", _TS),
+            pa.field("counts", pa.string(), nullable=False),
+            pa.field("tag", pa.string()),
+            pa.field("table_version", pa.int64()),
+            pa.field("base_version", pa.int64()),
+            pa.field("rolled_back_run", pa.string()),
+            pa.field("note", pa.string()),
+        ]
+    )
+
+
+def run_to_row(run: InductionRun) -> dict[str, Any]:
+    """The row of one run."""
+    row = run.model_dump(exclude={"counts"})
+    row["counts"] = _dumps(run.counts)
+    return row
+
+
+def run_from_row(row: dict[str, Any]) -> InductionRun:
+    """The run of one row."""
+    data = dict(row)
+    data["counts"] = json.loads(data["counts"])
+    return InductionRun.model_validate(data)
+
+
+def rows_of(table: pa.Table, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of an Arrow table as dicts (optionally only some columns)."""
+    if columns is not None:
+        table = table.select(list(columns))
+    found: list[dict[str, Any]] = table.to_pylist()
+    return found

@@ -1,0 +1,53 @@
+"""Shared fixtures: every test gets its own store directory; nothing touches the network."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from flowmem.models import Workflow, WorkflowStep
+from flowmem.settings import Settings
+from flowmem.storage import Store
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+WORKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "workbench_trajectories.jsonl.gz"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings on a fresh store in a temporary directory."""
+    return Settings(db=str(tmp_path / "db"), flush_interval=0.05)
+
+
+@pytest.fixture
+def store(settings: Settings) -> Store:
+    """A fresh, empty store."""
+    return Store(settings)
+
+
+def make_workflow(
+    wid: str = "forward_latest", version: int = 1, *, steps: int = 2, namespace: str = "default", **kw: object
+) -> Workflow:
+    """A small workflow whose steps vary with `steps` so versions differ."""
+    base = [
+        WorkflowStep(action="mail.search", args={"query": "{subject}"}),
+        WorkflowStep(action="contacts.lookup", args={"name": "{recipient}"}),
+        WorkflowStep(action="mail.forward", args={"email_id": "{email_id}", "to": "{recipient_email}"}),
+        WorkflowStep(action="mail.read", args={"email_id": "{email_id}"}),
+    ]
+    return Workflow.model_validate(
+        {
+            "id": wid,
+            "version": version,
+            "parent_version": version - 1 if version > 1 else None,
+            "name": wid,
+            "description": "Forward the newest email on a subject to a colleague.",
+            "steps": base[:steps],
+            "parameters": {"subject": "the email's subject", "recipient": "who gets it"},
+            "namespace": namespace,
+            **kw,
+        }
+    )

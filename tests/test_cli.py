@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowmem.cli import app
+from flowmem.models import InductionRun
+from flowmem.settings import Settings
+from flowmem.storage import Store
+from tests.conftest import WORKBENCH, make_workflow
+
+runner = CliRunner()
+
+
+def invoke(db: Path, *args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env={"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"})
+    return result.exit_code, result.output
+
+
+def good(i: int) -> str:
+    return json.dumps(
+        {
+            "task": f"Send the weekly report to person {i}",
+            "steps": [
+                {"thought": None, "action": "contacts.lookup", "args": {"name": f"p{i}"}, "observation": "x"},
+                {
+                    "thought": "send",
+                    "action": "mail.send",
+                    "args": {"to": f"p{i}@x.test"},
+                    "observation": "sent",
+                },
+            ],
+            "success": i % 3 != 0,
+            "custom_field": i,
+        }
+    )
+
+
+BAD = [
+    "{broken json",
+    "[]",
+    '{"steps": []}',
+    '{"task": "", "steps": []}',
+    '{"task": "t", "steps": [{"args": {}}]}',
+    '{"task": "t", "steps": [{"action": null}]}',
+    '{"task": "t", "steps": {"action": "a"}}',
+    '{"task": 5}',
+    '{"task": "t", "success": "yes"}',
+    '{"task": "t", "score": NaN}',
+    '{"task": "t", "meta": []}',
+    '{"task": "t", "agent": 7}',
+    '{"task": "t", "steps": [{"action": "a", "args": "x"}]}',
+    '{"task": "t", "namespace": "no spaces please"}',
+    '{"task": "t", "created_at": "yesterday"}',
+    '{"task": "t", "steps": [{"action": "a", "args": {}, "observation": 3}]}',
+    '{"task": "t", "parent_id": []}',
+    '"just a string"',
+    "null",
+    '{"task": "t", "steps": [5]}',
+]
+
+
+def test_ingest_100_valid_20_malformed(tmp_path: Path) -> None:
+    lines = [good(i) for i in range(100)]
+    for k, bad in enumerate(BAD):
+        lines.insert(5 * k + 3, bad)
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "store"
+    code, output = invoke(db, "ingest", str(src))
+    quarantine = Path(str(db) + ".quarantine.jsonl")
+    assert code == 1
+    assert f"stored 100, rejected 20 (see {quarantine})" in " ".join(output.split())
+    rejected = [json.loads(x) for x in quarantine.read_text().splitlines()]
+    assert len(rejected) == 20
+    assert [r["line"] for r in rejected] == [5 * k + 4 for k in range(20)]
+    assert all(r["reason"] and r["source"] == str(src) for r in rejected)
+    assert invoke(db, "trajectories", "count") == (0, "100\n")
+    # Unknown keys survived in meta; the same file again stores nothing new.
+    store = Store(Settings(db=str(db)))
+    assert {t.meta["custom_field"] for t in store.list_trajectories(limit=None)} == set(range(100))
+    code, output = invoke(db, "ingest", "--json", str(src))
+    assert code == 1 and json.loads(output)["stored"] == 0 and json.loads(output)["duplicates"] == 100
+
+
+def test_all_valid_exits_0_and_flowmem_db_selects_the_store(tmp_path: Path) -> None:
+    src = tmp_path / "ok.jsonl"
+    src.write_text("\n".join(good(i) for i in range(7)))
+    code, output = invoke(tmp_path / "one", "ingest", str(src))
+    assert code == 0 and "stored 7, rejected 0" in output
+    assert invoke(tmp_path / "one", "trajectories", "count")[1] == "7\n"
+    assert invoke(tmp_path / "two", "trajectories", "count")[1] == "0\n"
+
+
+def test_trajectory_list_and_show(tmp_path: Path) -> None:
+    src = tmp_path / "ok.jsonl"
+    src.write_text("\n".join(good(i) for i in range(3)))
+    invoke(tmp_path / "db", "ingest", str(src))
+    code, output = invoke(tmp_path / "db", "trajectories", "list", "--json")
+    listed = json.loads(output)
+    assert code == 0 and len(listed) == 3 and listed[0]["n_steps"] == 2
+    code, output = invoke(tmp_path / "db", "trajectories", "show", listed[0]["id"])
+    assert code == 0 and "contacts.lookup" in output and "mail.send" in output
+    code, output = invoke(tmp_path / "db", "trajectories", "show", "nope")
+    assert code == 1 and "no trajectory" in output
+
+
+def test_workflow_commands(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    store = Store(Settings(db=str(db)))
+    store.commit_run(InductionRun(id="r1"), [make_workflow(version=1)])
+    store.commit_run(InductionRun(id="r2"), [make_workflow(version=2, steps=3, pitfalls=["check the date"])])
+    code, output = invoke(db, "workflows", "list", "--json")
+    assert code == 0 and [(w["id"], w["version"]) for w in json.loads(output)] == [("forward_latest", 2)]
+    code, output = invoke(db, "workflows", "show", "forward_latest")
+    assert code == 0 and "{recipient_email}" in output and "check the date" in output
+    code, output = invoke(db, "workflows", "history", "forward_latest", "--json")
+    assert [(w["version"], w["parent_version"]) for w in json.loads(output)] == [(1, None), (2, 1)]
+    code, output = invoke(db, "workflows", "diff", "forward_latest", "1", "2")
+    assert code == 0 and "+ mail.forward" in output and "pitfalls" in output
+    code, output = invoke(db, "workflows", "runs", "--json")
+    assert [r["id"] for r in json.loads(output)] == ["r1", "r2"]
+    code, output = invoke(db, "workflows", "rollback", "r2")
+    assert code == 0 and "rolled back r2" in output
+    code, output = invoke(db, "workflows", "list", "--json")
+    assert [w["version"] for w in json.loads(output)] == [1]
+    code, output = invoke(db, "workflows", "list", "--at", "r2", "--json")
+    assert [w["version"] for w in json.loads(output)] == [2]
+    code, output = invoke(db, "workflows", "rollback", "r2")
+    assert code == 1 and "already rolled back" in output
+    assert invoke(db, "workflows", "show", "missing")[0] == 1
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
+def test_ingest_workbench_twice_counts_4197(tmp_path: Path) -> None:
+    db = tmp_path / "wb"
+    code, output = invoke(db, "ingest", str(WORKBENCH))
+    assert code == 0 and "stored 4197, rejected 0" in output
+    assert invoke(db, "trajectories", "count") == (0, "4197\n")
+    code, output = invoke(db, "ingest", str(WORKBENCH))
+    assert code == 0 and "stored 0 (4197 already stored)" in output
+    assert invoke(db, "trajectories", "count") == (0, "4197\n")
+    t = Store(Settings(db=str(db))).get_trajectory("workbench/email/gpt-4_domains/050")
+    assert t.group == "email/t05" and t.meta["slots"]["recipient_name"] == "olga" and t.success is True
+
+
+def test_demo_generates_ingests_and_summarises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = invoke(tmp_path / "db", "demo", "--tasks", "40", "--json")
+    result = json.loads(output)
+    assert code == 0 and result["stored"] == result["total"] > 40  # multi-agent tasks add sub-runs
+    assert Path(result["file"]).exists()
+    groups = {g["group"]: g for g in result["groups"]}
+    assert {"forward_latest", "onboard_customer"} <= set(groups)
+    assert 0 < sum(g["success_rate"] * g["runs"] for g in groups.values()) < result["total"]
+    # Running it again stores nothing twice.
+    code, output = invoke(tmp_path / "db", "demo", "--tasks", "40", "--json")
+    assert json.loads(output)["stored"] == 0 and json.loads(output)["total"] == result["total"]
+
+
+def test_generate_writes_an_ingestible_file(tmp_path: Path) -> None:
+    out = tmp_path / "sim.jsonl"
+    code, output = invoke(tmp_path / "db", "generate", str(out), "--tasks", "10", "--seed", "3")
+    assert code == 0 and output.startswith("wrote ")
+    code, output = invoke(tmp_path / "db", "ingest", str(out))
+    assert code == 0 and "rejected 0" in output

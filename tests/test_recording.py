@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from flowmem.agents import WorkflowMemory, current_run
+from flowmem.models import WorkflowRef
+from flowmem.settings import Settings
+from flowmem.storage import Store
+
+
+def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(settings: Settings) -> None:
+    memory = WorkflowMemory.open(settings)
+    barrier = threading.Barrier(4)
+
+    def agent(worker: int) -> None:
+        barrier.wait()
+        for j in range(10):
+            with memory.record(
+                f"worker {worker} task {j}", agent=f"agent{worker}", id=f"w{worker}-{j}"
+            ) as run:
+                for n in range(250):
+                    run.step("tool.call", args={"n": n}, observation=f"result {n}")
+                run.finish(success=n % 2 == 1)
+
+    threads = [threading.Thread(target=agent, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    memory.close()
+
+    store = Store(settings)
+    assert store.count_trajectories() == 40
+    total = 0
+    for t in store.list_trajectories(limit=None):
+        assert [s.args["n"] for s in t.steps] == list(range(250))
+        assert [s.observation for s in t.steps][-1] == "result 249"
+        assert t.success is True and t.agent == f"agent{t.id[1]}"
+        total += len(t.steps)
+    assert total == 10_000
+
+
+def test_exception_is_stored_as_failure_then_reraised(settings: Settings) -> None:
+    with WorkflowMemory.open(settings) as memory:
+        with pytest.raises(KeyError):
+            with memory.record("look up the customer", id="boom") as run:
+                run.step("crm.find_customer", args={"name": "Ada"}, error="not found")
+                raise KeyError("Ada")
+    t = Store(settings).get_trajectory("boom")
+    assert t.success is False and t.feedback == "KeyError: 'Ada'" and t.meta["error"] == "KeyError: 'Ada'"
+    assert t.steps[0].error == "not found"
+
+
+def test_nested_runs_are_subtasks_and_served_workflows_are_attached(settings: Settings) -> None:
+    with WorkflowMemory.open(settings) as memory:
+        with memory.record("onboard Acme", agent="orchestrator", id="plan") as plan:
+            plan.use(WorkflowRef(id="onboard", version=2))
+            plan.step("delegate", args={"agent": "crm_agent", "subtask": "mark Acme won"})
+            with memory.record("mark Acme won", agent="crm_agent", id="sub") as sub:
+                assert current_run() is sub
+                sub.step("crm.update_status", args={"customer": "Acme", "status": "won"})
+                sub.finish(success=True)
+            assert current_run() is plan
+            plan.finish(success=True)
+        assert current_run() is None
+    store = Store(settings)
+    assert store.get_trajectory("sub").parent_id == "plan"
+    assert store.get_trajectory("plan").workflows_used == [WorkflowRef(id="onboard", version=2)]
+
+
+def test_decorators_record_sync_and_async_runs_and_tool_calls(settings: Settings) -> None:
+    memory = WorkflowMemory.open(settings)
+
+    @memory.tool(name="math.add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @memory.tool
+    def explode(x: str) -> None:
+        raise ValueError(f"bad {x}")
+
+    @memory.recorded(agent="calc")
+    def solve(task: str) -> int:
+        total = add(2, b=3)
+        try:
+            explode("y")
+        except ValueError:
+            pass
+        return total
+
+    @memory.recorded
+    async def solve_async(task: str) -> str:
+        add(1, 1)
+        run = current_run()
+        assert run is not None
+        run.finish(success=False, feedback="wrong answer")
+        return "2"
+
+    assert solve("add two and three") == 5
+    assert asyncio.run(solve_async("add one and one")) == "2"
+    assert add(1, 2) == 3  # outside a run: not recorded, still works
+    memory.close()
+
+    by_task = {t.task: t for t in Store(settings).list_trajectories(limit=None)}
+    calc = by_task["add two and three"]
+    assert (calc.agent, calc.success, calc.final_answer) == ("calc", True, "5")
+    assert [(s.action, s.args, s.observation, s.error) for s in calc.steps] == [
+        ("math.add", {"a": 2, "b": 3}, "5", None),
+        ("explode", {"x": "y"}, None, "ValueError: bad y"),
+    ]
+    assert calc.steps[0].duration_ms is not None
+    assert by_task["add one and one"].success is False
+    assert by_task["add one and one"].feedback == "wrong answer"
+
+
+def test_odd_arguments_are_stored_as_text(settings: Settings) -> None:
+    with WorkflowMemory.open(settings) as memory:
+        with memory.record("odd", id="odd") as run:
+            run.step(
+                "x", args={"path": Path("/tmp/a"), "obj": object(), "n": 1.5}, observation={"rows": [1, 2]}
+            )
+            run.finish(success=True)
+    step = Store(settings).get_trajectory("odd").steps[0]
+    assert step.args["path"] == "/tmp/a" and step.args["n"] == 1.5 and step.args["obj"].startswith("<object")
+    assert step.observation == '{"rows": [1, 2]}'
+
+
+def test_record_without_with_block_is_stored_on_finish(settings: Settings) -> None:
+    memory = WorkflowMemory.open(settings)
+    run = memory.record("plain call style", id="plain")
+    run.step("a")
+    run.finish(success=True)
+    with pytest.raises(RuntimeError, match="already stored"):
+        run.step("b")
+    assert memory.flush(timeout=30)
+    assert Store(settings).get_trajectory("plain").actions == ["a"]
+    memory.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        with memory.record("late"):
+            pass
+
+
+def test_a_normal_interpreter_exit_loses_nothing(settings: Settings, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from flowmem import Settings, WorkflowMemory
+        memory = WorkflowMemory.open(Settings(db={settings.db!r}, flush_interval=30))
+        for i in range(300):
+            with memory.record(f"task {{i}}", id=f"t{{i}}") as run:
+                run.step("a", args={{"i": i}})
+                run.finish(success=True)
+        # no close(): the atexit hook must flush
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert Store(settings).count_trajectories() == 300
