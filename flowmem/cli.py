@@ -17,6 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from flowmem import render
+from flowmem.induction.rule import Inducer
 from flowmem.ingest import ingest_files
 from flowmem.settings import Settings
 from flowmem.storage import Store, StoreError
@@ -264,6 +265,48 @@ def demo(
         )
     out.print(table)
     typer.echo(f"generated {path}; {report.summary()}; the store holds {total} trajectories")
+
+
+def _inducer(kind: str, settings: Settings) -> Inducer:
+    """The rule-based inducer, or the LLM inducer on the configured OpenAI-compatible endpoint."""
+    from flowmem.induction.rule import RuleInducer
+
+    if kind == "rule":
+        return RuleInducer()
+    if kind == "llm":
+        from flowmem.induction.llm import LLMInducer
+        from flowmem.providers.openai import llm_from_settings
+
+        try:
+            return LLMInducer(llm_from_settings(settings))
+        except ValueError as e:
+            raise _fail(str(e)) from None
+    raise _fail(f"unknown inducer {kind!r}: use rule or llm")
+
+
+@app.command("eval")
+def eval_command(
+    train: Annotated[Path, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")],
+    test: Annotated[Path, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")],
+    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    k: Annotated[int, typer.Option("--k", min=1, help="Memories retrieved per test task.")] = 3,
+    as_json: JsonOpt = False,
+) -> None:
+    """Induce from TRAIN in a temporary store, retrieve for each TEST task, and compare with
+    retrieving raw successful trajectories (metrics: docs/metrics.md)."""
+    from flowmem.evaluation import evaluate, load
+
+    settings = Settings()
+    report = evaluate(
+        load(train, settings), load(test, settings), _inducer(inducer, settings), settings=settings, k=k
+    )
+    if as_json:
+        _print_json(report)
+        return
+    table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
+    for key in report["flowmem"]:
+        table.add_row(key, str(report["flowmem"][key]), str(report["raw"].get(key, "")))
+    out.print(table)
 
 
 def main() -> None:

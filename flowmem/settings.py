@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from flowmem.induction.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
 
 __all__ = ["Settings"]
@@ -49,7 +50,17 @@ class Settings(BaseSettings):
 
     # Induction thresholds.
     min_cluster_size: int = Field(3, ge=2)
-    """HDBSCAN min_cluster_size: small, so online learning starts early."""
+    """Fewest distinct tasks that form a cluster (HDBSCAN min_cluster_size): small, so
+    online learning starts early."""
+    cluster_min_samples: int = Field(2, ge=1)
+    """HDBSCAN min_samples."""
+    cluster_dims: int = Field(64, ge=2)
+    """SVD dimensions the task texts are reduced to before HDBSCAN."""
+    cluster_epsilon: float = Field(0.3, ge=0.0)
+    """HDBSCAN cluster_selection_epsilon: clusters closer than this merge."""
+    literal_share: float = Field(0.1, gt=0.0, le=1.0)
+    """An argument value used by fewer than this share of a namespace's runs is
+    example-specific: it never appears in a workflow."""
 
     # Recording hooks.
     flush_interval: float = Field(0.5, gt=0, le=60)
@@ -66,6 +77,16 @@ class Settings(BaseSettings):
     """Longest accepted string anywhere in a record."""
     max_depth: int = Field(32, ge=2)
     """Deepest accepted nesting of arguments and meta."""
+
+    @property
+    def cluster_params(self) -> ClusterParams:
+        """The clustering settings."""
+        return ClusterParams(
+            min_cluster_size=self.min_cluster_size,
+            min_samples=self.cluster_min_samples,
+            dims=self.cluster_dims,
+            epsilon=self.cluster_epsilon,
+        )
 
     @property
     def quarantine_path(self) -> Path:

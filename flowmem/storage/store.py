@@ -15,9 +15,12 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from flowmem.diff import WorkflowDiff, diff_workflows
 from flowmem.induction.embed import Embedder, HashingEmbedder
@@ -28,6 +31,7 @@ from flowmem.storage import rows
 __all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError"]
 
 T = TypeVar("T")
+Vector = npt.NDArray[np.float32]
 
 TRAJECTORIES = "trajectories"
 RUNS = "runs"
@@ -245,13 +249,22 @@ class Store:
             versions.append(w.version)
             seen.add((w.id, w.version))
 
-    def _append_workflows(self, namespace: str, workflows: Sequence[Workflow]) -> int:
-        """Validate and append versions in one commit; returns the new table version."""
+    def _append_workflows(
+        self, namespace: str, workflows: Sequence[Workflow], keys: Mapping[str, Vector] | None = None
+    ) -> int:
+        """Validate and append versions in one commit; returns the new table version.
+
+        A workflow's vector is its retrieval key from `keys` when given (e.g. the mean of its
+        source tasks' vectors), else the embedding of its name, description and actions.
+        """
         table = self._workflows(namespace)
         if not workflows:
             return int(table.version)
         self._check_versions(table, namespace, workflows)
-        vectors = self.embedder.embed([rows.workflow_text(w) for w in workflows])
+        embedded = self.embedder.embed([rows.workflow_text(w) for w in workflows])
+        vectors = [
+            keys[w.id] if keys and w.id in keys else v for w, v in zip(workflows, embedded, strict=True)
+        ]
         data = [rows.workflow_to_row(w, v) for w, v in zip(workflows, vectors, strict=True)]
 
         def write() -> int:
@@ -328,6 +341,66 @@ class Store:
             self.get_workflow(workflow_id, new, namespace=namespace),
         )
 
+    def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector]:
+        """The served workflows (latest versions, not deprecated) and their vectors, for an
+        in-process index."""
+        ns = self._ns(namespace)
+        latest: dict[str, dict[str, Any]] = {}
+        for r in rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")):
+            if r["id"] not in latest or r["version"] > latest[r["id"]]["version"]:
+                latest[r["id"]] = r
+        served = [r for _, r in sorted(latest.items()) if r["status"] != "deprecated"]
+        matrix = np.array([r["vector"] for r in served], dtype=np.float32).reshape(
+            len(served), self.embedder.dim
+        )
+        return [rows.workflow_from_row(r) for r in served], matrix
+
+    def trajectory_index(
+        self, *, namespace: str | None = None, success: bool | None = None
+    ) -> tuple[list[Trajectory], Vector]:
+        """Trajectories (optionally only successful or failed ones) and their task vectors."""
+        where = f"namespace = {quote(self._ns(namespace))}"
+        if success is not None:
+            where += f" AND success = {'true' if success else 'false'}"
+        found = rows.rows_of(self._select(self._trajectories(), where))
+        matrix = np.array([r["vector"] for r in found], dtype=np.float32).reshape(
+            len(found), self.embedder.dim
+        )
+        return [rows.trajectory_from_row(r) for r in found], matrix
+
+    def search_workflows(
+        self, vector: Vector, *, k: int = 3, namespace: str | None = None
+    ) -> list[tuple[Workflow, float]]:
+        """The k workflows (latest versions, not deprecated) nearest a query vector, with their
+        cosine similarity, best first."""
+        ns = self._ns(namespace)
+        table = self._workflows(ns)
+        if table.count_rows() == 0:
+            return []
+        latest: dict[str, int] = {}
+        for r in rows.rows_of(self._select(table, f"namespace = {quote(ns)}", ["id", "version"])):
+            latest[r["id"]] = max(latest.get(r["id"], 0), r["version"])
+        query = table.search(vector.tolist()).metric("cosine").where("status != 'deprecated'", prefilter=True)
+        found = rows.rows_of(query.limit(max(k * 4, 20)).to_arrow())
+        hits = [
+            (rows.workflow_from_row(r), 1.0 - float(r["_distance"]))
+            for r in found
+            if latest.get(r["id"]) == r["version"]
+        ]
+        return hits[:k]
+
+    def search_trajectories(
+        self, vector: Vector, *, k: int = 3, namespace: str | None = None, success: bool | None = None
+    ) -> list[tuple[Trajectory, float]]:
+        """The k trajectories whose task is nearest a query vector (optionally only successful
+        or failed ones), with cosine similarity, best first."""
+        where = f"namespace = {quote(self._ns(namespace))}"
+        if success is not None:
+            where += f" AND success = {'true' if success else 'false'}"
+        query = self._trajectories().search(vector.tolist()).metric("cosine").where(where, prefilter=True)
+        found = rows.rows_of(query.limit(k).to_arrow())
+        return [(rows.trajectory_from_row(r), 1.0 - float(r["_distance"])) for r in found]
+
     # -- runs, tags and rollback --------------------------------------------------------
 
     @staticmethod
@@ -335,13 +408,21 @@ class Store:
         """A fresh, time-ordered run id that is also a valid LanceDB tag."""
         return f"{kind}-{now().strftime('%Y%m%dT%H%M%S%f')}-{secrets.token_hex(3)}"
 
-    def commit_run(self, run: InductionRun, workflows: Sequence[Workflow] = ()) -> InductionRun:
+    def commit_run(
+        self,
+        run: InductionRun,
+        workflows: Sequence[Workflow] = (),
+        *,
+        keys: Mapping[str, Vector] | None = None,
+    ) -> InductionRun:
         """Append a run's workflow versions in one commit, tag that table version with the
-        run id, and record the run. Readers see all of the run's versions or none."""
+        run id, and record the run. Readers see all of the run's versions or none.
+
+        `keys` maps workflow ids to retrieval vectors (see `_append_workflows`)."""
         ns = run.namespace
         table = self._workflows(ns)
         base = int(table.version)
-        version = self._append_workflows(ns, workflows)
+        version = self._append_workflows(ns, workflows, keys)
         table.tags.create(run.id, version)
         committed = run.model_copy(
             update={

@@ -1,0 +1,146 @@
+"""`flowmem eval`: induce from a train file in a temporary store, retrieve for each test task,
+and score flowmem's workflows against the raw-trajectory baseline (docs/metrics.md)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.metrics import (
+    LeakChecker,
+    Retrieval,
+    clustering_scores,
+    memory_metrics,
+    rare_literals,
+    slot_literals,
+)
+from flowmem.induction.pipeline import induce, plan_versions
+from flowmem.induction.render import render_trajectory, render_workflow
+from flowmem.induction.retrieve import ExampleIndex
+from flowmem.induction.rule import Inducer
+from flowmem.interchange import Rejection, read_trajectories
+from flowmem.models import InductionRun, Trajectory
+from flowmem.settings import Settings
+from flowmem.storage import Store
+
+__all__ = ["evaluate", "load"]
+
+
+def load(path: Path, settings: Settings) -> list[Trajectory]:
+    """Every valid trajectory of an interchange file (invalid lines are skipped)."""
+    return [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
+
+
+def _key_vectors(store: Store, keys: dict[str, list[str]]) -> dict[str, Any]:
+    vectors = {}
+    for wid, tasks in keys.items():
+        v = store.embedder.embed(tasks).mean(axis=0)
+        vectors[wid] = (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)
+    return vectors
+
+
+def _top(matrix: Any, query: Any, k: int) -> list[int]:
+    if len(matrix) == 0:
+        return []
+    scores = matrix @ query
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [int(i) for i in order]
+
+
+def evaluate(
+    train: Sequence[Trajectory],
+    test: Sequence[Trajectory],
+    inducer: Inducer,
+    *,
+    settings: Settings,
+    k: int = 3,
+) -> dict[str, Any]:
+    """Run the evaluation; returns {"flowmem": {...}, "raw": {...}, "timing": {...}}."""
+    timing: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="flowmem-eval-") as tmp:
+        ns = settings.namespace
+        run_settings = settings.model_copy(update={"db": str(Path(tmp) / "db")})
+        store = Store(run_settings)
+        train = [t.model_copy(update={"namespace": ns}) for t in train]
+        store.add_trajectories(train)
+        timing["store_s"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        result = induce(train, inducer, params=settings.cluster_params)
+        run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
+        versions = plan_versions(result.workflows, {}, run_id=run.id)
+        store.commit_run(run, versions, keys=_key_vectors(store, result.keys))
+        timing["induce_s"] = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        # Brute force over in-process indexes read once from the store: at these sizes it is
+        # exact and far faster than one LanceDB query per test task.
+        queries = store.embedder.embed([t.task for t in test])
+        workflows, _ = store.workflow_index(namespace=ns)
+        w_text = {w.id: render_workflow(w) for w in workflows}
+        examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
+        row_of = {m.id: i for i, m in enumerate(examples)}
+        pairs = [
+            (row_of[src], wi)
+            for wi, w in enumerate(workflows)
+            for src in w.source_trajectory_ids
+            if src in row_of
+        ]
+        index = ExampleIndex(t_matrix[[r for r, _ in pairs]], [wi for _, wi in pairs], len(workflows))
+        flow: list[Retrieval] = []
+        raw: list[Retrieval] = []
+        for t, q in zip(test, queries, strict=True):
+            hits = [workflows[i] for i, _ in index.search(q, k)]
+            flow.append(
+                Retrieval(t.actions, t.success is True, [(w.id, w.actions, w_text[w.id]) for w in hits])
+            )
+            found = [examples[i] for i in _top(t_matrix, q, k)]
+            raw.append(
+                Retrieval(
+                    t.actions, t.success is True, [(m.id, m.actions, render_trajectory(m)) for m in found]
+                )
+            )
+        timing["retrieve_s"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
+    leak = LeakChecker(rare_literals(literal_index))
+    slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
+    slot_leak = LeakChecker(slot_literals(slots)) if slots else None
+    n_raw = sum(1 for t in train if t.success is True)
+    report: dict[str, Any] = {
+        "flowmem": memory_metrics(flow, leak, slot_leak, len(versions)),
+        "raw": memory_metrics(raw, leak, slot_leak, n_raw),
+    }
+    labels: list[str | None] = []
+    groups: list[str] = []
+    label_of = {agent: c.label_of() for agent, c in result.clusterings.items()}
+    for t in train:
+        if t.group is None:
+            continue
+        label = label_of[t.agent].get(t.task, -1)
+        labels.append(f"{t.agent}/{label}" if label >= 0 else None)
+        groups.append(t.group)
+    if groups:
+        report["flowmem"].update(clustering_scores(groups, labels))
+    report["flowmem"]["pitfall_notes"] = len(result.notes)
+    report["flowmem"]["failed_clusters"] = len(result.failed)
+    timing["score_s"] = time.perf_counter() - t3
+    report["timing"] = {key: round(v, 2) for key, v in timing.items()}
+    report["inputs"] = {"train": len(train), "test": len(test), "k": k, "inducer": inducer.kind}
+    llm = getattr(inducer, "llm", None)
+    if llm is not None:
+        report["flowmem"]["llm_calls"] = getattr(inducer, "calls", 0)
+        report["flowmem"]["llm_retries"] = getattr(inducer, "retries", 0)
+        report["flowmem"]["llm_rejected"] = getattr(inducer, "rejected", 0)
+        report["flowmem"]["llm_tokens"] = getattr(llm, "prompt_tokens", 0) + getattr(
+            llm, "completion_tokens", 0
+        )
+    return report

@@ -1,0 +1,159 @@
+"""Abstraction: turn aligned example runs into steps with `{placeholders}` and a task pattern.
+
+An argument value that varies across the examples, that is example-specific (rare in the
+corpus), or that appears in the task text becomes a named placeholder; a value constant
+across the examples and common in the corpus stays literal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flowmem.induction.align import lcs_pairs
+from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, mask, scalars
+from flowmem.models import Trajectory, WorkflowStep
+
+__all__ = ["Abstraction", "abstract_runs", "task_pattern"]
+
+_NAME = re.compile(r"[^a-z0-9_]+")
+_WORD = re.compile(r"\{[a-z0-9_]+\}|[A-Za-z0-9_']+|[^\sA-Za-z0-9_']")
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "to",
+    "of",
+    "and",
+    "for",
+    "in",
+    "on",
+    "at",
+    "my",
+    "me",
+    "i",
+    "can",
+    "you",
+    "please",
+}
+
+
+@dataclass(frozen=True)
+class Abstraction:
+    """Abstract steps and what their placeholders stand for."""
+
+    steps: list[WorkflowStep]
+    """The steps, with `{placeholders}` for example-specific values."""
+    parameters: dict[str, str]
+    """Placeholder -> where its value comes from."""
+    values: dict[str, dict[int, str]]
+    """Placeholder -> example index -> the value it stood for (never rendered)."""
+
+
+def _slug(key: str) -> str:
+    name = _NAME.sub("_", key.lower()).strip("_") or "value"
+    return name if not name[0].isdigit() else f"v_{name}"
+
+
+def _source(values: dict[int, Any], runs: Sequence[Trajectory], step_of: dict[int, int]) -> str:
+    """Say where the value of a placeholder comes from, without naming any value."""
+    if sum(in_task(v, runs[i].task) for i, v in values.items()) * 2 >= len(values):
+        return "task"
+    hits: Counter[str] = Counter()
+    for i, v in values.items():
+        texts = [t for t in scalars(v) if len(t) >= 3]
+        for step in reversed(runs[i].steps[: step_of[i]]):
+            if texts and all(t in (step.observation or "") for t in texts):
+                hits[step.action] += 1
+                break
+    if hits:
+        action, n = hits.most_common(1)[0]
+        if n * 2 >= len(values):
+            return f"result of {action}"
+    return "task"
+
+
+def abstract_runs(
+    template: Trajectory, runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: set[str]
+) -> Abstraction:
+    """Abstract the template run's steps, aligning every example run to it by action LCS."""
+    actions = template.actions
+    aligned: list[dict[int, int]] = [dict(lcs_pairs(actions, r.actions)) for r in runs]
+    steps: list[WorkflowStep] = []
+    parameters: dict[str, str] = {}
+    values: dict[str, dict[int, str]] = {}
+    for pos, step in enumerate(template.steps):
+        args: dict[str, Any] = {}
+        for key, template_value in step.args.items():
+            seen: dict[int, Any] = {}
+            step_of: dict[int, int] = {}
+            for i, (run, pairs) in enumerate(zip(runs, aligned, strict=True)):
+                if pos in pairs and key in run.steps[pairs[pos]].args:
+                    seen[i] = run.steps[pairs[pos]].args[key]
+                    step_of[i] = pairs[pos]
+            distinct = {canonical(v) for v in seen.values()}
+            specific = any(
+                literals.is_rare(t) or in_task(t, runs[i].task)
+                for i, v in seen.items()
+                for t in scalars(v)
+                if len(t) >= 3
+            )
+            if len(distinct) == 1 and len(seen) >= 2 and not specific:
+                args[key] = template_value
+                continue
+            keyed = {i: canonical(v) for i, v in seen.items()}
+            name = next((n for n, vals in values.items() if vals == keyed), None)
+            if name is None:
+                base = _slug(key)
+                if find_literals("{" + base + "}", forbidden):  # a name must not read as a value
+                    base += "_value"
+                name, k = base, 2
+                while name in values:
+                    name, k = f"{base}_{k}", k + 1
+                values[name] = keyed
+                parameters[name] = _source(seen, runs, step_of)
+            args[key] = "{" + name + "}"
+        steps.append(WorkflowStep(action=step.action, args=args))
+    return Abstraction(steps=steps, parameters=parameters, values=values)
+
+
+def task_pattern(
+    tasks: Sequence[str], literals: set[str], *, keep_share: float = 1.0, max_words: int = 16
+) -> str:
+    """The common wording of some task texts, with the varying parts as `{…}`.
+
+    Words of the most typical task that occur in at least `keep_share` of the distinct tasks
+    are kept; other runs of words collapse into one `{…}`. Any example-specific literal left
+    is masked too, so the pattern carries no example's details.
+    """
+    distinct = sorted(set(tasks))
+    if not distinct:
+        return ""
+    bags = [{w.lower() for w in _WORD.findall(t)} for t in distinct]
+    counts: Counter[str] = Counter(w for bag in bags for w in bag)
+    need = max(2, keep_share * len(distinct)) if len(distinct) > 1 else 1
+    anchor = max(distinct, key=lambda t: (sum(counts[w.lower()] for w in set(_WORD.findall(t))), -len(t)))
+    words: list[str] = []
+    for w in _WORD.findall(anchor):
+        keep = counts[w.lower()] >= need and not find_literals(w, literals)
+        if keep:
+            words.append(w)
+        elif not words or words[-1] != "{…}":
+            words.append("{…}")
+    text = " ".join(words)
+    text = re.sub(r" ([,.?!:;])", r"\1", text).replace(" ' ", " '").replace("' ", "'")
+    text = mask(text, literals)
+    kept = text.split()
+    return " ".join(kept[:max_words]) + (" …" if len(kept) > max_words else "")
+
+
+def name_from(pattern: str, actions: Sequence[str]) -> str:
+    """A short snake_case name: the first content words of the pattern, else the actions."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", pattern) if w.lower() not in _STOP]
+    if len(words) >= 2:
+        return "_".join(words[:4])
+    tail = [a.rsplit(".", 1)[-1] for a in actions[-2:]]
+    return _slug("_".join(tail)) or "workflow"

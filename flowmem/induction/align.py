@@ -1,0 +1,61 @@
+"""Action-sequence alignment: longest common subsequences and the medoid of a set of runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["lcs_len", "lcs_pairs", "medoid"]
+
+
+def _table(a: Sequence[str], b: Sequence[str]) -> list[list[int]]:
+    n, m = len(a), len(b)
+    dp = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        row, below = dp[i], dp[i + 1]
+        for j in range(m - 1, -1, -1):
+            row[j] = below[j + 1] + 1 if a[i] == b[j] else max(below[j], row[j + 1])
+    return dp
+
+
+def lcs_len(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two action sequences."""
+    if not a or not b:
+        return 0
+    return _table(a, b)[0][0]
+
+
+def lcs_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
+    """Index pairs (i, j) with a[i] == b[j] along one longest common subsequence."""
+    dp = _table(a, b)
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] == b[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif dp[i + 1][j] >= dp[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def medoid(sequences: Sequence[Sequence[str]]) -> int:
+    """Index of the sequence that agrees best with all others.
+
+    Agreement is the Dice overlap 2·LCS/(len a + len b), which rewards covering the other
+    runs' steps and penalises steps they do not take; ties go to the shorter, then the first.
+    """
+    best, best_key = 0, (-1.0, 0)
+    cache: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
+    for i, a in enumerate(sequences):
+        total = 0.0
+        for b in sequences:
+            key = (tuple(a), tuple(b))
+            if key not in cache:
+                cache[key] = 2 * lcs_len(a, b) / (len(a) + len(b)) if a or b else 1.0
+            total += cache[key]
+        rank = (total, -len(a))
+        if rank > best_key:
+            best, best_key = i, rank
+    return best

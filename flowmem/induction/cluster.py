@@ -1,0 +1,146 @@
+"""Clustering task texts with HDBSCAN, assigning new ones, and keeping cluster ids stable.
+
+Measured on WorkBench (docs/clustering.md): clustering the *distinct* task texts (a task run
+several times is one point, so repeats do not pass for a cluster) with word 1–2-gram TF-IDF
+(terms of at least min_cluster_size tasks), SVD to 64 dimensions and HDBSCAN gives ARI ≈ 0.83
+against the 69 templates; the same pipeline on every run, or on the hashing embedder's
+vectors, stays below 0.8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["ClusterParams", "Clustering", "cluster_tasks", "match_clusters"]
+
+
+@dataclass(frozen=True)
+class ClusterParams:
+    """Clustering settings."""
+
+    min_cluster_size: int = 3
+    """Fewest distinct tasks that make a cluster (small, so online learning starts early)."""
+    min_samples: int = 2
+    """HDBSCAN min_samples: how conservative the density estimate is."""
+    dims: int = 64
+    """SVD dimensions before HDBSCAN."""
+    epsilon: float = 0.3
+    """HDBSCAN cluster_selection_epsilon: clusters closer than this merge."""
+    method: str = "eom"
+    """HDBSCAN cluster_selection_method: `eom` or `leaf`."""
+    min_df: int | None = None
+    """Terms must occur in this many distinct tasks to count; default min_cluster_size (a
+    term shared by fewer tasks than make a cluster cannot characterise one)."""
+
+
+@dataclass
+class Clustering:
+    """A fitted clustering of distinct task texts; labels are -1 for noise."""
+
+    texts: list[str]
+    """The distinct task texts that were clustered."""
+    labels: npt.NDArray[np.int64]
+    """Cluster label per distinct text (-1: noise, waiting for a cluster to form)."""
+    model: Any = field(default=None, repr=False)
+    """(vectorizer, svd, hdbscan) for assigning new texts; None when nothing was fitted."""
+
+    def label_of(self) -> dict[str, int]:
+        """Task text -> label."""
+        return {t: int(label) for t, label in zip(self.texts, self.labels, strict=True)}
+
+    def members(self) -> dict[int, list[str]]:
+        """Label -> its task texts (noise excluded)."""
+        out: dict[int, list[str]] = {}
+        for t, label in zip(self.texts, self.labels, strict=True):
+            if label >= 0:
+                out.setdefault(int(label), []).append(t)
+        return out
+
+    def assign(self, texts: Sequence[str]) -> list[int]:
+        """Labels for new texts without refitting (HDBSCAN approximate_predict); -1 if none fits."""
+        if self.model is None or not texts:
+            return [-1] * len(texts)
+        import hdbscan
+
+        vectorizer, svd, clusterer = self.model
+        points = _project(vectorizer.transform(list(texts)), svd)
+        labels, _ = hdbscan.approximate_predict(clusterer, points)
+        return [int(x) for x in labels]
+
+
+def _project(matrix: Any, svd: Any) -> npt.NDArray[np.float64]:
+    points = np.asarray(svd.transform(matrix), dtype=np.float64)
+    norms = np.linalg.norm(points, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float64] = np.divide(points, norms, out=np.zeros_like(points), where=norms > 0)
+    return unit
+
+
+def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> Clustering:
+    """Cluster the distinct texts among `tasks`."""
+    import hdbscan
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    p = params or ClusterParams()
+    texts = sorted(set(tasks))
+    if len(texts) < p.min_cluster_size:
+        return Clustering(texts, np.full(len(texts), -1, dtype=np.int64))
+    try:
+        vectorizer = TfidfVectorizer(
+            ngram_range=(1, 2), min_df=p.min_df or p.min_cluster_size, sublinear_tf=True
+        )
+        matrix = vectorizer.fit_transform(texts)
+    except ValueError:  # no term shared by enough tasks: fall back to every term
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+        matrix = vectorizer.fit_transform(texts)
+    dims = max(1, min(p.dims, matrix.shape[1] - 1, len(texts) - 1))
+    # Tiny inputs make sklearn's explained-variance ratio divide by zero; that figure is unused.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        svd = TruncatedSVD(dims, random_state=0).fit(matrix)
+    points = _project(matrix, svd)
+
+    def fit(single: bool) -> Any:
+        return hdbscan.HDBSCAN(
+            min_cluster_size=p.min_cluster_size,
+            min_samples=min(p.min_samples, p.min_cluster_size),
+            cluster_selection_epsilon=p.epsilon,
+            cluster_selection_method=p.method,
+            allow_single_cluster=single,
+            prediction_data=True,
+        ).fit(points)
+
+    clusterer = fit(False)
+    if (clusterer.labels_ < 0).all():  # HDBSCAN never returns one cluster unless allowed to
+        clusterer = fit(True)
+    return Clustering(texts, clusterer.labels_.astype(np.int64), (vectorizer, svd, clusterer))
+
+
+def match_clusters(
+    previous: Mapping[int, set[str]], current: Mapping[int, set[str]], *, next_id: int
+) -> dict[int, int]:
+    """Map current cluster labels to stable ids: a current cluster takes the id of the previous
+    cluster it overlaps most (Jaccard of members, greedy, best pair first); an unmatched
+    cluster gets a fresh id from `next_id` on."""
+    pairs = []
+    for new, members in current.items():
+        for old, before in previous.items():
+            shared = len(members & before)
+            if shared:
+                pairs.append((shared / len(members | before), new, old))
+    pairs.sort(key=lambda x: (-x[0], x[1], x[2]))
+    mapping: dict[int, int] = {}
+    taken: set[int] = set()
+    for _, new, old in pairs:
+        if new not in mapping and old not in taken:
+            mapping[new] = old
+            taken.add(old)
+    for new in sorted(current):
+        if new not in mapping:
+            mapping[new] = next_id
+            next_id += 1
+    return mapping

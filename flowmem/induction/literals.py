@@ -1,0 +1,135 @@
+"""Example-specific literals: the values an abstract workflow must never carry.
+
+A value is example-specific when it is specific to a few examples: an argument value used by
+fewer than `max_share` of the trajectories of the namespace, or a value that appears in the
+task text of the runs it came from (then it is a parameter of the task). The de-specification
+check finds such literals in any text an inducer produced.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowmem.models import Trajectory
+
+__all__ = ["LiteralIndex", "canonical", "find_literals", "in_task", "mask", "scalar_text", "scalars"]
+
+MIN_CHARS = 3
+"""Shorter values (ids like "1", "no") are too common as substrings to be checked."""
+
+
+def scalar_text(value: Any) -> str | None:
+    """A scalar argument value rendered as text (None for containers and nulls)."""
+    if value is None or isinstance(value, dict | list):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def scalars(value: Any) -> Iterator[str]:
+    """Every scalar inside a (nested) argument value, as text."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from scalars(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from scalars(item)
+    else:
+        text = scalar_text(value)
+        if text is not None:
+            yield text
+
+
+@functools.lru_cache(maxsize=65536)
+def _pattern(literal: str) -> re.Pattern[str]:
+    # Whole words, case-insensitive: "olga" is found in "Olga's" and "olga@x.com", "line" is
+    # not found in "online", nor "users_count" in the dotted name "analytics.users_count".
+    return re.compile(r"(?<!\w)(?<!\w\.)" + re.escape(literal) + r"(?!\w)(?!\.\w)", re.IGNORECASE)
+
+
+def mask(text: str, literals: Iterable[str], replacement: str = "{…}") -> str:
+    """Replace every occurrence of the literals in a text (as `find_literals` finds them)."""
+    for lit in find_literals(text, literals):
+        text = _pattern(lit).sub(replacement, text)
+    return text
+
+
+def find_literals(text: str, literals: Iterable[str]) -> list[str]:
+    """The literals that occur in `text` (word-bounded, case-insensitive), longest first."""
+    low = text.lower()
+    candidates = sorted({lit for lit in literals if lit and lit.lower() in low}, key=len, reverse=True)
+    return [lit for lit in candidates if _pattern(lit).search(text)]
+
+
+@dataclass
+class LiteralIndex:
+    """How many trajectories of a corpus use each argument value."""
+
+    total: int = 0
+    """Trajectories counted."""
+    counts: Counter[str] = field(default_factory=Counter)
+    """Lower-cased scalar argument value -> trajectories using it."""
+    max_share: float = 0.1
+    """A value used by fewer than this share of trajectories is example-specific."""
+    _rare: set[str] | None = field(default=None, repr=False)
+
+    vocabulary: set[str] = field(default_factory=set)
+    """Vocabulary of the corpus: agent roles, action names, their dotted parts, argument keys.
+    A value equal to one of these (a field name passed as an argument, say) names the schema,
+    not an example, so it is never example-specific."""
+
+    @classmethod
+    def build(cls, trajectories: Iterable[Trajectory], *, max_share: float = 0.1) -> LiteralIndex:
+        """Count argument values over a corpus."""
+        index = cls(max_share=max_share)
+        for t in trajectories:
+            index.total += 1
+            index.counts.update({v.lower() for s in t.steps for v in scalars(s.args) if len(v) >= MIN_CHARS})
+            index.vocabulary.add(t.agent.lower())
+            for s in t.steps:
+                action = s.action.lower()
+                index.vocabulary.update([action, *action.split(".")])
+                index.vocabulary.update(k.lower() for k in s.args)
+        return index
+
+    def rare_values(self) -> set[str]:
+        """Every example-specific argument value of the corpus (lower-cased)."""
+        if self._rare is None:
+            self._rare = {v for v in self.counts if self.is_rare(v)}
+        return self._rare
+
+    def is_rare(self, value: str) -> bool:
+        """True for a value used as an argument by fewer than `max_share` of the trajectories."""
+        low = value.lower()
+        n = self.counts.get(low, 0)
+        return 0 < n < self.max_share * self.total and low not in self.vocabulary
+
+    def example_literals(self, trajectories: Sequence[Trajectory]) -> set[str]:
+        """What a workflow induced from these trajectories must not contain: every rare
+        argument value of the corpus, and their argument values that appear in their own
+        task text (parameters of the task, however common)."""
+        found = set(self.rare_values())
+        for t in trajectories:
+            for s in t.steps:
+                for v in scalars(s.args):
+                    if len(v) >= MIN_CHARS and _pattern(v).search(t.task):
+                        found.add(v.lower())
+        return found
+
+
+def in_task(value: Any, task: str) -> bool:
+    """True when a scalar value (≥ 3 characters) appears in a task text."""
+    text = scalar_text(value)
+    return text is not None and len(text) >= MIN_CHARS and _pattern(text).search(task) is not None
+
+
+def canonical(value: Any) -> str:
+    """A stable text key for any argument value (to compare values across runs)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

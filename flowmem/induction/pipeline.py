@@ -1,0 +1,141 @@
+"""From a namespace's trajectories to workflow drafts, and from drafts to new versions."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks
+from flowmem.induction.failures import standalone_pitfalls
+from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.rule import ClusterInput, Inducer, split_outcomes, workflow_id
+from flowmem.models import Trajectory, Workflow
+
+__all__ = ["InductionResult", "induce", "merge_duplicates", "plan_versions"]
+
+log = logging.getLogger("flowmem.induction")
+
+
+@dataclass
+class InductionResult:
+    """What one induction pass produced."""
+
+    workflows: list[Workflow] = field(default_factory=list)
+    """Drafts (version 1), one per cluster with successes, near-duplicates merged."""
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """Clusters with failed runs only: their pitfall notes (no workflow to follow)."""
+    clusterings: dict[str, Clustering] = field(default_factory=dict)
+    """Agent -> the clustering of its distinct task texts."""
+    keys: dict[str, list[str]] = field(default_factory=dict)
+    """Workflow id -> the task texts it was induced from (its retrieval key)."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Cluster -> why its induction failed (the others still count)."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Figures for the run record."""
+        return {
+            "clusters": sum(len(c.members()) for c in self.clusterings.values()),
+            "workflows": len(self.workflows),
+            "pitfall_notes": len(self.notes),
+            "failed_clusters": len(self.failed),
+        }
+
+
+def _parents(trajectories: Sequence[Trajectory]) -> set[str]:
+    return {t.parent_id for t in trajectories if t.parent_id}
+
+
+def induce(
+    trajectories: Sequence[Trajectory],
+    inducer: Inducer,
+    *,
+    params: ClusterParams | None = None,
+    literal_share: float = 0.1,
+) -> InductionResult:
+    """Cluster each agent's runs and induce every cluster; one namespace at a time.
+
+    Raises:
+        ValueError: if the trajectories span several namespaces (tenants are never mixed).
+    """
+    namespaces = {t.namespace for t in trajectories}
+    if len(namespaces) > 1:
+        raise ValueError(f"one namespace at a time, got {sorted(namespaces)}")
+    result = InductionResult()
+    if not trajectories:
+        return result
+    namespace = namespaces.pop()
+    literals = LiteralIndex.build(trajectories, max_share=literal_share)
+    parents = _parents(trajectories)
+    by_agent: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        by_agent[t.agent].append(t)
+    for agent, runs in sorted(by_agent.items()):
+        clustering = cluster_tasks([t.task for t in runs], params)
+        result.clusterings[agent] = clustering
+        label_of = clustering.label_of()
+        members: dict[int, list[Trajectory]] = defaultdict(list)
+        for t in runs:
+            if label_of[t.task] >= 0:
+                members[label_of[t.task]].append(t)
+        scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
+        for label, cluster_runs in sorted(members.items()):
+            successes, failures = split_outcomes(cluster_runs)
+            cluster = ClusterInput(namespace, agent, label, scope, successes, failures, literals)
+            wid = workflow_id(agent, label)
+            try:
+                drafts = inducer.induce(cluster)
+            except Exception as err:  # one bad cluster never sinks the run
+                log.warning("induction of %s failed: %s", wid, err)
+                result.failed[wid] = f"{type(err).__name__}: {err}"
+                continue
+            if not drafts and failures:
+                result.notes[wid] = standalone_pitfalls(failures, cluster.example_literals)
+            task_of = {t.id: t.task for t in cluster_runs}
+            for w in drafts:
+                result.workflows.append(w)
+                own = {task_of[i] for i in w.source_trajectory_ids if i in task_of}
+                result.keys[w.id] = sorted(own or set(task_of.values()))
+    result.workflows = merge_duplicates(result.workflows, result.keys)
+    return result
+
+
+def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, list[str]]) -> list[Workflow]:
+    """Merge near-duplicates: drafts of one agent with the same steps (actions and argument
+    keys) become one, which keeps the larger cluster's id and every source run and key."""
+    groups: dict[tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...]], list[Workflow]] = defaultdict(list)
+    for w in workflows:
+        shape = tuple((s.action, tuple(sorted(s.args))) for s in w.steps)
+        groups[(w.agent, w.scope, shape)].append(w)
+    merged: list[Workflow] = []
+    for group in groups.values():
+        group.sort(key=lambda w: (-len(w.source_trajectory_ids), w.id))
+        head = group[0]
+        for other in group[1:]:
+            keys[head.id] = sorted(set(keys.get(head.id, [])) | set(keys.pop(other.id, [])))
+        sources = sorted({s for w in group for s in w.source_trajectory_ids})
+        pitfalls = list(dict.fromkeys(p for w in group for p in w.pitfalls))[:2]
+        merged.append(head.model_copy(update={"source_trajectory_ids": sources, "pitfalls": pitfalls}))
+    return sorted(merged, key=lambda w: w.id)
+
+
+def plan_versions(
+    drafts: Sequence[Workflow], current: Mapping[str, Workflow], *, run_id: str
+) -> list[Workflow]:
+    """The new versions to commit: a draft equal to the current version creates nothing, a
+    changed one becomes latest + 1 with its parent, a new id becomes v1."""
+    planned: list[Workflow] = []
+    for draft in drafts:
+        provenance = draft.provenance.model_copy(update={"run_id": run_id})
+        now = current.get(draft.id)
+        if now is None:
+            planned.append(
+                draft.model_copy(update={"version": 1, "parent_version": None, "provenance": provenance})
+            )
+        elif now.content_hash() != draft.content_hash():
+            update = {"version": now.version + 1, "parent_version": now.version, "provenance": provenance}
+            planned.append(draft.model_copy(update=update))
+    return planned

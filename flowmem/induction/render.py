@@ -1,0 +1,51 @@
+"""Plain-text renderings of memories, as an agent's prompt would carry them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from flowmem.models import Trajectory, Workflow
+
+__all__ = ["render_block", "render_trajectory", "render_workflow"]
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}" for k, v in args.items()
+    )
+
+
+def render_workflow(w: Workflow, *, description: bool = False) -> str:
+    """A workflow as prompt text: name, steps, where derived values come from, pitfalls.
+
+    The description (the task pattern) is left out unless asked for: measured on WorkBench,
+    its template words are often another task family's values, and it costs a dozen tokens
+    per memory that the name mostly conveys.
+    """
+    lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
+    for i, s in enumerate(w.steps, 1):
+        who = f"[{s.agent}] " if s.agent else ""
+        lines.append(f"{i}. {who}{s.action}({_args(s.args)})")
+    derived = {k: v for k, v in w.parameters.items() if v != "task"}
+    if derived:
+        lines.append(
+            "Take " + "; ".join(f"{{{k}}} from {v.removeprefix('result of ')}" for k, v in derived.items())
+        )
+    lines += [f"Pitfall: {p}" for p in w.pitfalls]
+    return "\n".join(lines)
+
+
+def render_trajectory(t: Trajectory) -> str:
+    """A raw successful run as a memory (the baseline): the task and its calls."""
+    lines = [f"Example: {t.task}"]
+    lines += [f"{i}. {s.action}({_args(s.args)})" for i, s in enumerate(t.steps, 1)]
+    return "\n".join(lines)
+
+
+def render_block(memories: Sequence[Workflow | Trajectory]) -> str:
+    """Several memories, separated by blank lines."""
+    return "\n\n".join(
+        render_workflow(m) if isinstance(m, Workflow) else render_trajectory(m) for m in memories
+    )

@@ -1,0 +1,153 @@
+"""The rule-based inducer (the default; no LLM)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from flowmem.induction.abstract import abstract_runs, name_from, task_pattern
+from flowmem.induction.align import lcs_len, lcs_pairs, medoid
+from flowmem.induction.failures import pitfalls
+from flowmem.induction.literals import LiteralIndex, find_literals
+from flowmem.induction.render import render_workflow
+from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep
+
+__all__ = ["ClusterInput", "Inducer", "RuleInducer", "workflow_id"]
+
+
+@dataclass(frozen=True)
+class ClusterInput:
+    """One cluster of one agent's runs, ready for an inducer."""
+
+    namespace: str
+    """The namespace the runs belong to."""
+    agent: str
+    """The agent whose runs these are."""
+    cluster_id: int
+    """Stable cluster id."""
+    scope: Literal["task", "subtask"]
+    """`task` for an orchestrator's plans, `subtask` for a task agent."""
+    successes: list[Trajectory]
+    """Successful runs."""
+    failures: list[Trajectory]
+    """Failed runs."""
+    literals: LiteralIndex = field(default_factory=LiteralIndex)
+    """Argument value counts of the whole namespace (for the de-specification check)."""
+
+    @property
+    def example_literals(self) -> set[str]:
+        """Values no workflow of this cluster may contain."""
+        return self.literals.example_literals([*self.successes, *self.failures])
+
+
+class Inducer(Protocol):
+    """Turns one cluster into workflow drafts (version 1; merging assigns versions)."""
+
+    kind: str
+    """`rule` or `llm`: recorded in each workflow's provenance."""
+
+    def induce(self, cluster: ClusterInput) -> list[Workflow]:
+        """Induce the cluster's workflows; [] when it has no successful run."""
+        ...
+
+
+def workflow_id(agent: str, cluster_id: int) -> str:
+    """The stable id of the workflow induced from a cluster."""
+    return re.sub(r"[^A-Za-z0-9_.:-]+", "_", agent) + f"-c{cluster_id}"
+
+
+class RuleInducer:
+    """Per solution variant of a cluster: its medoid run, abstracted; pitfalls from failures."""
+
+    kind = "rule"
+
+    def __init__(self, *, max_pitfalls: int = 2, min_variant_runs: int = 1) -> None:
+        self.max_pitfalls = max_pitfalls
+        self.min_variant_runs = min_variant_runs
+
+    def induce(self, cluster: ClusterInput) -> list[Workflow]:
+        """One workflow per way the cluster's successful runs solve its tasks (see `variants`)."""
+        runs = [t for t in cluster.successes if t.steps]
+        if not runs:
+            return []
+        literals = cluster.example_literals
+        pattern = task_pattern([t.task for t in [*cluster.successes, *cluster.failures]], literals)
+        base_id = workflow_id(cluster.agent, cluster.cluster_id)
+        out: list[Workflow] = []
+        for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
+            template = consensus(members[medoid([t.actions for t in members])], members)
+            abstraction = abstract_runs(template, members, cluster.literals, literals)
+            steps = abstraction.steps
+            if cluster.scope == "task":
+                steps = [_with_agent(s) for s in steps]
+            workflow = Workflow(
+                id=base_id if j == 0 else f"{base_id}-{j + 1}",
+                name=name_from(pattern, template.actions),
+                description=pattern,
+                steps=steps,
+                parameters=abstraction.parameters,
+                pitfalls=pitfalls(
+                    template.actions, members, cluster.failures, literals, limit=self.max_pitfalls
+                ),
+                scope=cluster.scope,
+                agent=cluster.agent,
+                namespace=cluster.namespace,
+                cluster_id=cluster.cluster_id,
+                source_trajectory_ids=sorted(t.id for t in members),
+                provenance=Provenance(inducer=self.kind),
+            )
+            leaked = find_literals(render_workflow(workflow, description=True), literals)
+            if leaked:  # cannot happen by construction; the check stays as the last word
+                raise ValueError(f"workflow {workflow.id} would carry example values: {leaked[:3]}")
+            out.append(workflow)
+        return out
+
+
+def variants(
+    runs: Sequence[Trajectory], *, min_runs: int = 1, overlap_above: float = 2 / 3
+) -> list[list[Trajectory]]:
+    """Group successful runs by how they solve the task: repeatedly take the medoid of the runs
+    left and the runs whose actions overlap it by more than `overlap_above` (Dice over the
+    LCS: with the default, a one-step run is not a variant of a two-step one). The first
+    group always exists; later ones need `min_runs` distinct tasks."""
+    left = list(runs)
+    groups: list[list[Trajectory]] = []
+    while left:
+        center = left[medoid([t.actions for t in left])]
+        members = [t for t in left if _dice(center.actions, t.actions) > overlap_above or t is center]
+        if groups and len({t.task for t in members}) < min_runs:
+            break
+        groups.append(members)
+        left = [t for t in left if t not in members]
+    return groups
+
+
+def consensus(template: Trajectory, members: Sequence[Trajectory], *, min_support: float = 0.5) -> Trajectory:
+    """The template run without the steps that fewer than `min_support` of the members take
+    (a retry or detour of the medoid run is not part of the routine)."""
+    if len(members) < 3:
+        return template
+    support = [0] * len(template.steps)
+    for run in members:
+        for i, _ in lcs_pairs(template.actions, run.actions):
+            support[i] += 1
+    keep = [s for s, n in zip(template.steps, support, strict=True) if n >= min_support * len(members)]
+    return template.model_copy(update={"steps": keep}) if keep else template
+
+
+def _dice(a: Sequence[str], b: Sequence[str]) -> float:
+    return 2 * lcs_len(a, b) / (len(a) + len(b)) if a or b else 1.0
+
+
+def _with_agent(step: WorkflowStep) -> WorkflowStep:
+    agent = step.args.get("agent")
+    if isinstance(agent, str) and "{" not in agent:
+        return step.model_copy(update={"agent": agent})
+    return step
+
+
+def split_outcomes(runs: Sequence[Trajectory]) -> tuple[list[Trajectory], list[Trajectory]]:
+    """(successes, failures); runs with an unknown outcome are in neither."""
+    return [t for t in runs if t.success is True], [t for t in runs if t.success is False]

@@ -1,0 +1,196 @@
+"""End to end through the real openai client, on httpx.MockTransport: no network, no key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from pydantic import SecretStr
+
+from flowmem.induction.llm import InducedSet, LLMError, LLMInducer
+from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
+from flowmem.settings import Settings
+from tests.test_llm_inducer import make_cluster, step, workflow
+
+Reply = httpx.Response | Callable[[httpx.Request], httpx.Response]
+
+
+class Stub:
+    """An OpenAI-compatible endpoint: answers requests from a queue and records them."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[httpx.Request] = []
+        self.http = httpx.Client(transport=httpx.MockTransport(self.handle))
+        # openai 3.x types http_client as an httpx2.Client but accepts a legacy httpx one at runtime.
+        http: Any = self.http
+        self.client = openai.OpenAI(api_key="test", base_url="http://stub.local/v1", http_client=http)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        return reply if isinstance(reply, httpx.Response) else reply(request)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests]
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    s = Stub()
+    yield s
+    s.http.close()
+
+
+def chat(content: str | None, *, refusal: str | None = None) -> httpx.Response:
+    """A chat completion whose message carries `content`."""
+    message = {"role": "assistant", "content": content, "refusal": refusal}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-test",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+    return httpx.Response(200, json=body)
+
+
+def induced(*workflows: Any) -> httpx.Response:
+    return chat(InducedSet(workflows=list(workflows)).model_dump_json())
+
+
+def test_llm_inducer_end_to_end(stub: Stub) -> None:
+    stub.replies.append(induced(workflow()))
+    llm = OpenAILLM("gpt-test", client=stub.client, temperature=0.3)
+    [w] = LLMInducer(llm).induce(make_cluster())
+    assert w.id == "emailer-c7" and w.placeholders == [
+        "topic",
+        "recipient_name",
+        "email_id",
+        "recipient_email",
+    ]
+    assert w.provenance.model == "gpt-test"
+    [request] = stub.requests
+    assert request.url == "http://stub.local/v1/chat/completions"
+    [body] = stub.bodies()
+    assert body["model"] == "gpt-test" and body["temperature"] == 0.3
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][0]["content"] == SYSTEM_PROMPT and "<runs>" in body["messages"][1]["content"]
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "InducedSet"
+    assert fmt["json_schema"]["strict"] is True
+    schema = fmt["json_schema"]["schema"]
+    assert schema["additionalProperties"] is False
+    assert all(d["additionalProperties"] is False for d in schema["$defs"].values())
+    assert (llm.calls, llm.prompt_tokens, llm.completion_tokens) == (1, 100, 20)
+
+
+def test_leak_then_clean_reply_gives_one_workflow_after_one_retry(stub: Stub) -> None:
+    leaky = workflow(
+        steps=[
+            step("email.search_emails", query="budget", folder="inbox"),
+            step("contacts.find", name="{recipient_name}"),
+        ]
+    )
+    stub.replies += [induced(leaky), induced(workflow())]
+    inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client))
+    [w] = inducer.induce(make_cluster())
+    assert w.steps[0].args["query"] == "{topic}"
+    assert (inducer.calls, inducer.retries, inducer.rejected) == (2, 1, 0) and len(stub.requests) == 2
+    assert "example-specific values ('budget')" in stub.bodies()[1]["messages"][1]["content"]
+
+
+def test_reply_inventing_a_tool_twice_is_rejected(stub: Stub) -> None:
+    invented = workflow(
+        steps=[
+            step("email.search_emails", query="{topic}", folder="inbox"),
+            step("email.bulk_export", to="{x}"),
+        ]
+    )
+    stub.replies += [induced(invented), induced(invented)]
+    inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client))
+    assert inducer.induce(make_cluster()) == []
+    assert (inducer.retries, inducer.rejected) == (1, 1) and len(stub.requests) == 2
+
+
+def test_rate_limit_is_retried_by_the_client(stub: Stub) -> None:
+    limited = httpx.Response(429, headers={"retry-after-ms": "1"}, json={"error": {"message": "slow down"}})
+    stub.replies += [limited, induced(workflow())]
+    llm = OpenAILLM("gpt-test", client=stub.client, max_retries=1)
+    assert len(llm.parse("prompt", InducedSet).workflows) == 1
+    assert len(stub.requests) == 2
+
+    stub.replies += [limited, limited]
+    with pytest.raises(openai.RateLimitError):
+        llm.parse("prompt", InducedSet)
+    assert len(stub.requests) == 4
+
+
+def test_refusal_and_empty_replies_raise_a_clear_error(stub: Stub) -> None:
+    stub.replies += [chat(None, refusal="I can't help with that"), chat(None)]
+    llm = OpenAILLM("gpt-test", client=stub.client, max_retries=0)
+    with pytest.raises(LLMError, match="refused: I can't help"):
+        llm.parse("prompt", InducedSet)
+    with pytest.raises(LLMError, match="returned no InducedSet"):
+        llm.parse("prompt", InducedSet)
+
+
+VECTORS = {"alpha": [3.0, 4.0, 0.0], "beta": [0.0, 0.0, 2.0], "gamma": [1.0, 1.0, 1.0]}
+
+
+def embeddings(request: httpx.Request) -> httpx.Response:
+    """Vectors for the request's texts, listed in reverse order (the client must sort by index)."""
+    texts = json.loads(request.content)["input"]
+    data = [{"object": "embedding", "index": i, "embedding": VECTORS[t]} for i, t in enumerate(texts)]
+    usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+    return httpx.Response(200, json={"object": "list", "data": data[::-1], "model": "emb", "usage": usage})
+
+
+def test_embedder_batches_normalises_and_keeps_input_order(stub: Stub) -> None:
+    stub.replies += [embeddings, embeddings]
+    e = OpenAIEmbedder("emb", client=stub.client, batch_size=2)
+    v = e.embed(["gamma", "alpha", "", "beta"])
+    assert v.dtype == np.float32 and v.shape == (4, 3) and e.dim == 3 and e.name == "openai-emb"
+    assert np.allclose(v[0], np.full(3, 1 / np.sqrt(3))) and np.allclose(v[1], [0.6, 0.8, 0.0])
+    assert np.allclose(v[3], [0.0, 0.0, 1.0]) and not v[2].any()  # an empty text is not sent
+    assert [b["input"] for b in stub.bodies()] == [["gamma", "alpha"], ["beta"]]
+    assert all(b["model"] == "emb" and b["encoding_format"] == "float" for b in stub.bodies())
+    assert e.embed([]).shape == (0, 3) and len(stub.requests) == 2
+
+
+def test_embedder_learns_its_dim_with_one_probe_and_checks_sizes(stub: Stub) -> None:
+    stub.replies.append(lambda r: httpx.Response(200, json=_vectors([[1.0, 0.0]])))
+    assert OpenAIEmbedder("emb", client=stub.client).dim == 2 and len(stub.requests) == 1
+    stub.replies.append(lambda r: httpx.Response(200, json=_vectors([[1.0, 0.0]])))
+    with pytest.raises(ValueError, match="expected 3"):
+        OpenAIEmbedder("emb", client=stub.client, dim=3).embed(["alpha"])
+
+
+def _vectors(rows: list[list[float]]) -> dict[str, Any]:
+    data = [{"object": "embedding", "index": i, "embedding": r} for i, r in enumerate(rows)]
+    return {"object": "list", "data": data, "model": "emb", "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
+def test_llm_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="FLOWMEM_LLM_MODEL"):
+        llm_from_settings(Settings(llm_model=None))
+    llm = llm_from_settings(
+        Settings(llm_model="qwen", llm_base_url="http://127.0.0.1:9/v1", llm_temperature=0.5)
+    )
+    try:
+        assert (llm.model, llm.temperature) == ("qwen", 0.5)
+        assert str(llm.client.base_url) == "http://127.0.0.1:9/v1/" and llm.client.api_key == "not-needed"
+    finally:
+        llm.close()
+    keyed = llm_from_settings(Settings(llm_model="gpt-test", llm_api_key=SecretStr("sk-secret")))
+    try:
+        assert keyed.client.api_key == "sk-secret"
+    finally:
+        keyed.close()
