@@ -250,13 +250,24 @@ def demo(
 ) -> None:
     """The main job on embedded defaults: simulate an agent, ingest its runs, show the store."""
     from flowmem.demo import run_demo, summarise
+    from flowmem.induction.render import render_workflow
 
     settings = Settings()
-    path, report, store = run_demo(settings, tasks=tasks, seed=seed)
+    path, report, store, run = run_demo(settings, tasks=tasks, seed=seed)
     rows = summarise(store)
     total = store.count_trajectories()
+    workflows = store.list_workflows()
     if as_json:
-        _print_json({"file": str(path), "stored": report.stored, "total": total, "groups": rows})
+        _print_json(
+            {
+                "file": str(path),
+                "stored": report.stored,
+                "total": total,
+                "groups": rows,
+                "induction": run.summary(),
+                "workflows": len(workflows),
+            }
+        )
         return
     table = Table("family", "agent", "runs", "success", "mean steps", title=f"store {settings.db}")
     for r in rows:
@@ -264,7 +275,16 @@ def demo(
             r["group"], r["agent"], str(r["runs"]), f"{r['success_rate']:.0%}", f"{r['mean_steps']:.1f}"
         )
     out.print(table)
-    typer.echo(f"generated {path}; {report.summary()}; the store holds {total} trajectories")
+    out.print(render.workflow_table(workflows))
+    if workflows:
+        busiest = max(workflows, key=lambda w: len(w.source_trajectory_ids))
+        out.print("\nThe workflow induced from the most runs, as an agent's prompt would carry it:\n")
+        out.print(render_workflow(busiest), highlight=False, markup=False)
+    s = run.summary()
+    typer.echo(
+        f"\ngenerated {path}; {report.summary()}; the store holds {total} trajectories; induction run "
+        f"{s['run']}: {s['clusters']} clusters, {s['versions_created']} new workflow versions"
+    )
 
 
 def _inducer(kind: str, settings: Settings) -> Inducer:
@@ -282,6 +302,27 @@ def _inducer(kind: str, settings: Settings) -> Inducer:
         except ValueError as e:
             raise _fail(str(e)) from None
     raise _fail(f"unknown inducer {kind!r}: use rule or llm")
+
+
+@app.command()
+def induce(
+    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    as_json: JsonOpt = False,
+) -> None:
+    """Induce workflows from the namespace's trajectories; commit new versions as one tagged run."""
+    from flowmem.runner import induce_namespace
+
+    settings = Settings()
+    report = induce_namespace(Store(settings), settings, _inducer(inducer, settings))
+    if as_json:
+        _print_json(report.summary())
+        return
+    s = report.summary()
+    typer.echo(
+        f"run {s['run']}: {s['trajectories']} trajectories, {s['clusters']} clusters, "
+        f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
+        f"{s['pitfall_notes']} pitfall notes, {len(s['failed_clusters'])} failed clusters"
+    )
 
 
 @app.command("eval")

@@ -1,4 +1,4 @@
-"""The demo job at this stage: generate simulated trajectories, ingest them, summarise the store."""
+"""The demo job at this stage: generate simulated trajectories, ingest them, induce workflows."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from flowmem.induction.rule import RuleInducer
 from flowmem.ingest import IngestReport, ingest_files
 from flowmem.interchange import write_jsonl
+from flowmem.runner import RunReport, induce_namespace
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
@@ -39,9 +41,11 @@ def summarise(store: Store) -> list[dict[str, Any]]:
 
 def run_demo(
     settings: Settings, *, tasks: int = 300, seed: int = 0, skill: float = 0.7, workdir: Path | None = None
-) -> tuple[Path, IngestReport, Store]:
-    """Generate demo trajectories into a file, ingest it into the configured store."""
+) -> tuple[Path, IngestReport, Store, RunReport]:
+    """Generate demo trajectories into a file, ingest it into the configured store, and run
+    the rule-based induction over the namespace."""
     path = (workdir or Path(".flowmem") / "demo") / f"sim-{seed}-{tasks}.jsonl.gz"
     generate_file(path, tasks=tasks, seed=seed, skill=skill)
     store = Store(settings)
-    return path, ingest_files([path], store, settings), store
+    report = ingest_files([path], store, settings)
+    return path, report, store, induce_namespace(store, settings, RuleInducer())

@@ -109,6 +109,8 @@ def _step_text(step: WorkflowStep) -> Text:
 def workflow_table(workflows: Sequence[Workflow]) -> Table:
     """One line per workflow (its latest version)."""
     table = Table("id", "v", "name", "scope", "agent", "status", "steps", "served", title="workflows")
+    for column in table.columns[:3]:
+        column.overflow = "fold"
     for w in workflows:
         table.add_row(
             Text(w.id),
@@ -183,7 +185,8 @@ def runs_table(runs: Sequence[InductionRun]) -> Table:
     """Runs and rollbacks, oldest first."""
     table = Table("id", "kind", "finished", "table version", "before", "counts", "note", title="runs")
     for r in runs:
-        counts = ", ".join(f"{k}={v}" for k, v in r.counts.items())
+        shown = ("trajectories", "clusters", "versions_created", "failed_clusters")
+        counts = ", ".join(f"{k.split('_')[0]} {r.counts[k]}" for k in shown if k in r.counts)
         note = r.note or (f"undid {r.rolled_back_run}" if r.rolled_back_run else "")
         table.add_row(
             Text(r.id),

@@ -33,10 +33,13 @@ class Settings(BaseSettings):
     """JSONL file that receives rejected input lines; default: `<db>.quarantine.jsonl`."""
 
     # Embeddings.
-    embedder: Literal["hashing"] = "hashing"
-    """`hashing`: the offline, stateless, deterministic default."""
+    embedder: Literal["hashing", "openai"] = "hashing"
+    """`hashing`: the offline, stateless, deterministic default; `openai`: embeddings from the
+    OpenAI-compatible endpoint of `llm_base_url` (cached by content hash in the store)."""
     embedding_dim: int = Field(384, ge=8, le=8192)
     """Vector size of the hashing embedder."""
+    embedding_model: str = "text-embedding-3-small"
+    """Model of the `openai` embedder."""
 
     # LLM (optional: without one, the rule-based inducer is used).
     llm_model: str | None = None

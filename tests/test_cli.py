@@ -156,9 +156,16 @@ def test_demo_generates_ingests_and_summarises(tmp_path: Path, monkeypatch: pyte
     groups = {g["group"]: g for g in result["groups"]}
     assert {"forward_latest", "onboard_customer"} <= set(groups)
     assert 0 < sum(g["success_rate"] * g["runs"] for g in groups.values()) < result["total"]
-    # Running it again stores nothing twice.
+    assert result["induction"]["versions_created"] == result["workflows"] > 0
+    # Running it again stores nothing twice, and induces no new version.
     code, output = invoke(tmp_path / "db", "demo", "--tasks", "40", "--json")
-    assert json.loads(output)["stored"] == 0 and json.loads(output)["total"] == result["total"]
+    again = json.loads(output)
+    assert again["stored"] == 0 and again["total"] == result["total"]
+    assert again["induction"]["versions_created"] == 0 and again["workflows"] == result["workflows"]
+    code, output = invoke(tmp_path / "db", "induce", "--json")
+    assert code == 0 and json.loads(output)["versions_created"] == 0
+    code, output = invoke(tmp_path / "db", "workflows", "list")
+    assert code == 0 and "candidate" in output
 
 
 def test_generate_writes_an_ingestible_file(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The pure core of induction (no prefect, lancedb or openai imports): embedders so far."""
+"""The pure core of induction: no prefect, lancedb or openai imports."""
 
-from flowmem.induction.embed import Embedder, HashingEmbedder
+from flowmem.induction.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
 
-__all__ = ["Embedder", "HashingEmbedder"]
+__all__ = ["CachedEmbedder", "Embedder", "HashingEmbedder", "MemoryCache"]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks
+from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import ClusterInput, Inducer, split_outcomes, workflow_id
@@ -33,6 +33,8 @@ class InductionResult:
     """Workflow id -> the task texts it was induced from (its retrieval key)."""
     failed: dict[str, str] = field(default_factory=dict)
     """Cluster -> why its induction failed (the others still count)."""
+    memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
+    """Agent -> stable cluster id -> its task texts (the `previous` of the next run)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -55,8 +57,13 @@ def induce(
     *,
     params: ClusterParams | None = None,
     literal_share: float = 0.1,
+    previous: Mapping[str, Mapping[int, set[str]]] | None = None,
 ) -> InductionResult:
     """Cluster each agent's runs and induce every cluster; one namespace at a time.
+
+    `previous` gives, per agent, the task texts of each cluster id of the last run: a new
+    cluster takes the id of the old one it overlaps most, so a workflow's id (and lineage)
+    continues when the clusters are refit.
 
     Raises:
         ValueError: if the trajectories span several namespaces (tenants are never mixed).
@@ -77,10 +84,14 @@ def induce(
         clustering = cluster_tasks([t.task for t in runs], params)
         result.clusterings[agent] = clustering
         label_of = clustering.label_of()
+        before = (previous or {}).get(agent, {})
+        current = {label: set(texts) for label, texts in clustering.members().items()}
+        stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
+        result.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
         members: dict[int, list[Trajectory]] = defaultdict(list)
         for t in runs:
             if label_of[t.task] >= 0:
-                members[label_of[t.task]].append(t)
+                members[stable[label_of[t.task]]].append(t)
         scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
         for label, cluster_runs in sorted(members.items()):
             successes, failures = split_outcomes(cluster_runs)

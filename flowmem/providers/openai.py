@@ -219,3 +219,13 @@ def llm_from_settings(settings: Settings) -> OpenAILLM:
         api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
         temperature=settings.llm_temperature,
     )
+
+
+def embedder_from_settings(settings: Settings) -> OpenAIEmbedder:
+    """The OpenAI(-compatible) embedder the settings name (same endpoint and key as the LLM)."""
+    secret = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    return OpenAIEmbedder(
+        settings.embedding_model,
+        base_url=settings.llm_base_url,
+        api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
+    )

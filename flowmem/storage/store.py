@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flowmem.diff import WorkflowDiff, diff_workflows
-from flowmem.induction.embed import Embedder, HashingEmbedder
+from flowmem.induction.embed import Embedder, Vectors
 from flowmem.models import InductionRun, Trajectory, Workflow, now
 from flowmem.settings import Settings
 from flowmem.storage import rows
@@ -57,11 +57,6 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def embedder_from(settings: Settings) -> Embedder:
-    """The embedder the settings select."""
-    return HashingEmbedder(settings.embedding_dim)
-
-
 def _retry(op: Callable[[], T], *, attempts: int = 8) -> T:
     """Run a write, retrying LanceDB commit conflicts from concurrent writers with backoff."""
     for attempt in range(attempts):
@@ -73,6 +68,40 @@ def _retry(op: Callable[[], T], *, attempts: int = 8) -> T:
                 raise
             time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
+
+
+class StoreVectorCache:
+    """Embeddings by content hash in a table of the store (one table per embedder), so a
+    network embedder embeds a text once across processes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _table(self, dim: int) -> Any:
+        import pyarrow as pa
+
+        name = "embeddings__" + "".join(c if c.isalnum() else "_" for c in self.store.embedder.name)
+        schema = pa.schema([pa.field("key", pa.string()), pa.field("vector", pa.list_(pa.float32(), dim))])
+        return self.store._table(name, schema)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        """The cached vectors among `keys`."""
+        table = self._table(self.store.embedder.dim)
+        found: dict[str, Vectors] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            where = f"key IN ({', '.join(quote(k) for k in chunk)})"
+            for r in rows.rows_of(self.store._select(table, where)):
+                found[r["key"]] = np.asarray(r["vector"], dtype=np.float32)
+        return found
+
+    def put_many(self, vectors: dict[str, Vectors]) -> None:
+        """Remember vectors (a key already stored is kept as it is)."""
+        if not vectors:
+            return
+        table = self._table(len(next(iter(vectors.values()))))
+        data = [{"key": k, "vector": v.tolist()} for k, v in vectors.items()]
+        _retry(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))
 
 
 class Store:
@@ -90,7 +119,9 @@ class Store:
     def embedder(self) -> Embedder:
         """The embedder whose vectors the tables hold (built on first use)."""
         if self._embedder is None:
-            self._embedder = embedder_from(self.settings)
+            from flowmem.embedders import embedder_from
+
+            self._embedder = embedder_from(self.settings, persistent=StoreVectorCache(self))
         return self._embedder
 
     @property
