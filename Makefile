@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export LANCEDB_LOG := error
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
 .PHONY: setup demo test lint typecheck pytest clean
 

@@ -7,6 +7,7 @@ FLOWMEM_NAMESPACE the tenant).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -307,22 +308,32 @@ def _inducer(kind: str, settings: Settings) -> Inducer:
 @app.command()
 def induce(
     inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    every: Annotated[
+        bool, typer.Option("--all", help="Re-induce every cluster, not only changed ones.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Induce workflows from the namespace's trajectories; commit new versions as one tagged run."""
+    """Induce workflows from the namespace's trajectories; commit new versions as one tagged run.
+
+    Only clusters whose runs changed since the last run are induced; with nothing new, nothing
+    is done."""
     from flowmem.runner import induce_namespace
 
     settings = Settings()
-    report = induce_namespace(Store(settings), settings, _inducer(inducer, settings))
-    if as_json:
-        _print_json(report.summary())
-        return
+    report = induce_namespace(Store(settings), settings, _inducer(inducer, settings), force=every)
     s = report.summary()
-    typer.echo(
-        f"run {s['run']}: {s['trajectories']} trajectories, {s['clusters']} clusters, "
-        f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
-        f"{s['pitfall_notes']} pitfall notes, {len(s['failed_clusters'])} failed clusters"
-    )
+    if as_json:
+        _print_json(s)
+    elif s["skipped"]:
+        typer.echo(f"nothing new since run {s['tag']}: {s['trajectories']} trajectories, no run made")
+    else:
+        typer.echo(
+            f"run {s['run']}: {s['new_trajectories']} new of {s['trajectories']} trajectories, "
+            f"{s['clusters_changed']} of {s['clusters']} clusters induced, "
+            f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
+            f"{s['pitfall_notes']} pitfall notes, "
+            f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls"
+        )
 
 
 @app.command("eval")
@@ -350,6 +361,62 @@ def eval_command(
     out.print(table)
 
 
+FLOWS = ("collect", "induce", "learn", "cycle")
+
+
+def _prefect_env() -> None:
+    """Offline-friendly Prefect defaults, unless the environment says otherwise."""
+    # The temporary server can take more than Prefect's default 20 s to start on 2 busy cores;
+    # the telemetry heartbeat fails offline.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+@app.command("run")
+def run_flow(
+    name: Annotated[str, typer.Argument(help="collect, induce, learn or cycle.")],
+    inducer: Annotated[str, typer.Option(help="rule or llm (induce and cycle).")] = "rule",
+    as_json: JsonOpt = False,
+) -> None:
+    """Run one flow once, as Prefect runs it (a temporary local server when none is configured)."""
+    if name not in FLOWS:
+        raise _fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
+    _prefect_env()
+    from flowmem.flows import pipeline
+
+    flow = getattr(pipeline, name)
+    result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()
+    if as_json:
+        _print_json(result)
+    else:
+        out.print_json(data=result)
+
+
+@app.command()
+def serve(
+    interval: Annotated[
+        float | None, typer.Option(help="Run every N seconds instead of the cron schedules (a quick check).")
+    ] = None,
+    only: Annotated[list[str] | None, typer.Option(help="Serve only these deployments.")] = None,
+) -> None:
+    """Serve the scheduled flows (collect, induce, learn; cycle paused) from this process.
+
+    Needs no work pool. Stop with Ctrl-C; the schedules stay active for the next serve."""
+    _prefect_env()
+    from flowmem.flows.serve import serve as serve_flows
+
+    try:
+        serve_flows(interval=interval, only=tuple(only or ()))
+    except KeyboardInterrupt:
+        pass
+    typer.echo("flowmem serve stopped")
+
+
 def main() -> None:
     """Entry point of the `flowmem` script."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -265,3 +265,5 @@ class InductionRun(_Frozen):
     """For a rollback: the run it undid."""
     note: str | None = None
     """Free text, e.g. why a rollback was made."""
+    state: dict[str, Any] = Field(default_factory=dict)
+    """What the next run starts from (cluster fingerprints, clusters that failed)."""

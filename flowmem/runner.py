@@ -1,21 +1,62 @@
-"""One induction run over a namespace of the store: induce, version, commit (tagged)."""
+"""Induction runs over a namespace of the store: incremental, versioned, committed at once.
+
+A run (1) counts the trajectories stored since the last run and stops there when nothing is
+new and no cluster is waiting for a retry; (2) refits the clusters, keeping their ids; (3)
+induces only the clusters whose member runs changed since the last run (or whose induction
+failed then); (4) stores changed workflows as new versions in one commit tagged with the run
+id. The Prefect flows (`flowmem/flows/`) run the same steps, one task each.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from flowmem.induction.pipeline import InductionResult, induce, plan_versions
-from flowmem.induction.rule import Inducer
+from flowmem.induction.pipeline import (
+    ClusterOutcome,
+    ClusterPlan,
+    InductionResult,
+    assemble,
+    induce_cluster,
+    plan_clusters,
+    plan_versions,
+    task_key,
+)
+from flowmem.induction.rule import ClusterInput, Inducer, workflow_id
 from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["RunReport", "induce_namespace", "previous_clusters"]
+__all__ = ["RunPlan", "RunReport", "commit_outcomes", "induce_namespace", "prepare_run", "previous_clusters"]
+
+
+@dataclass
+class RunPlan:
+    """What an induction run is about to do."""
+
+    run: InductionRun
+    """The run being prepared (not yet committed)."""
+    total: int
+    """Trajectories in the namespace."""
+    new_trajectories: int
+    """Stored since the last run."""
+    clusters: ClusterPlan = field(default_factory=ClusterPlan)
+    """Every cluster (empty when the run is skipped)."""
+    changed: list[ClusterInput] = field(default_factory=list)
+    """The clusters to induce."""
+    current: dict[str, Workflow] = field(default_factory=dict)
+    """The latest version of every workflow."""
+    last: InductionRun | None = None
+    """The previous induction run."""
+
+    @property
+    def skipped(self) -> bool:
+        """True when there is nothing to induce."""
+        return not self.changed
 
 
 @dataclass
@@ -23,37 +64,91 @@ class RunReport:
     """What an induction run committed."""
 
     run: InductionRun
-    """The committed run (its id is the store tag)."""
+    """The committed run (its id is the store tag), or the last one if this run was skipped."""
     result: InductionResult
     """Everything induced, including pitfall notes and failed clusters."""
     versions: list[Workflow]
     """The new workflow versions it stored."""
+    plan: RunPlan
+    """What it set out to do."""
 
     def summary(self) -> dict[str, Any]:
         """The run's figures as JSON-ready data."""
+        counts = self.run.counts if not self.plan.skipped else {}
         return {
-            "run": self.run.id,
+            "run": self.run.id if not self.plan.skipped else None,
             "tag": self.run.tag,
-            "trajectories": self.run.counts.get("trajectories", 0),
-            "clusters": self.result.counts["clusters"],
+            "skipped": self.plan.skipped,
+            "trajectories": self.plan.total,
+            "new_trajectories": self.plan.new_trajectories,
+            "clusters": len(self.plan.clusters.clusters),
+            "clusters_changed": len(self.plan.changed),
             "versions_created": len(self.versions),
             "new_workflows": sum(w.version == 1 for w in self.versions),
             "pitfall_notes": len(self.result.notes),
             "failed_clusters": self.result.failed,
-            **{k: v for k, v in self.run.counts.items() if k.startswith("llm_")},
+            "llm_calls": counts.get("llm_calls", 0),
+            "llm_tokens": counts.get("llm_tokens", 0),
         }
 
 
 def previous_clusters(
     workflows: Iterable[Workflow], trajectories: Iterable[Trajectory]
 ) -> dict[str, dict[int, set[str]]]:
-    """Per agent, the task texts of each cluster that current workflows were induced from."""
-    task_of = {t.id: t.task for t in trajectories}
+    """Per agent, the task keys of each cluster that current workflows were induced from (for
+    a store whose last run kept no memberships)."""
+    task_of = {t.id: task_key(t.task) for t in trajectories}
     found: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     for w in workflows:
         if w.cluster_id is not None:
             found[w.agent][w.cluster_id].update(task_of[i] for i in w.source_trajectory_ids if i in task_of)
     return {agent: dict(clusters) for agent, clusters in found.items()}
+
+
+def _memberships(state: Mapping[str, Any]) -> dict[str, dict[int, set[str]]] | None:
+    """The cluster memberships a run left in its state (None for runs that kept none)."""
+    clusters = state.get("clusters")
+    if not isinstance(clusters, dict):
+        return None
+    return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in clusters.items()}
+
+
+def _last_induction(store: Store) -> InductionRun | None:
+    runs = [r for r in store.list_runs() if r.kind == "induce"]
+    return runs[-1] if runs else None
+
+
+def prepare_run(store: Store, settings: Settings, *, force: bool = False) -> RunPlan:
+    """Decide what the next run induces (`force`: every cluster)."""
+    last = _last_induction(store)
+    total = store.count_trajectories()
+    seen = int(last.counts.get("trajectories", 0)) if last else 0
+    pending = set(last.state.get("failed", [])) if last else set()
+    plan = RunPlan(
+        run=InductionRun(id=Store.new_run_id(), namespace=settings.namespace),
+        total=total,
+        new_trajectories=max(0, total - seen),
+        last=last,
+    )
+    if last is not None and not force and plan.new_trajectories == 0 and not pending:
+        return plan
+    trajectories = store.list_trajectories(limit=None)
+    plan.current = {w.id: w for w in store.list_workflows()}
+    plan.clusters = plan_clusters(
+        trajectories,
+        params=settings.cluster_params,
+        literal_share=settings.literal_share,
+        previous=(last and _memberships(last.state))
+        or previous_clusters(plan.current.values(), trajectories),
+    )
+    before: Mapping[str, str] = last.state.get("fingerprints", {}) if last and not force else {}
+    prints = plan.clusters.fingerprints()
+    plan.changed = [
+        c
+        for c in plan.clusters.clusters
+        if before.get(key := workflow_id(c.agent, c.cluster_id)) != prints[key] or key in pending
+    ]
+    return plan
 
 
 def _keys(store: Store, keys: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -65,25 +160,38 @@ def _keys(store: Store, keys: Mapping[str, list[str]]) -> dict[str, Any]:
     return out
 
 
-def induce_namespace(store: Store, settings: Settings, inducer: Inducer) -> RunReport:
-    """Induce the whole namespace, store the changed workflows as new versions in one
-    commit, and tag it with the run id."""
-    trajectories = store.list_trajectories(limit=None)
-    current = {w.id: w for w in store.list_workflows()}
-    result = induce(
-        trajectories,
-        inducer,
-        params=settings.cluster_params,
-        literal_share=settings.literal_share,
-        previous=previous_clusters(current.values(), trajectories),
-    )
-    counts = {"trajectories": len(trajectories), **result.counts}
-    for name in ("calls", "retries", "rejected"):
-        if hasattr(inducer, name):
-            counts[f"llm_{name}"] = int(getattr(inducer, name))
-    run = InductionRun(id=Store.new_run_id(), namespace=settings.namespace, counts=counts)
-    versions = plan_versions(result.workflows, current, run_id=run.id)
-    committed = store.commit_run(
-        run, versions, keys=_keys(store, {w.id: result.keys[w.id] for w in versions})
-    )
-    return RunReport(committed, result, versions)
+def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutcome]) -> RunReport:
+    """Version what changed and commit it as the run (nothing is written for a skipped run)."""
+    result = assemble(plan.clusters, outcomes)
+    if plan.skipped:
+        last = plan.last or plan.run
+        return RunReport(last, result, [], plan)
+    prints = plan.clusters.fingerprints()
+    failed = sorted(result.failed)
+    counts = {
+        "trajectories": plan.total,
+        "new_trajectories": plan.new_trajectories,
+        "clusters_changed": len(plan.changed),
+        "llm_calls": sum(o.llm_calls for o in outcomes),
+        "llm_tokens": sum(o.llm_tokens for o in outcomes),
+        **result.counts,
+    }
+    state = {
+        "fingerprints": {k: v for k, v in prints.items() if k not in failed},
+        "failed": failed,
+        "clusters": {
+            agent: {str(cid): sorted(keys) for cid, keys in ids.items()}
+            for agent, ids in plan.clusters.memberships.items()
+        },
+    }
+    run = plan.run.model_copy(update={"counts": counts, "state": state})
+    versions = plan_versions(result.workflows, plan.current, run_id=run.id)
+    keys = _keys(store, {w.id: result.keys[w.id] for w in versions})
+    committed = store.commit_run(run, versions, keys=keys)
+    return RunReport(committed, result, versions, plan)
+
+
+def induce_namespace(store: Store, settings: Settings, inducer: Inducer, *, force: bool = False) -> RunReport:
+    """One whole induction run in this process (the flows run the same steps as tasks)."""
+    plan = prepare_run(store, settings, force=force)
+    return commit_outcomes(store, plan, [induce_cluster(c, inducer) for c in plan.changed])

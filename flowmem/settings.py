@@ -32,6 +32,15 @@ class Settings(BaseSettings):
     quarantine: str | None = None
     """JSONL file that receives rejected input lines; default: `<db>.quarantine.jsonl`."""
 
+    spool: str | None = None
+    """Directory where recording hooks of other processes leave JSONL files for the collect
+    flow; default: `<db>.spool`."""
+    import_paths: list[str] = Field(default_factory=list)
+    """Files or glob patterns the collect flow ingests on every run (idempotent)."""
+    record_to: Literal["store", "spool"] = "store"
+    """Where `WorkflowMemory` writes finished runs: straight to the store, or to the spool
+    (for many agent processes; the collect flow brings them in)."""
+
     # Embeddings.
     embedder: Literal["hashing", "openai"] = "hashing"
     """`hashing`: the offline, stateless, deterministic default; `openai`: embeddings from the
@@ -61,6 +70,8 @@ class Settings(BaseSettings):
     """SVD dimensions the task texts are reduced to before HDBSCAN."""
     cluster_epsilon: float = Field(0.3, ge=0.0)
     """HDBSCAN cluster_selection_epsilon: clusters closer than this merge."""
+    induce_batch: int = Field(20, ge=1)
+    """Clusters per Prefect task with the rule inducer (the LLM inducer uses one per task)."""
     literal_share: float = Field(0.1, gt=0.0, le=1.0)
     """An argument value used by fewer than this share of a namespace's runs is
     example-specific: it never appears in a workflow."""
@@ -90,6 +101,16 @@ class Settings(BaseSettings):
             dims=self.cluster_dims,
             epsilon=self.cluster_epsilon,
         )
+
+    @property
+    def spool_path(self) -> Path:
+        """The spool directory."""
+        if self.spool:
+            return Path(self.spool)
+        if "://" in self.db:
+            return Path(".flowmem") / "spool"
+        db = Path(self.db)
+        return db.with_name(db.name + ".spool")
 
     @property
     def quarantine_path(self) -> Path:

@@ -163,7 +163,7 @@ def test_demo_generates_ingests_and_summarises(tmp_path: Path, monkeypatch: pyte
     assert again["stored"] == 0 and again["total"] == result["total"]
     assert again["induction"]["versions_created"] == 0 and again["workflows"] == result["workflows"]
     code, output = invoke(tmp_path / "db", "induce", "--json")
-    assert code == 0 and json.loads(output)["versions_created"] == 0
+    assert code == 0 and json.loads(output)["versions_created"] == 0 and json.loads(output)["skipped"]
     code, output = invoke(tmp_path / "db", "workflows", "list")
     assert code == 0 and "candidate" in output
 

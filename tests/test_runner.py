@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from flowmem.induction.pipeline import task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.runner import induce_namespace, previous_clusters
 from flowmem.settings import Settings
@@ -14,17 +15,20 @@ def test_runs_version_only_what_changed_and_keep_cluster_ids(settings: Settings,
     ids = {tuple(w.actions): w.id for w in store.list_workflows()}
 
     again = induce_namespace(store, settings, RuleInducer())
-    assert again.summary()["versions_created"] == 0  # nothing new: nothing stored
+    assert again.summary()["versions_created"] == 0 and again.summary()["skipped"]  # nothing new
 
-    # Failed runs join the forwarding cluster: only that workflow gets a new version (with
-    # its pitfalls), under the same id although the clusters were refit.
-    store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in range(8, 14)])
+    # Failed runs of forwarding tasks join that cluster: only it is re-induced, and only its
+    # workflow gets a new version (with pitfalls), under the same id though clusters were refit.
+    store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in range(6)])
     third = induce_namespace(store, settings, RuleInducer())
+    assert third.summary()["clusters_changed"] == 1 and third.summary()["new_trajectories"] == 6
     [changed] = third.versions
     assert changed.id == ids[("mail.search", "contacts.lookup", "mail.forward")]
     assert (changed.version, changed.parent_version) == (2, 1) and changed.pitfalls
     assert {tuple(w.actions): w.id for w in store.list_workflows()} == ids
-    assert [r.id for r in store.list_runs()] == [first.run.id, again.run.id, third.run.id]
+    assert [r.id for r in store.list_runs()] == [first.run.id, third.run.id]
+    forced = induce_namespace(store, settings, RuleInducer(), force=True)
+    assert forced.summary()["clusters_changed"] == 2 and forced.versions == []
 
 
 def test_previous_clusters_come_from_the_current_workflows(settings: Settings, store: Store) -> None:
@@ -32,4 +36,4 @@ def test_previous_clusters_come_from_the_current_workflows(settings: Settings, s
     store.add_trajectories(runs)
     induce_namespace(store, settings, RuleInducer())
     [w] = store.list_workflows()
-    assert previous_clusters([w], runs) == {"agent": {w.cluster_id: {t.task for t in runs}}}
+    assert previous_clusters([w], runs) == {"agent": {w.cluster_id: {task_key(t.task) for t in runs}}}

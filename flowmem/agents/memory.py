@@ -22,6 +22,7 @@ from flowmem.agents.recording import Run, current_run
 from flowmem.interchange import dump_record
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
+from flowmem.spool import write_spool_file
 from flowmem.storage import Store
 
 __all__ = ["WorkflowMemory"]
@@ -101,7 +102,10 @@ class _Writer(threading.Thread):
                 log.exception("flowmem: run %s could not be turned into a trajectory", run.id)
         for attempt in range(3):
             try:
-                self.store.add_trajectories(trajectories)
+                if self.settings.record_to == "spool":
+                    write_spool_file(self.settings.spool_path, trajectories)
+                else:
+                    self.store.add_trajectories(trajectories)
                 return
             except Exception:
                 log.exception("flowmem: storing %d runs failed (attempt %d)", len(trajectories), attempt + 1)
@@ -138,7 +142,8 @@ class WorkflowMemory:
         self._lock = threading.Lock()
         self._closed = False
         # Imports now, not in the writer at exit time, when Python no longer allows them.
-        self.store.prepare()
+        if settings.record_to == "store":
+            self.store.prepare()
         _open_memories.add(self)
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,18 @@ from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import ClusterInput, Inducer, split_outcomes, workflow_id
 from flowmem.models import Trajectory, Workflow
 
-__all__ = ["InductionResult", "induce", "merge_duplicates", "plan_versions"]
+__all__ = [
+    "ClusterOutcome",
+    "ClusterPlan",
+    "InductionResult",
+    "assemble",
+    "induce",
+    "induce_cluster",
+    "merge_duplicates",
+    "plan_clusters",
+    "plan_versions",
+    "task_key",
+]
 
 log = logging.getLogger("flowmem.induction")
 
@@ -34,7 +46,7 @@ class InductionResult:
     failed: dict[str, str] = field(default_factory=dict)
     """Cluster -> why its induction failed (the others still count)."""
     memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
-    """Agent -> stable cluster id -> its task texts (the `previous` of the next run)."""
+    """Agent -> stable cluster id -> its task keys (the `previous` of the next run)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -51,19 +63,65 @@ def _parents(trajectories: Sequence[Trajectory]) -> set[str]:
     return {t.parent_id for t in trajectories if t.parent_id}
 
 
-def induce(
+@dataclass
+class ClusterPlan:
+    """The clusters of one namespace, with stable ids, ready to be induced one by one."""
+
+    clusters: list[ClusterInput] = field(default_factory=list)
+    """One input per cluster (every agent)."""
+    clusterings: dict[str, Clustering] = field(default_factory=dict)
+    """Agent -> the clustering of its distinct task texts."""
+    memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
+    """Agent -> stable cluster id -> its task keys (`task_key`)."""
+
+    def fingerprints(self) -> dict[str, str]:
+        """Cluster key (`agent-c<id>`) -> a hash of its member runs: equal hashes mean the
+        cluster has nothing new to induce from."""
+        return {workflow_id(c.agent, c.cluster_id): _fingerprint(c) for c in self.clusters}
+
+
+@dataclass
+class ClusterOutcome:
+    """What inducing one cluster gave."""
+
+    key: str
+    """The cluster key (`agent-c<id>`, the id of its first workflow)."""
+    workflows: list[Workflow] = field(default_factory=list)
+    """Drafts."""
+    keys: dict[str, list[str]] = field(default_factory=dict)
+    """Workflow id -> the task texts it was induced from."""
+    notes: list[str] = field(default_factory=list)
+    """Pitfall notes, for a cluster with failed runs only."""
+    error: str | None = None
+    """Why induction failed, if it did."""
+    llm_calls: int = 0
+    """LLM requests it made."""
+    llm_tokens: int = 0
+    """LLM tokens it used."""
+
+
+def task_key(task: str) -> str:
+    """A short, stable key of a task text (memberships are kept as keys, not texts)."""
+    return hashlib.sha256(task.encode()).hexdigest()[:12]
+
+
+def _fingerprint(cluster: ClusterInput) -> str:
+    ids = sorted(f"{t.id}:{t.success}" for t in [*cluster.successes, *cluster.failures])
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def plan_clusters(
     trajectories: Sequence[Trajectory],
-    inducer: Inducer,
     *,
     params: ClusterParams | None = None,
     literal_share: float = 0.1,
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
-) -> InductionResult:
-    """Cluster each agent's runs and induce every cluster; one namespace at a time.
+) -> ClusterPlan:
+    """Cluster each agent's runs; one namespace at a time.
 
-    `previous` gives, per agent, the task texts of each cluster id of the last run: a new
-    cluster takes the id of the old one it overlaps most, so a workflow's id (and lineage)
-    continues when the clusters are refit.
+    `previous` gives, per agent, the task keys (`task_key`) of each cluster id of the last
+    run: a new cluster takes the id of the old one it overlaps most, so a workflow's id (and
+    lineage) continues when the clusters are refit.
 
     Raises:
         ValueError: if the trajectories span several namespaces (tenants are never mixed).
@@ -71,9 +129,9 @@ def induce(
     namespaces = {t.namespace for t in trajectories}
     if len(namespaces) > 1:
         raise ValueError(f"one namespace at a time, got {sorted(namespaces)}")
-    result = InductionResult()
+    plan = ClusterPlan()
     if not trajectories:
-        return result
+        return plan
     namespace = namespaces.pop()
     literals = LiteralIndex.build(trajectories, max_share=literal_share)
     parents = _parents(trajectories)
@@ -82,12 +140,12 @@ def induce(
         by_agent[t.agent].append(t)
     for agent, runs in sorted(by_agent.items()):
         clustering = cluster_tasks([t.task for t in runs], params)
-        result.clusterings[agent] = clustering
+        plan.clusterings[agent] = clustering
         label_of = clustering.label_of()
         before = (previous or {}).get(agent, {})
-        current = {label: set(texts) for label, texts in clustering.members().items()}
+        current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
         stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
-        result.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
+        plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
         members: dict[int, list[Trajectory]] = defaultdict(list)
         for t in runs:
             if label_of[t.task] >= 0:
@@ -95,23 +153,67 @@ def induce(
         scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
         for label, cluster_runs in sorted(members.items()):
             successes, failures = split_outcomes(cluster_runs)
-            cluster = ClusterInput(namespace, agent, label, scope, successes, failures, literals)
-            wid = workflow_id(agent, label)
-            try:
-                drafts = inducer.induce(cluster)
-            except Exception as err:  # one bad cluster never sinks the run
-                log.warning("induction of %s failed: %s", wid, err)
-                result.failed[wid] = f"{type(err).__name__}: {err}"
-                continue
-            if not drafts and failures:
-                result.notes[wid] = standalone_pitfalls(failures, cluster.example_literals)
-            task_of = {t.id: t.task for t in cluster_runs}
-            for w in drafts:
-                result.workflows.append(w)
-                own = {task_of[i] for i in w.source_trajectory_ids if i in task_of}
-                result.keys[w.id] = sorted(own or set(task_of.values()))
+            plan.clusters.append(ClusterInput(namespace, agent, label, scope, successes, failures, literals))
+    return plan
+
+
+def _llm_usage(inducer: Inducer) -> tuple[int, int]:
+    llm = getattr(inducer, "llm", None)
+    tokens = getattr(llm, "prompt_tokens", 0) + getattr(llm, "completion_tokens", 0)
+    return int(getattr(inducer, "calls", 0)), int(tokens)
+
+
+def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
+    """Induce one cluster; an error is reported in the outcome, never raised."""
+    key = workflow_id(cluster.agent, cluster.cluster_id)
+    outcome = ClusterOutcome(key)
+    calls, tokens = _llm_usage(inducer)
+    try:
+        drafts = inducer.induce(cluster)
+    except Exception as err:  # one bad cluster never sinks the run
+        log.warning("induction of %s failed: %s", key, err)
+        outcome.error = f"{type(err).__name__}: {err}"
+        drafts = []
+    finally:
+        after_calls, after_tokens = _llm_usage(inducer)
+        outcome.llm_calls, outcome.llm_tokens = after_calls - calls, after_tokens - tokens
+    if outcome.error is not None:
+        return outcome
+    if not drafts and cluster.failures:
+        outcome.notes = standalone_pitfalls(cluster.failures, cluster.example_literals)
+    task_of = {t.id: t.task for t in [*cluster.successes, *cluster.failures]}
+    for w in drafts:
+        outcome.workflows.append(w)
+        own = {task_of[i] for i in w.source_trajectory_ids if i in task_of}
+        outcome.keys[w.id] = sorted(own or set(task_of.values()))
+    return outcome
+
+
+def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> InductionResult:
+    """Gather the outcomes of a plan's clusters into one result (near-duplicates merged)."""
+    result = InductionResult(clusterings=plan.clusterings, memberships=plan.memberships)
+    for outcome in outcomes:
+        if outcome.error is not None:
+            result.failed[outcome.key] = outcome.error
+        if outcome.notes:
+            result.notes[outcome.key] = outcome.notes
+        result.workflows += outcome.workflows
+        result.keys.update(outcome.keys)
     result.workflows = merge_duplicates(result.workflows, result.keys)
     return result
+
+
+def induce(
+    trajectories: Sequence[Trajectory],
+    inducer: Inducer,
+    *,
+    params: ClusterParams | None = None,
+    literal_share: float = 0.1,
+    previous: Mapping[str, Mapping[int, set[str]]] | None = None,
+) -> InductionResult:
+    """Cluster each agent's runs and induce every cluster (see `plan_clusters`)."""
+    plan = plan_clusters(trajectories, params=params, literal_share=literal_share, previous=previous)
+    return assemble(plan, [induce_cluster(c, inducer) for c in plan.clusters])
 
 
 def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, list[str]]) -> list[Workflow]:

@@ -44,6 +44,9 @@ EMBEDDER_KEY = b"flowmem.embedder"
 
 _TS = pa.timestamp("us", tz="UTC")
 
+USAGE_COLUMNS = ("id", "version", "served", "successes", "failures")
+"""Columns of a namespace's usage table."""
+
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -227,14 +230,16 @@ def run_schema() -> pa.Schema:
             pa.field("base_version", pa.int64()),
             pa.field("rolled_back_run", pa.string()),
             pa.field("note", pa.string()),
+            pa.field("state", pa.string()),
         ]
     )
 
 
 def run_to_row(run: InductionRun) -> dict[str, Any]:
     """The row of one run."""
-    row = run.model_dump(exclude={"counts"})
+    row = run.model_dump(exclude={"counts", "state"})
     row["counts"] = _dumps(run.counts)
+    row["state"] = _dumps(run.state)
     return row
 
 
@@ -242,6 +247,7 @@ def run_from_row(row: dict[str, Any]) -> InductionRun:
     """The run of one row."""
     data = dict(row)
     data["counts"] = json.loads(data["counts"])
+    data["state"] = json.loads(data.get("state") or "{}")
     return InductionRun.model_validate(data)
 
 

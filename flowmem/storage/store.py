@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from flowmem.diff import WorkflowDiff, diff_workflows
 from flowmem.induction.embed import Embedder, Vectors
-from flowmem.models import InductionRun, Trajectory, Workflow, now
+from flowmem.models import InductionRun, Trajectory, UsageStats, Workflow, now
 from flowmem.settings import Settings
 from flowmem.storage import rows
 
@@ -362,7 +362,11 @@ class Store:
         for r in rows.rows_of(self._select(table, f"namespace = {quote(ns)}")):
             if r["id"] not in latest or r["version"] > latest[r["id"]].version:
                 latest[r["id"]] = rows.workflow_from_row(r)
-        found = sorted(latest.values(), key=lambda w: w.id)
+        usage = self.usage(namespace=ns)
+        found = [
+            w.model_copy(update={"stats": usage[(w.id, w.version)]}) if (w.id, w.version) in usage else w
+            for w in sorted(latest.values(), key=lambda w: w.id)
+        ]
         return [w for w in found if status is None or w.status == status]
 
     def diff(self, workflow_id: str, old: int, new: int, *, namespace: str | None = None) -> WorkflowDiff:
@@ -371,6 +375,36 @@ class Store:
             self.get_workflow(workflow_id, old, namespace=namespace),
             self.get_workflow(workflow_id, new, namespace=namespace),
         )
+
+    def _usage_table(self, namespace: str) -> Any:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [pa.field(name, pa.string() if name == "id" else pa.int64()) for name in rows.USAGE_COLUMNS]
+        )
+        return self._table(f"usage__{namespace}", schema)
+
+    def put_usage(self, usage: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
+        """Store usage stats per workflow version (kept apart from the versions, so a rollback
+        does not erase what was learnt). Returns how many versions were updated."""
+        data = [{"id": i, "version": v, **u.model_dump()} for (i, v), u in usage.items()]
+        if data:
+            table = self._usage_table(self._ns(namespace))
+            merge = (
+                table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
+            )
+            _retry(lambda: merge.execute(data))
+        return len(data)
+
+    def usage(self, *, namespace: str | None = None) -> dict[tuple[str, int], UsageStats]:
+        """Usage stats per (workflow id, version)."""
+        table = self._usage_table(self._ns(namespace))
+        return {
+            (r["id"], r["version"]): UsageStats(
+                served=r["served"], successes=r["successes"], failures=r["failures"]
+            )
+            for r in rows.rows_of(self._select(table, None))
+        }
 
     def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector]:
         """The served workflows (latest versions, not deprecated) and their vectors, for an

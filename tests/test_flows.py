@@ -1,0 +1,239 @@
+"""The Prefect flows, run for real under a temporary Prefect server (prefect_test_harness)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flowmem.induction.rule import ClusterInput, RuleInducer
+from flowmem.models import Workflow
+from flowmem.settings import Settings
+from flowmem.sim import simulate
+from flowmem.spool import write_spool_file
+from flowmem.storage import Store
+from tests.conftest import WORKBENCH
+from tests.test_induction import forward
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class CountingInducer(RuleInducer):
+    """The rule inducer standing in for an LLM inducer: it counts its calls as one counts
+    requests (`calls` per instance, `total` over all)."""
+
+    kind = "llm"
+    total = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def induce(self, cluster: ClusterInput) -> list[Workflow]:
+        self.calls += 1
+        CountingInducer.total += 1
+        return super().induce(cluster)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> type[CountingInducer]:
+    from flowmem.flows import pipeline
+
+    CountingInducer.total = 0
+    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: CountingInducer())
+    return CountingInducer
+
+
+def test_collect_is_idempotent_and_quarantines_bad_lines(settings: Settings) -> None:
+    from flowmem.flows.pipeline import collect
+
+    runs = simulate(20, seed=3)
+    write_spool_file(settings.spool_path, runs[:10])
+    bad = settings.spool_path / "bad.jsonl"
+    bad.write_text('{"task": "ok task", "steps": []}\n{broken\n{"steps": []}\n')
+    (settings.spool_path / "partial.jsonl.tmp").write_text("{still being written")
+    first = collect(db=settings.db)
+    assert first == {"files": 2, "stored": 11, "duplicates": 0, "rejected": 2, "failed_files": []}
+    assert sorted(p.name for p in (settings.spool_path / "done").iterdir())[-1] == "bad.jsonl"
+    assert (settings.spool_path / "partial.jsonl.tmp").exists()  # incomplete files wait
+    assert collect(db=settings.db)["stored"] == 0
+    write_spool_file(settings.spool_path, runs)  # the same runs again, and ten new ones
+    again = collect(db=settings.db)
+    assert (again["stored"], again["duplicates"]) == (len(runs) - 10, 10)
+    assert Store(settings).count_trajectories() == len(runs) + 1
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
+def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(settings: Settings) -> None:
+    from flowmem.flows.pipeline import induce
+    from flowmem.ingest import ingest_files
+
+    store = Store(settings)
+    ingest_files([WORKBENCH], store, settings)
+    first = induce(db=settings.db)
+    assert first["new_trajectories"] == 4197 and first["clusters_changed"] == first["clusters"] > 60
+    assert first["versions_created"] == len(store.list_workflows()) > 100
+    second = induce(db=settings.db)
+    assert second["skipped"] and second["versions_created"] == 0 and second["llm_calls"] == 0
+    # Re-runs of one existing task land in its cluster: only that cluster is induced again.
+    task = next(t for t in store.list_trajectories(limit=None) if t.group == "email/t05")
+    rerun = [task.model_copy(update={"id": f"{task.id}/rerun{i}", "success": False}) for i in range(3)]
+    store.add_trajectories(rerun)
+    third = induce(db=settings.db)
+    assert third["clusters_changed"] == 1 and third["new_trajectories"] == 3
+
+
+def test_llm_induction_calls_per_changed_cluster_only(
+    settings: Settings, counting: type[CountingInducer]
+) -> None:
+    from flowmem.flows.pipeline import induce
+    from tests.test_induction import cancel
+
+    store = Store(settings)
+    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    first = induce(db=settings.db, inducer="llm")
+    assert counting.total == first["llm_calls"] == first["clusters_changed"] == 2
+    assert first["versions_created"] == 2
+    second = induce(db=settings.db, inducer="llm")
+    assert counting.total == 2 and second["llm_calls"] == 0 and second["versions_created"] == 0
+    store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in range(4)])
+    third = induce(db=settings.db, inducer="llm")
+    assert counting.total == 3 and third["llm_calls"] == 1 and third["clusters_changed"] == 1
+    assert third["versions_created"] == 1  # the forwarding workflow learnt its pitfalls
+
+
+def test_a_failing_cluster_is_reported_and_retried_next_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowmem.flows import pipeline
+
+    class Down(RuleInducer):
+        def induce(self, cluster: ClusterInput) -> list[Workflow]:
+            if "Forward" in cluster.successes[0].task:
+                raise ConnectionError("LLM endpoint unreachable")
+            return super().induce(cluster)
+
+    from tests.test_induction import cancel
+
+    Store(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: Down())
+    monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
+    broken = pipeline.induce(db=settings.db, inducer="llm")
+    assert list(broken["failed_clusters"]) == ["agent-c0"] or len(broken["failed_clusters"]) == 1
+    assert broken["versions_created"] == 1  # the healthy cluster still lands
+    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: RuleInducer())
+    healed = pipeline.induce(db=settings.db, inducer="llm")
+    assert (
+        healed["clusters_changed"] == 1 and healed["versions_created"] == 1 and not healed["failed_clusters"]
+    )
+
+
+def _workflows(settings: Settings) -> list[dict[str, Any]]:
+    return [w.model_dump(exclude={"created_at", "provenance"}) for w in Store(settings).list_workflows()]
+
+
+def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
+    from prefect_dask import DaskTaskRunner
+
+    from flowmem.flows.pipeline import induce
+
+    runs = simulate(150, seed=5)
+    plain, dask = (Settings(db=str(tmp_path / name / "db")) for name in ("plain", "dask"))
+    for s in (plain, dask):
+        Store(s).add_trajectories(runs)
+    induce(db=plain.db)
+    runner = DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": 1,
+            "threads_per_worker": 2,
+            "processes": False,
+            "dashboard_address": None,
+        }
+    )
+    result = induce.with_options(task_runner=runner)(db=dask.db)
+    assert result["versions_created"] > 5
+    assert _workflows(plain) == _workflows(dask)
+
+
+def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
+    from flowmem.flows.pipeline import learn
+    from flowmem.models import WorkflowRef
+
+    store = Store(settings)
+    store.put_workflow(forward_workflow := _one_workflow())
+    used = [WorkflowRef(id=forward_workflow.id, version=1)]
+    store.add_trajectories(
+        [
+            forward(i).model_copy(update={"id": f"u{i}", "workflows_used": used, "success": i % 3 != 0})
+            for i in range(6)
+        ]
+    )
+    assert learn(db=settings.db) == {"versions_with_outcomes": 1, "runs_served": 6}
+    [w] = store.list_workflows()
+    assert (w.stats.served, w.stats.successes, w.stats.failures) == (6, 4, 2)
+
+
+def _one_workflow() -> Workflow:
+    from tests.conftest import make_workflow
+
+    return make_workflow()
+
+
+def test_prefect_yaml_declares_the_served_deployments() -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.flows import load_flow_from_entrypoint
+
+    from flowmem.flows.serve import DEPLOYMENTS
+
+    spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    declared = {d["name"]: d for d in spec["deployments"]}
+    assert set(declared) == {d.name for d in DEPLOYMENTS}
+    for d in DEPLOYMENTS:
+        entry = declared[d.name]
+        assert entry["entrypoint"] == d.entrypoint
+        cwd = os.getcwd()
+        os.chdir(ROOT)
+        try:
+            assert load_flow_from_entrypoint(entry["entrypoint"]).name == f"flowmem-{d.name}"
+        finally:
+            os.chdir(cwd)
+        [schedule] = entry["schedules"]
+        assert CronSchedule(cron=schedule["cron"]).cron == d.cron
+        assert schedule.get("active", True) == d.active
+        assert entry["parameters"] == d.parameters
+        assert entry["work_pool"]["name"] == "flowmem-pool"
+
+
+@pytest.mark.slow
+def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    settings = Settings(db=str(tmp_path / "db"))
+    runs = simulate(10, seed=6)
+    write_spool_file(settings.spool_path, runs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env |= {
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "FLOWMEM_DB": settings.db,
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+    }
+    command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while Store(settings).count_trajectories() < len(runs):  # a scheduled collect ran
+            assert process.poll() is None and time.monotonic() < deadline, "no scheduled run"
+            time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output[-3000:]
+    assert "flowmem serve stopped" in output
