@@ -67,7 +67,7 @@ def test_the_store_cache_spans_processes(tmp_path: object) -> None:
     from flowmem.induction import CachedEmbedder, MemoryCache
     from flowmem.settings import Settings
     from flowmem.storage import Store
-    from flowmem.storage.store import StoreVectorCache
+    from flowmem.storage.cache import StoreVectorCache
 
     settings = Settings(db=f"{tmp_path}/db")
     asked: list[list[str]] = []

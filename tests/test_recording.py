@@ -161,3 +161,23 @@ def test_a_normal_interpreter_exit_loses_nothing(settings: Settings, tmp_path: P
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
     assert Store(settings).count_trajectories() == 300
+
+
+def test_recording_through_the_spool_then_collecting(settings: Settings) -> None:
+    from flowmem.spool import collect
+
+    spooled = settings.model_copy(update={"record_to": "spool"})
+    with WorkflowMemory.open(spooled) as memory:
+        for i in range(5):
+            with memory.record(f"task {i}", id=f"s{i}") as run:
+                run.step("a", args={"i": i})
+                run.finish(success=True)
+    files = list(settings.spool_path.glob("*.jsonl"))
+    assert files and not list(settings.spool_path.glob("*.tmp"))
+    store = Store(settings)
+    assert store.count_trajectories() == 0  # nothing reached the store directly
+    report = collect(store, settings)
+    assert (report.files, report.stored) == (len(files), 5) and store.count_trajectories() == 5
+    assert not list(settings.spool_path.glob("*.jsonl")) and len(
+        list((settings.spool_path / "done").iterdir())
+    ) == len(files)

@@ -1,0 +1,201 @@
+"""The store's plumbing: the LanceDB connection, tables, filters, errors and write retries.
+
+`flowmem.storage` is the only package that imports lancedb and pyarrow.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from flowmem.induction.embed import Embedder
+from flowmem.models import Workflow
+from flowmem.settings import Settings
+from flowmem.storage import rows
+
+__all__ = ["NotFoundError", "StoreBase", "StoreError", "VersionConflictError", "Vector", "quote"]
+
+T = TypeVar("T")
+Vector = npt.NDArray[np.float32]
+
+TRAJECTORIES = "trajectories"
+RUNS = "runs"
+
+
+class StoreError(RuntimeError):
+    """The store cannot do what was asked; the message says why."""
+
+
+class NotFoundError(StoreError, LookupError):
+    """No such trajectory, workflow, version or run."""
+
+
+class VersionConflictError(StoreError):
+    """A workflow version that would overwrite or skip an existing one."""
+
+
+def quote(value: str) -> str:
+    """A SQL string literal for a LanceDB filter, refusing characters that have no place there."""
+    if any(ord(c) < 32 for c in value):
+        raise StoreError("control characters are not allowed in ids")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _retry(op: Callable[[], T], *, attempts: int = 8) -> T:
+    """Run a write, retrying LanceDB commit conflicts from concurrent writers with backoff."""
+    for attempt in range(attempts):
+        try:
+            return op()
+        except Exception as err:  # lancedb raises plain RuntimeError/OSError for conflicts
+            text = str(err).lower()
+            if attempt == attempts - 1 or ("conflict" not in text and "retry" not in text):
+                raise
+            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+class StoreBase:
+    """Connection and tables; the verbs are in `Store` and its mixins."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder whose vectors the tables hold (built on first use)."""
+        if self._embedder is None:
+            from flowmem.embedders import embedder_from
+            from flowmem.storage.cache import StoreVectorCache
+
+            self._embedder = embedder_from(self.settings, persistent=StoreVectorCache(self))
+        return self._embedder
+
+    @property
+    def db(self) -> Any:
+        """The LanceDB connection, opened on first use (opening a Store does no I/O)."""
+        if self._db is None:
+            import lancedb
+
+            # A zero interval: every read sees what other processes committed before it.
+            self._db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0))
+        return self._db
+
+    def prepare(self) -> None:
+        """Load the embedder and the LanceDB client now rather than on first write.
+
+        A process that writes from a background thread calls this up front: at interpreter
+        exit, Python refuses some imports that lancedb and sklearn make lazily.
+        """
+        self.embedder.embed(["warm up"])
+        _ = self.db
+
+    def _table(self, name: str, schema: Any) -> Any:
+        table = self._tables.get(name)
+        if table is None:
+            try:
+                table = self.db.open_table(name)
+            except ValueError:  # not there yet; another process may be creating it right now
+                table = self.db.create_table(name, schema=schema, exist_ok=True)
+            stored = (table.schema.metadata or {}).get(rows.EMBEDDER_KEY)
+            expected = (schema.metadata or {}).get(rows.EMBEDDER_KEY)
+            if stored != expected:
+                raise StoreError(
+                    f"table {name!r} at {self.settings.db} holds vectors of embedder "
+                    f"{(stored or b'?').decode()}, but {(expected or b'?').decode()} is "
+                    "configured; use the same embedding settings or another FLOWMEM_DB"
+                )
+            self._tables[name] = table
+        return table
+
+    def _trajectories(self) -> Any:
+        e = self.embedder
+        return self._table(TRAJECTORIES, rows.trajectory_schema(e.dim, e.name))
+
+    def _workflows(self, namespace: str) -> Any:
+        e = self.embedder
+        return self._table(f"workflows__{namespace}", rows.workflow_schema(e.dim, e.name))
+
+    def _runs(self) -> Any:
+        return self._table(RUNS, rows.run_schema())
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.settings.namespace
+
+    @staticmethod
+    def _select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
+        query = table.search()
+        if where:
+            query = query.where(where)
+        if columns is not None:
+            query = query.select(list(columns))
+        return query.limit(None).to_arrow()
+
+    def _versions(self, table: Any, namespace: str, ids: Iterable[str]) -> dict[str, list[int]]:
+        id_list = sorted(set(ids))
+        if not id_list:
+            return {}
+        where = f"namespace = {quote(namespace)} AND id IN ({', '.join(map(quote, id_list))})"
+        found: dict[str, list[int]] = {}
+        for r in rows.rows_of(self._select(table, where, ["id", "version"])):
+            found.setdefault(r["id"], []).append(r["version"])
+        return found
+
+    def _check_versions(self, table: Any, namespace: str, workflows: Sequence[Workflow]) -> None:
+        existing = self._versions(table, namespace, (w.id for w in workflows))
+        seen: set[tuple[str, int]] = set()
+        for w in sorted(workflows, key=lambda w: (w.id, w.version)):
+            if w.namespace != namespace:
+                raise StoreError(f"workflow {w.id!r} is in namespace {w.namespace!r}, not {namespace!r}")
+            versions = existing.setdefault(w.id, [])
+            if w.version in versions or (w.id, w.version) in seen:
+                raise VersionConflictError(f"{w.id} v{w.version} exists; versions are never overwritten")
+            latest = max(versions, default=0)
+            if w.version != latest + 1:
+                raise VersionConflictError(f"{w.id}: next version is v{latest + 1}, not v{w.version}")
+            if (w.parent_version is None) != (w.version == 1) or (
+                w.parent_version is not None and w.parent_version not in versions
+            ):
+                raise VersionConflictError(
+                    f"{w.id} v{w.version}: parent_version must name an existing version "
+                    "(and be empty only for v1)"
+                )
+            versions.append(w.version)
+            seen.add((w.id, w.version))
+
+    def _append_workflows(
+        self, namespace: str, workflows: Sequence[Workflow], keys: Mapping[str, Vector] | None = None
+    ) -> int:
+        """Validate and append versions in one commit; returns the new table version.
+
+        A workflow's vector is its retrieval key from `keys` when given (e.g. the mean of its
+        source tasks' vectors), else the embedding of its name, description and actions.
+        """
+        table = self._workflows(namespace)
+        if not workflows:
+            return int(table.version)
+        self._check_versions(table, namespace, workflows)
+        embedded = self.embedder.embed([rows.workflow_text(w) for w in workflows])
+        vectors = [
+            keys[w.id] if keys and w.id in keys else v for w, v in zip(workflows, embedded, strict=True)
+        ]
+        data = [rows.workflow_to_row(w, v) for w, v in zip(workflows, vectors, strict=True)]
+
+        def write() -> int:
+            merge = table.merge_insert(["namespace", "id", "version"])
+            result = merge.when_not_matched_insert_all().execute(data)
+            if int(result.num_inserted_rows) != len(data):
+                raise VersionConflictError("a concurrent writer stored one of these versions")
+            return int(result.version)
+
+        return _retry(write)

@@ -1,0 +1,115 @@
+"""Runs, tags and rollback: a run's versions are one LanceDB commit tagged with the run id."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flowmem.models import InductionRun, Workflow, now
+from flowmem.storage import rows
+from flowmem.storage.base import NotFoundError, StoreBase, StoreError, Vector, _retry, quote
+
+__all__ = ["RunsMixin"]
+
+
+class RunsMixin(StoreBase):
+    """The run verbs of `Store`."""
+
+    @staticmethod
+    def new_run_id(kind: str = "run") -> str:
+        """A fresh, time-ordered run id that is also a valid LanceDB tag."""
+        return f"{kind}-{now().strftime('%Y%m%dT%H%M%S%f')}-{secrets.token_hex(3)}"
+
+    def commit_run(
+        self,
+        run: InductionRun,
+        workflows: Sequence[Workflow] = (),
+        *,
+        keys: Mapping[str, Vector] | None = None,
+    ) -> InductionRun:
+        """Append a run's workflow versions in one commit, tag that table version with the
+        run id, and record the run. Readers see all of the run's versions or none.
+
+        `keys` maps workflow ids to retrieval vectors (see `_append_workflows`)."""
+        ns = run.namespace
+        table = self._workflows(ns)
+        base = int(table.version)
+        version = self._append_workflows(ns, workflows, keys)
+        table.tags.create(run.id, version)
+        committed = run.model_copy(
+            update={
+                "finished_at": now(),
+                "tag": run.id,
+                "table_version": version,
+                "base_version": base,
+                "counts": {"versions_created": len(workflows), **run.counts},
+            }
+        )
+        _retry(lambda: self._runs().add([rows.run_to_row(committed)]))
+        return committed
+
+    def list_runs(self, *, namespace: str | None = None) -> list[InductionRun]:
+        """Committed runs and rollbacks of a namespace, oldest first."""
+        where = f"namespace = {quote(self._ns(namespace))}"
+        found = [rows.run_from_row(r) for r in rows.rows_of(self._select(self._runs(), where))]
+        return sorted(found, key=lambda r: (r.started_at, r.id))
+
+    def get_run(self, run_id: str, *, namespace: str | None = None) -> InductionRun:
+        """One run by id.
+
+        Raises:
+            NotFoundError: if the namespace has no such run.
+        """
+        for run in self.list_runs(namespace=namespace):
+            if run.id == run_id:
+                return run
+        raise NotFoundError(f"no run {run_id!r} in namespace {self._ns(namespace)!r}")
+
+    def rollback(self, run_id: str, *, namespace: str | None = None, note: str | None = None) -> InductionRun:
+        """Restore the namespace's workflows table to the version before a run.
+
+        The restore is itself a new table version (LanceDB `restore`), tagged and recorded as a
+        `rollback` run, so the versions it undid stay reachable by their run tags.
+
+        Raises:
+            NotFoundError: if there is no such run.
+            StoreError: if the run has no base version or was already rolled back.
+        """
+        ns = self._ns(namespace)
+        target = self.get_run(run_id, namespace=ns)
+        if target.base_version is None:
+            raise StoreError(f"run {run_id!r} has no base version to restore")
+        for other in self.list_runs(namespace=ns):
+            if other.rolled_back_run == run_id:
+                raise StoreError(f"run {run_id!r} was already rolled back by {other.id!r}")
+        table = self._workflows(ns)
+        before = int(table.version)
+        _retry(lambda: table.restore(target.base_version))
+        version = int(table.version)
+        rollback = InductionRun(
+            id=self.new_run_id("rollback"),
+            namespace=ns,
+            kind="rollback",
+            finished_at=now(),
+            tag=None,
+            table_version=version,
+            base_version=before,
+            rolled_back_run=run_id,
+            note=note,
+        )
+        table.tags.create(rollback.id, version)
+        rollback = rollback.model_copy(update={"tag": rollback.id})
+        _retry(lambda: self._runs().add([rows.run_to_row(rollback)]))
+        return rollback
+
+    def table_versions(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The workflows table's LanceDB versions, with the run tags pointing at them."""
+        table = self._workflows(self._ns(namespace))
+        tags: dict[int, list[str]] = {}
+        for name, info in table.tags.list().items():
+            tags.setdefault(int(info["version"]), []).append(name)
+        return [
+            {"version": v["version"], "timestamp": v["timestamp"], "tags": sorted(tags.get(v["version"], []))}
+            for v in table.list_versions()
+        ]
