@@ -108,6 +108,26 @@ def test_llm_induction_calls_per_changed_cluster_only(
     third = induce(db=settings.db, inducer="llm")
     assert counting.total == 3 and third["llm_calls"] == 1 and third["clusters_changed"] == 1
     assert third["versions_created"] == 1  # the forwarding workflow learnt its pitfalls
+    assert "| clusters changed / all | 1 / 2 |" in _latest_artifact("flowmem-induce")
+
+
+def _latest_artifact(key: str) -> str:
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async def read() -> str:
+        async with get_client() as client:
+            found = await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                sort=ArtifactSort.CREATED_DESC,
+                limit=1,
+            )
+            return str(found[0].data)
+
+    return asyncio.run(read())
 
 
 def test_a_failing_cluster_is_reported_and_retried_next_run(
@@ -237,3 +257,26 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             process.kill()
     assert process.returncode == 0, output[-3000:]
     assert "flowmem serve stopped" in output
+
+
+@pytest.mark.slow
+def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
+    """`prefect deploy --all` from the repo root, against the test server, with a process pool."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
+    prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [*prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return done.stdout
+
+    run("work-pool", "create", "flowmem-pool", "--type", "process", "--overwrite")
+    run("deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+    listed = run("deployment", "ls")
+    for name in ("collect", "induce", "learn", "cycle"):
+        assert f"flowmem-{name}/{name}" in listed
