@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
     LeakChecker,
@@ -26,6 +24,7 @@ from flowmem.induction.retrieve import ExampleIndex
 from flowmem.induction.rule import Inducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import InductionRun, Trajectory
+from flowmem.runner import key_vectors
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -35,22 +34,6 @@ __all__ = ["evaluate", "load"]
 def load(path: Path, settings: Settings) -> list[Trajectory]:
     """Every valid trajectory of an interchange file (invalid lines are skipped)."""
     return [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
-
-
-def _key_vectors(store: Store, keys: dict[str, list[str]]) -> dict[str, Any]:
-    vectors = {}
-    for wid, tasks in keys.items():
-        v = store.embedder.embed(tasks).mean(axis=0)
-        vectors[wid] = (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)
-    return vectors
-
-
-def _top(matrix: Any, query: Any, k: int) -> list[int]:
-    if len(matrix) == 0:
-        return []
-    scores = matrix @ query
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [int(i) for i in order]
 
 
 def evaluate(
@@ -76,7 +59,7 @@ def evaluate(
         result = induce(train, inducer, params=settings.cluster_params)
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         versions = plan_versions(result.workflows, {}, run_id=run.id)
-        store.commit_run(run, versions, keys=_key_vectors(store, result.keys))
+        store.commit_run(run, versions, keys=key_vectors(store, result.keys))
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -94,6 +77,7 @@ def evaluate(
             if src in row_of
         ]
         index = ExampleIndex(t_matrix[[r for r, _ in pairs]], [wi for _, wi in pairs], len(workflows))
+        raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
         flow: list[Retrieval] = []
         raw: list[Retrieval] = []
         for t, q in zip(test, queries, strict=True):
@@ -101,7 +85,7 @@ def evaluate(
             flow.append(
                 Retrieval(t.actions, t.success is True, [(w.id, w.actions, w_text[w.id]) for w in hits])
             )
-            found = [examples[i] for i in _top(t_matrix, q, k)]
+            found = [examples[i] for i, _ in raw_index.search(q, k)]
             raw.append(
                 Retrieval(
                     t.actions, t.success is True, [(m.id, m.actions, render_trajectory(m)) for m in found]

@@ -31,7 +31,15 @@ from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["RunPlan", "RunReport", "commit_outcomes", "induce_namespace", "prepare_run", "previous_clusters"]
+__all__ = [
+    "RunPlan",
+    "RunReport",
+    "commit_outcomes",
+    "induce_namespace",
+    "key_vectors",
+    "prepare_run",
+    "previous_clusters",
+]
 
 
 @dataclass
@@ -151,7 +159,7 @@ def prepare_run(store: Store, settings: Settings, *, force: bool = False) -> Run
     return plan
 
 
-def _keys(store: Store, keys: Mapping[str, list[str]]) -> dict[str, Any]:
+def key_vectors(store: Store, keys: Mapping[str, list[str]]) -> dict[str, Any]:
     """Each workflow's vector: the normalised mean of its source tasks' embeddings."""
     out = {}
     for wid, tasks in keys.items():
@@ -186,7 +194,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     }
     run = plan.run.model_copy(update={"counts": counts, "state": state})
     versions = plan_versions(result.workflows, plan.current, run_id=run.id)
-    keys = _keys(store, {w.id: result.keys[w.id] for w in versions})
+    keys = key_vectors(store, {w.id: result.keys[w.id] for w in versions})
     committed = store.commit_run(run, versions, keys=keys)
     return RunReport(committed, result, versions, plan)
 

@@ -227,38 +227,3 @@ class Store(RunsMixin):
             len(found), self.embedder.dim
         )
         return [rows.trajectory_from_row(r) for r in found], matrix
-
-    def search_workflows(
-        self, vector: Vector, *, k: int = 3, namespace: str | None = None
-    ) -> list[tuple[Workflow, float]]:
-        """The k workflows (latest versions, not deprecated) nearest a query vector, with their
-        cosine similarity, best first."""
-        ns = self._ns(namespace)
-        table = self._workflows(ns)
-        if table.count_rows() == 0:
-            return []
-        latest: dict[str, int] = {}
-        for r in rows.rows_of(self._select(table, f"namespace = {quote(ns)}", ["id", "version"])):
-            latest[r["id"]] = max(latest.get(r["id"], 0), r["version"])
-        query = table.search(vector.tolist()).metric("cosine").where("status != 'deprecated'", prefilter=True)
-        found = rows.rows_of(query.limit(max(k * 4, 20)).to_arrow())
-        hits = [
-            (rows.workflow_from_row(r), 1.0 - float(r["_distance"]))
-            for r in found
-            if latest.get(r["id"]) == r["version"]
-        ]
-        return hits[:k]
-
-    def search_trajectories(
-        self, vector: Vector, *, k: int = 3, namespace: str | None = None, success: bool | None = None
-    ) -> list[tuple[Trajectory, float]]:
-        """The k trajectories whose task is nearest a query vector (optionally only successful
-        or failed ones), with cosine similarity, best first."""
-        where = f"namespace = {quote(self._ns(namespace))}"
-        if success is not None:
-            where += f" AND success = {'true' if success else 'false'}"
-        query = self._trajectories().search(vector.tolist()).metric("cosine").where(where, prefilter=True)
-        found = rows.rows_of(query.limit(k).to_arrow())
-        return [(rows.trajectory_from_row(r), 1.0 - float(r["_distance"])) for r in found]
-
-    # -- runs, tags and rollback --------------------------------------------------------
