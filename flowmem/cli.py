@@ -336,6 +336,44 @@ def induce(
         )
 
 
+@app.command()
+def search(
+    task: Annotated[str, typer.Argument(help="The task to find workflows for.")],
+    k: Annotated[int, typer.Option("--k", min=1, help="How many workflows.")] = 3,
+    agent: Annotated[str | None, typer.Option(help="Only workflows for this agent.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The served workflows that fit a task best, as an agent would get them."""
+    from flowmem.agents import WorkflowMemory
+
+    settings = Settings()
+    memory = WorkflowMemory(settings)
+    hits = memory.search(task, k, agent=agent)
+    if as_json:
+        _print_json(
+            [
+                {
+                    "id": h.workflow.id,
+                    "version": h.workflow.version,
+                    "name": h.workflow.name,
+                    "description": h.workflow.description,
+                    "steps": [s.model_dump(mode="json", exclude_none=True) for s in h.workflow.steps],
+                    "parameters": h.workflow.parameters,
+                    "pitfalls": h.workflow.pitfalls,
+                    "score": round(h.score, 4),
+                    "similarity": round(h.similarity, 4),
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        typer.echo("no workflow fits")
+    for h in hits:
+        out.print(render.workflow_panel(h.workflow))
+        out.print(f"score {h.score:.3f} (similarity {h.similarity:.3f})", style="dim")
+
+
 @app.command("eval")
 def eval_command(
     train: Annotated[Path, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")],

@@ -66,17 +66,10 @@ def evaluate(
         # Brute force over in-process indexes read once from the store: at these sizes it is
         # exact and far faster than one LanceDB query per test task.
         queries = store.embedder.embed([t.task for t in test])
-        workflows, _ = store.workflow_index(namespace=ns)
+        workflows, k_matrix, owners = store.workflow_index(namespace=ns)
         w_text = {w.id: render_workflow(w) for w in workflows}
+        index = ExampleIndex(k_matrix, owners, len(workflows))
         examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
-        row_of = {m.id: i for i, m in enumerate(examples)}
-        pairs = [
-            (row_of[src], wi)
-            for wi, w in enumerate(workflows)
-            for src in w.source_trajectory_ids
-            if src in row_of
-        ]
-        index = ExampleIndex(t_matrix[[r for r, _ in pairs]], [wi for _, wi in pairs], len(workflows))
         raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
         flow: list[Retrieval] = []
         raw: list[Retrieval] = []

@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from flowmem.induction.pipeline import (
     ClusterOutcome,
     ClusterPlan,
@@ -159,12 +157,14 @@ def prepare_run(store: Store, settings: Settings, *, force: bool = False) -> Run
     return plan
 
 
-def key_vectors(store: Store, keys: Mapping[str, list[str]]) -> dict[str, Any]:
-    """Each workflow's vector: the normalised mean of its source tasks' embeddings."""
+def key_vectors(store: Store, keys: Mapping[str, list[str]], *, limit: int = 32) -> dict[str, Any]:
+    """Each workflow's retrieval vectors: the embeddings of (at most `limit`, evenly spread)
+    distinct source tasks. Search scores a workflow by its nearest one."""
     out = {}
     for wid, tasks in keys.items():
-        v = store.embedder.embed(tasks).mean(axis=0)
-        out[wid] = (v / (np.linalg.norm(v) or 1.0)).astype(np.float32)
+        distinct = sorted(set(tasks))
+        step = max(1, -(-len(distinct) // limit))
+        out[wid] = store.embedder.embed(distinct[::step][:limit])
     return out
 
 

@@ -2,5 +2,6 @@
 
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.agents.recording import Run, current_run
+from flowmem.agents.retrieval import Hit
 
-__all__ = ["Run", "WorkflowMemory", "current_run"]
+__all__ = ["Hit", "Run", "WorkflowMemory", "current_run"]

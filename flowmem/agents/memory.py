@@ -19,8 +19,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
 from flowmem.agents.recording import Run, current_run
+from flowmem.agents.retrieval import Hit, ServedIndex
+from flowmem.induction.render import render_workflow
 from flowmem.interchange import dump_record
-from flowmem.models import Trajectory
+from flowmem.models import Trajectory, WorkflowRef
 from flowmem.settings import Settings
 from flowmem.spool import write_spool_file
 from flowmem.storage import Store
@@ -141,6 +143,7 @@ class WorkflowMemory:
         self._writer: _Writer | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._index: ServedIndex | None = None
         # Imports now, not in the writer at exit time, when Python no longer allows them.
         if settings.record_to == "store":
             self.store.prepare()
@@ -286,6 +289,41 @@ class WorkflowMemory:
             return cast(F, wrapper)
 
         return decorate(fn) if fn is not None else decorate
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    @property
+    def index(self) -> ServedIndex:
+        """The in-process index of served workflows (built on first search, hot-reloaded)."""
+        with self._lock:
+            if self._index is None:
+                self._index = ServedIndex(self.store, self.settings.namespace)
+            return self._index
+
+    def search(
+        self, task: str, k: int = 3, *, agent: str | None = None, scope: str | None = None
+    ) -> list[Hit]:
+        """The k served workflows that fit a task best (optionally for one agent or scope).
+
+        A newly committed induction run is seen within `check_every` (0.25 s) plus the rebuild,
+        without reopening the store."""
+        return self.index.search(task, k=k, agent=agent, scope=scope)
+
+    def context(self, task: str, k: int = 3, *, agent: str | None = None) -> str:
+        """The text block to put in an agent's instructions: the fitting workflows, each with
+        when to use it, its steps with `{placeholders}`, where derived values come from, and
+        its pitfalls. Inside a `record` block the served versions are noted on the run."""
+        hits = self.search(task, k, agent=agent)
+        run = current_run()
+        if run is not None:
+            run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
+        if not hits:
+            return ""
+        blocks = "\n\n".join(render_workflow(h.workflow, description=True) for h in hits)
+        return (
+            "Workflows that worked for similar tasks. Follow one if it fits, filling each "
+            "{placeholder} from the task or from the result named:\n\n" + blocks
+        )
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every finished run is stored; False if `timeout` passed first."""

@@ -178,18 +178,18 @@ class StoreBase:
     ) -> int:
         """Validate and append versions in one commit; returns the new table version.
 
-        A workflow's vector is its retrieval key from `keys` when given (e.g. the mean of its
-        source tasks' vectors), else the embedding of its name, description and actions.
+        `keys` maps a workflow id to its retrieval vectors (one row per source task); without
+        them a workflow is keyed by the embedding of its name, description and actions.
         """
         table = self._workflows(namespace)
         if not workflows:
             return int(table.version)
         self._check_versions(table, namespace, workflows)
         embedded = self.embedder.embed([rows.workflow_text(w) for w in workflows])
-        vectors = [
-            keys[w.id] if keys and w.id in keys else v for w, v in zip(workflows, embedded, strict=True)
+        data = [
+            rows.workflow_to_row(w, keys[w.id] if keys and w.id in keys else v[None, :])
+            for w, v in zip(workflows, embedded, strict=True)
         ]
-        data = [rows.workflow_to_row(w, v) for w, v in zip(workflows, vectors, strict=True)]
 
         def write() -> int:
             merge = table.merge_insert(["namespace", "id", "version"])

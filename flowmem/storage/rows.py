@@ -155,6 +155,7 @@ def workflow_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("content_hash", pa.string(), nullable=False),
             pa.field("created_at", _TS, nullable=False),
             _vector_field(dim),
+            pa.field("keys", pa.list_(pa.list_(pa.float32(), dim))),
         ],
         metadata={EMBEDDER_KEY: embedder.encode()},
     )
@@ -165,8 +166,11 @@ def workflow_text(w: Workflow) -> str:
     return f"{w.name.replace('_', ' ')}. {w.description} {' '.join(w.actions)}"
 
 
-def workflow_to_row(w: Workflow, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
-    """The row of one workflow version."""
+def workflow_to_row(w: Workflow, keys: npt.NDArray[np.float32]) -> dict[str, Any]:
+    """The row of one workflow version; `keys` are its retrieval vectors (one per source task,
+    or one), and `vector` their normalised mean (for LanceDB's own vector search)."""
+    mean = keys.mean(axis=0)
+    vector = mean / (np.linalg.norm(mean) or 1.0)
     return {
         "namespace": w.namespace,
         "id": w.id,
@@ -188,7 +192,8 @@ def workflow_to_row(w: Workflow, vector: npt.NDArray[np.float32]) -> dict[str, A
         "run_id": w.provenance.run_id,
         "content_hash": w.content_hash(),
         "created_at": w.created_at,
-        "vector": vector.tolist(),
+        "vector": vector.astype(np.float32).tolist(),
+        "keys": keys.astype(np.float32).tolist(),
     }
 
 

@@ -201,19 +201,31 @@ class Store(RunsMixin):
             for r in rows.rows_of(self._select(table, None))
         }
 
-    def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector]:
-        """The served workflows (latest versions, not deprecated) and their vectors, for an
-        in-process index."""
+    def served_version(self, *, namespace: str | None = None) -> tuple[int, int]:
+        """(workflows table version, usage table version): changes whenever what search serves
+        or how it ranks could change."""
+        ns = self._ns(namespace)
+        return int(self._workflows(ns).version), int(self._usage_table(ns).version)
+
+    def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector, list[int]]:
+        """The served workflows (latest versions, not deprecated), their retrieval vectors and
+        the index of the workflow each vector belongs to: the makings of an in-process index."""
         ns = self._ns(namespace)
         latest: dict[str, dict[str, Any]] = {}
         for r in rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")):
             if r["id"] not in latest or r["version"] > latest[r["id"]]["version"]:
                 latest[r["id"]] = r
         served = [r for _, r in sorted(latest.items()) if r["status"] != "deprecated"]
-        matrix = np.array([r["vector"] for r in served], dtype=np.float32).reshape(
-            len(served), self.embedder.dim
-        )
-        return [rows.workflow_from_row(r) for r in served], matrix
+        owners = [i for i, r in enumerate(served) for _ in (r["keys"] or [r["vector"]])]
+        vectors = [v for r in served for v in (r["keys"] or [r["vector"]])]
+        matrix = np.array(vectors, dtype=np.float32).reshape(len(vectors), self.embedder.dim)
+        usage = self.usage(namespace=ns)
+        workflows = [rows.workflow_from_row(r) for r in served]
+        workflows = [
+            w.model_copy(update={"stats": usage[(w.id, w.version)]}) if (w.id, w.version) in usage else w
+            for w in workflows
+        ]
+        return workflows, matrix, owners
 
     def trajectory_index(
         self, *, namespace: str | None = None, success: bool | None = None

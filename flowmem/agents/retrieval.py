@@ -1,0 +1,83 @@
+"""Retrieval for running agents: an in-process index of the served workflows, hot-reloaded.
+
+A search embeds the task, scores every served workflow by its nearest source task (cosine),
+multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
+the best k. The index is rebuilt only when the store has a new workflows table version (a
+committed induction run, a rollback) or new usage stats; the store is asked at most every
+`check_every` seconds, so an agent's search costs no I/O in between.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from flowmem.induction.retrieve import ExampleIndex
+from flowmem.models import UsageStats, Workflow
+from flowmem.storage import Store
+
+__all__ = ["Hit", "ServedIndex", "rank_factor"]
+
+
+def rank_factor(stats: UsageStats) -> float:
+    """0.5 + the posterior mean success of a Beta(1, 1) prior updated with the outcomes: an
+    untried version has factor 1.0, a version that always works approaches 1.5, one that
+    always fails approaches 0.5."""
+    return 0.5 + (1 + stats.successes) / (2 + stats.successes + stats.failures)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    workflow: Workflow
+    """The served version."""
+    score: float
+    """similarity × rank factor."""
+    similarity: float
+    """Cosine similarity of the task and the workflow's nearest source task."""
+
+
+class ServedIndex:
+    """The served workflows of one namespace, kept in memory and refreshed on new versions."""
+
+    def __init__(self, store: Store, namespace: str, *, check_every: float = 0.25) -> None:
+        self.store, self.namespace, self.check_every = store, namespace, check_every
+        self._lock = threading.Lock()
+        self._checked = -float("inf")
+        self._version: tuple[int, int] | None = None
+        self._workflows: list[Workflow] = []
+        self._index = ExampleIndex(store.embedder.embed([]), [], 0)
+        self.reloads = 0
+        """How many times the index was rebuilt."""
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.check_every:
+            return
+        self._checked = now
+        version = self.store.served_version(namespace=self.namespace)
+        if version == self._version:
+            return
+        workflows, vectors, owners = self.store.workflow_index(namespace=self.namespace)
+        self._workflows, self._index = workflows, ExampleIndex(vectors, owners, len(workflows))
+        self._version = version
+        self.reloads += 1
+
+    def search(
+        self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None
+    ) -> list[Hit]:
+        """The k best served workflows for a task (optionally of one agent or scope)."""
+        with self._lock:
+            self._refresh()
+            workflows, index = self._workflows, self._index
+        query = self.store.embedder.embed([task])[0]
+        hits = []
+        for i, similarity in index.search(query, len(workflows)):
+            w = workflows[i]
+            if (agent is not None and w.agent != agent) or (scope is not None and w.scope != scope):
+                continue
+            hits.append(Hit(w, similarity * rank_factor(w.stats), similarity))
+        hits.sort(key=lambda h: (-h.score, h.workflow.id))
+        return hits[:k]

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowmem.agents import WorkflowMemory
+from flowmem.agents.retrieval import rank_factor
+from flowmem.cli import app
+from flowmem.induction.rule import RuleInducer
+from flowmem.models import UsageStats
+from flowmem.runner import induce_namespace
+from flowmem.settings import Settings
+from flowmem.storage import Store
+from tests.conftest import WORKBENCH
+from tests.test_induction import cancel, forward
+
+
+def induced(settings: Settings) -> Store:
+    store = Store(settings)
+    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    induce_namespace(store, settings, RuleInducer())
+    return store
+
+
+def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> None:
+    induced(settings)
+    with WorkflowMemory.open(settings) as memory:
+        hits = memory.search("Forward the latest email about 'roadmap' to zed")
+        assert hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
+        assert hits[0].score > hits[-1].score and len(hits) == 2
+        assert (
+            memory.search("Cancel my next meeting with zed", k=1)[0].workflow.actions[-1]
+            == "calendar.cancel_event"
+        )
+        assert memory.search("anything", agent="nobody") == []
+        with memory.record("Forward the latest email about 'roadmap' to zed", id="served") as run:
+            text = memory.context(run.task, k=1)
+            run.finish(success=True)
+        assert "mail.forward(email_id={email_id}, to={to})" in text and "{placeholder}" in text
+    served = Store(settings).get_trajectory("served").workflows_used
+    assert [(r.id, r.version) for r in served] == [(hits[0].workflow.id, 1)]
+
+
+def test_outcomes_move_the_ranking() -> None:
+    assert rank_factor(UsageStats()) == 1.0
+    good, bad = UsageStats(served=10, successes=9, failures=1), UsageStats(served=10, successes=1, failures=9)
+    assert rank_factor(good) > 1.0 > rank_factor(bad) >= 0.5
+
+
+def test_a_run_committed_by_another_process_is_served_within_a_second(settings: Settings) -> None:
+    store = induced(settings)
+    memory = WorkflowMemory.open(settings)
+    [before] = memory.search("Cancel my next meeting with zed", k=1)
+    assert before.workflow.version == 1 and memory.index.reloads == 1
+    script = textwrap.dedent(
+        f"""
+        from flowmem import Settings, Store, InductionRun
+        store = Store(Settings(db={settings.db!r}))
+        w = store.get_workflow({before.workflow.id!r})
+        v2 = w.model_copy(update={{"version": 2, "parent_version": 1, "pitfalls": ["look before you cancel"]}})
+        store.commit_run(InductionRun(id="other-process"), [v2])
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    committed = time.monotonic()
+    while (hit := memory.search("Cancel my next meeting with zed", k=1)[0]).workflow.version != 2:
+        assert time.monotonic() - committed < 1.0, "the new version was not served within 1 s"
+        time.sleep(0.02)
+    assert hit.workflow.pitfalls == ["look before you cancel"] and memory.index.reloads == 2
+    assert store.get_run("other-process").tag == "other-process"
+    memory.close()
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
+def test_cli_search_on_workbench(tmp_path: Path) -> None:
+    env = {"FLOWMEM_DB": str(tmp_path / "db")}
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(WORKBENCH)], env=env).exit_code == 0
+    assert runner.invoke(app, ["induce"], env=env).exit_code == 0
+    result = runner.invoke(
+        app, ["search", "forward the latest email about the budget to olga", "--json"], env=env
+    )
+    hits = json.loads(result.output)
+    assert 1 <= len(hits) <= 3 and {"id", "version", "name", "steps", "score"} <= set(hits[0])
+    assert "email.forward_email" in [s["action"] for s in hits[0]["steps"]]
+    assert hits[0]["score"] >= hits[-1]["score"]
