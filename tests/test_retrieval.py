@@ -64,7 +64,8 @@ def test_a_run_committed_by_another_process_is_served_within_a_second(settings: 
         from flowmem import Settings, Store, InductionRun
         store = Store(Settings(db={settings.db!r}))
         w = store.get_workflow({before.workflow.id!r})
-        v2 = w.model_copy(update={{"version": 2, "parent_version": 1, "pitfalls": ["look before you cancel"]}})
+        change = {{"version": 2, "parent_version": 1, "pitfalls": ["look before you cancel"]}}
+        v2 = w.model_copy(update=change)
         store.commit_run(InductionRun(id="other-process"), [v2])
         """
     )
