@@ -172,15 +172,18 @@ def workflows_show(
 
 @workflows_app.command("history")
 def workflows_history(workflow_id: str, as_json: JsonOpt = False) -> None:
-    """Every version of a workflow with its parent and provenance."""
+    """Every version of a workflow with its parent, provenance and status transitions."""
+    store = _store()
     try:
-        versions = _store().history(workflow_id)
+        versions = store.history(workflow_id)
     except StoreError as e:
         raise _fail(str(e), 1) from None
     if as_json:
         _print_json([w.model_dump(mode="json") for w in versions])
         return
     out.print(render.history_table(versions))
+    for t in store.transitions(workflow_id=workflow_id):
+        typer.echo(f"{t['at']:%Y-%m-%d %H:%M:%S}  v{t['version']}: {t['old']} -> {t['new']} ({t['reason']})")
 
 
 @workflows_app.command("diff")

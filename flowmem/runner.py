@@ -25,9 +25,11 @@ from flowmem.induction.pipeline import (
     task_key,
 )
 from flowmem.induction.rule import ClusterInput, Inducer, workflow_id
+from flowmem.learning import usage_from
+from flowmem.lifecycle import DEFAULT_PARAMS, LifecycleParams, Transition, decide
 from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.settings import Settings
-from flowmem.storage import Store
+from flowmem.storage import NotFoundError, Store
 
 __all__ = [
     "RunPlan",
@@ -35,6 +37,7 @@ __all__ = [
     "commit_outcomes",
     "induce_namespace",
     "key_vectors",
+    "learn_namespace",
     "prepare_run",
     "previous_clusters",
 ]
@@ -119,6 +122,30 @@ def _memberships(state: Mapping[str, Any]) -> dict[str, dict[int, set[str]]] | N
     return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in clusters.items()}
 
 
+FAILING = ("failing", "worse")
+"""Deprecation causes that are a version's own failures (not being superseded)."""
+
+
+def _nothing_served(store: Store, workflow_id: str) -> bool:
+    try:
+        return all(w.status == "deprecated" for w in store.history(workflow_id))
+    except NotFoundError:
+        return False
+
+
+def _reinduce(transitions: list[Transition], store: Store) -> list[str]:
+    """Workflows a version of which was deprecated for its own failures, and of which no
+    version is served any more: their clusters go back to induction, failures included."""
+    ids = {t.workflow_id for t in transitions if t.new == "deprecated" and t.cause in FAILING}
+    return sorted(wid for wid in ids if _nothing_served(store, wid))
+
+
+def _cluster_key(workflow_id: str) -> str:
+    """The cluster key of a workflow id (`agent-c3-2` belongs to cluster `agent-c3`)."""
+    head, _, tail = workflow_id.rpartition("-")
+    return head if tail.isdigit() and "-c" in head else workflow_id
+
+
 def _last_induction(store: Store) -> InductionRun | None:
     runs = [r for r in store.list_runs() if r.kind == "induce"]
     return runs[-1] if runs else None
@@ -130,6 +157,13 @@ def prepare_run(store: Store, settings: Settings, *, force: bool = False) -> Run
     total = store.count_trajectories()
     seen = int(last.counts.get("trajectories", 0)) if last else 0
     pending = set(last.state.get("failed", [])) if last else set()
+    # A version deprecated for its own failures since the last run: re-induce its cluster,
+    # failures included, so a better workflow can replace it.
+    since = last.finished_at if last else None
+    failed_ids = {
+        t["id"] for t in store.transitions() if t["cause"] in FAILING and (since is None or t["at"] > since)
+    }
+    pending |= {_cluster_key(wid) for wid in failed_ids if _nothing_served(store, wid)}
     plan = RunPlan(
         run=InductionRun(id=Store.new_run_id(), namespace=settings.namespace),
         total=total,
@@ -203,3 +237,27 @@ def induce_namespace(store: Store, settings: Settings, inducer: Inducer, *, forc
     """One whole induction run in this process (the flows run the same steps as tasks)."""
     plan = prepare_run(store, settings, force=force)
     return commit_outcomes(store, plan, [induce_cluster(c, inducer) for c in plan.changed])
+
+
+def learn_namespace(store: Store, params: LifecycleParams = DEFAULT_PARAMS) -> dict[str, Any]:
+    """Fold the outcomes of served runs into per-version stats, then apply the promotion and
+    demotion rules and record every transition in the lifecycle log."""
+    usage = usage_from(store.iter_trajectories())
+    store.put_usage(usage)
+    transitions = []
+    for wid in sorted({i for i, _ in usage}):
+        try:
+            versions = store.history(wid)
+        except NotFoundError:  # outcomes of a workflow that is not stored (rolled back)
+            continue
+        transitions += decide(versions, params)
+    store.record_transitions(transitions)
+    return {
+        "versions_with_outcomes": len(usage),
+        "runs_served": sum(u.served for u in usage.values()),
+        "transitions": [
+            {"id": t.workflow_id, "version": t.version, "old": t.old, "new": t.new, "reason": t.reason}
+            for t in transitions
+        ],
+        "reinduce": _reinduce(transitions, store),
+    }

@@ -196,9 +196,11 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
             for i in range(6)
         ]
     )
-    assert learn(db=settings.db) == {"versions_with_outcomes": 1, "runs_served": 6}
+    learnt = learn(db=settings.db)
+    assert (learnt["versions_with_outcomes"], learnt["runs_served"]) == (1, 6)
+    assert [(t["version"], t["new"]) for t in learnt["transitions"]] == [(1, "active")]
     [w] = store.list_workflows()
-    assert (w.stats.served, w.stats.successes, w.stats.failures) == (6, 4, 2)
+    assert (w.stats.served, w.stats.successes, w.stats.failures) == (6, 4, 2) and w.status == "active"
 
 
 def _one_workflow() -> Workflow:

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.retrieval import rank_factor
 from flowmem.cli import app
 from flowmem.induction.rule import RuleInducer
+from flowmem.lifecycle import rank_factor
 from flowmem.models import UsageStats
 from flowmem.runner import induce_namespace
 from flowmem.settings import Settings

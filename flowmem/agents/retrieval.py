@@ -2,9 +2,12 @@
 
 A search embeds the task, scores every served workflow by its nearest source task (cosine),
 multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
-the best k. The index is rebuilt only when the store has a new workflows table version (a
-committed induction run, a rollback) or new usage stats; the store is asked at most every
-`check_every` seconds, so an agent's search costs no I/O in between.
+the best k. A workflow's active version is served; a newer candidate version on trial is
+served instead to a configurable share of requests (decided by a hash of the task, so the
+same task gets the same version). The index is rebuilt only when the store has a new
+workflows table version (a committed induction run, a rollback), new usage stats or a status
+change; the store is asked at most every `check_every` seconds, so an agent's search costs
+no I/O in between.
 """
 
 from __future__ import annotations
@@ -14,17 +17,11 @@ import time
 from dataclasses import dataclass
 
 from flowmem.induction.retrieve import ExampleIndex
-from flowmem.models import UsageStats, Workflow
+from flowmem.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.models import Workflow
 from flowmem.storage import Store
 
-__all__ = ["Hit", "ServedIndex", "rank_factor"]
-
-
-def rank_factor(stats: UsageStats) -> float:
-    """0.5 + the posterior mean success of a Beta(1, 1) prior updated with the outcomes: an
-    untried version has factor 1.0, a version that always works approaches 1.5, one that
-    always fails approaches 0.5."""
-    return 0.5 + (1 + stats.successes) / (2 + stats.successes + stats.failures)
+__all__ = ["Hit", "ServedIndex"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +39,18 @@ class Hit:
 class ServedIndex:
     """The served workflows of one namespace, kept in memory and refreshed on new versions."""
 
-    def __init__(self, store: Store, namespace: str, *, check_every: float = 0.25) -> None:
-        self.store, self.namespace, self.check_every = store, namespace, check_every
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        *,
+        check_every: float = 0.25,
+        params: LifecycleParams = DEFAULT_PARAMS,
+    ) -> None:
+        self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self._lock = threading.Lock()
         self._checked = -float("inf")
-        self._version: tuple[int, int] | None = None
+        self._version: tuple[int, int, int] | None = None
         self._workflows: list[Workflow] = []
         self._index = ExampleIndex(store.embedder.embed([]), [], 0)
         self.reloads = 0
@@ -73,11 +77,19 @@ class ServedIndex:
             self._refresh()
             workflows, index = self._workflows, self._index
         query = self.store.embedder.embed([task])[0]
-        hits = []
+        best: dict[str, Hit] = {}
         for i, similarity in index.search(query, len(workflows)):
             w = workflows[i]
             if (agent is not None and w.agent != agent) or (scope is not None and w.scope != scope):
                 continue
-            hits.append(Hit(w, similarity * rank_factor(w.stats), similarity))
-        hits.sort(key=lambda h: (-h.score, h.workflow.id))
+            if (
+                w.status == "candidate"
+                and any(o.id == w.id and o.status == "active" for o in workflows)
+                and not serve_candidate(task, w.id, w.version, self.params.candidate_share)
+            ):
+                continue  # on trial: served to a share of the requests only
+            hit = Hit(w, similarity * rank_factor(w.stats, self.params), similarity)
+            if w.id not in best or (w.status == "candidate" and best[w.id].workflow.status == "active"):
+                best[w.id] = hit
+        hits = sorted(best.values(), key=lambda h: (-h.score, h.workflow.id))
         return hits[:k]

@@ -18,8 +18,7 @@ from prefect.futures import PrefectFuture
 
 from flowmem.induction.pipeline import ClusterOutcome, induce_cluster
 from flowmem.induction.rule import ClusterInput, Inducer, RuleInducer, workflow_id
-from flowmem.learning import usage_from
-from flowmem.runner import RunPlan, RunReport, commit_outcomes, prepare_run
+from flowmem.runner import RunPlan, RunReport, commit_outcomes, learn_namespace, prepare_run
 from flowmem.settings import Settings
 from flowmem.spool import collect as collect_spool
 from flowmem.storage import Store
@@ -105,13 +104,8 @@ def commit(settings: Settings, plan: RunPlan, outcomes: list[ClusterOutcome]) ->
 
 @task(cache_policy=NONE)
 def fold_outcomes(settings: Settings) -> dict[str, Any]:
-    """Recompute each served workflow version's stats from the stored outcomes."""
-    store = Store(settings)
-    usage = usage_from(store.iter_trajectories())
-    return {
-        "versions_with_outcomes": store.put_usage(usage),
-        "runs_served": sum(u.served for u in usage.values()),
-    }
+    """Recompute each served version's stats from the stored outcomes; promote and demote."""
+    return learn_namespace(Store(settings))
 
 
 def _gather(
@@ -178,7 +172,7 @@ def induce(
 
 @flow(name="flowmem-learn", log_prints=True)
 def learn(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
-    """Fold reported outcomes into per-version stats."""
+    """Fold reported outcomes into per-version stats; promote and demote versions."""
     return fold_outcomes(_settings(db, namespace))
 
 

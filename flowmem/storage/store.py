@@ -12,13 +12,12 @@ Tables:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from flowmem.diff import WorkflowDiff, diff_workflows
-from flowmem.models import Trajectory, UsageStats, Workflow, now
+from flowmem.models import Trajectory, Workflow, now
 from flowmem.storage import rows
 from flowmem.storage.base import (
     NotFoundError,
@@ -28,6 +27,7 @@ from flowmem.storage.base import (
     _retry,
     quote,
 )
+from flowmem.storage.live import LiveStateMixin
 from flowmem.storage.runs import RunsMixin
 
 __all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "quote"]
@@ -35,7 +35,7 @@ __all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "quot
 _BATCH = 1_000
 
 
-class Store(RunsMixin):
+class Store(LiveStateMixin, RunsMixin):
     """Trajectories, workflow versions and runs, in one LanceDB database."""
 
     # -- trajectories -------------------------------------------------------------------
@@ -138,7 +138,7 @@ class Store(RunsMixin):
         found = [rows.workflow_from_row(r) for r in rows.rows_of(self._select(self._workflows(ns), where))]
         if not found:
             raise NotFoundError(f"no workflow {workflow_id!r} in namespace {ns!r}")
-        return sorted(found, key=lambda w: w.version)
+        return self.live(sorted(found, key=lambda w: w.version), namespace=ns)
 
     def list_workflows(
         self, *, namespace: str | None = None, status: str | None = None, at: str | int | None = None
@@ -157,11 +157,7 @@ class Store(RunsMixin):
         for r in rows.rows_of(self._select(table, f"namespace = {quote(ns)}")):
             if r["id"] not in latest or r["version"] > latest[r["id"]].version:
                 latest[r["id"]] = rows.workflow_from_row(r)
-        usage = self.usage(namespace=ns)
-        found = [
-            w.model_copy(update={"stats": usage[(w.id, w.version)]}) if (w.id, w.version) in usage else w
-            for w in sorted(latest.values(), key=lambda w: w.id)
-        ]
+        found = self.live(sorted(latest.values(), key=lambda w: w.id), namespace=ns)
         return [w for w in found if status is None or w.status == status]
 
     def diff(self, workflow_id: str, old: int, new: int, *, namespace: str | None = None) -> WorkflowDiff:
@@ -171,61 +167,40 @@ class Store(RunsMixin):
             self.get_workflow(workflow_id, new, namespace=namespace),
         )
 
-    def _usage_table(self, namespace: str) -> Any:
-        import pyarrow as pa
-
-        schema = pa.schema(
-            [pa.field(name, pa.string() if name == "id" else pa.int64()) for name in rows.USAGE_COLUMNS]
-        )
-        return self._table(f"usage__{namespace}", schema)
-
-    def put_usage(self, usage: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
-        """Store usage stats per workflow version (kept apart from the versions, so a rollback
-        does not erase what was learnt). Returns how many versions were updated."""
-        data = [{"id": i, "version": v, **u.model_dump()} for (i, v), u in usage.items()]
-        if data:
-            table = self._usage_table(self._ns(namespace))
-            merge = (
-                table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
-            )
-            _retry(lambda: merge.execute(data))
-        return len(data)
-
-    def usage(self, *, namespace: str | None = None) -> dict[tuple[str, int], UsageStats]:
-        """Usage stats per (workflow id, version)."""
-        table = self._usage_table(self._ns(namespace))
-        return {
-            (r["id"], r["version"]): UsageStats(
-                served=r["served"], successes=r["successes"], failures=r["failures"]
-            )
-            for r in rows.rows_of(self._select(table, None))
-        }
-
-    def served_version(self, *, namespace: str | None = None) -> tuple[int, int]:
-        """(workflows table version, usage table version): changes whenever what search serves
+    def served_version(self, *, namespace: str | None = None) -> tuple[int, int, int]:
+        """(workflows, usage and lifecycle table versions): changes whenever what search serves
         or how it ranks could change."""
         ns = self._ns(namespace)
-        return int(self._workflows(ns).version), int(self._usage_table(ns).version)
+        tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
+        return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
 
     def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector, list[int]]:
-        """The served workflows (latest versions, not deprecated), their retrieval vectors and
-        the index of the workflow each vector belongs to: the makings of an in-process index."""
+        """The served versions with their retrieval vectors and the index of the version each
+        vector belongs to: the makings of an in-process index.
+
+        Per workflow: its latest active version, and its latest candidate newer than that (a
+        search serves the candidate to a share of requests); deprecated versions are not served.
+        """
         ns = self._ns(namespace)
-        latest: dict[str, dict[str, Any]] = {}
-        for r in rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")):
-            if r["id"] not in latest or r["version"] > latest[r["id"]]["version"]:
-                latest[r["id"]] = r
-        served = [r for _, r in sorted(latest.items()) if r["status"] != "deprecated"]
-        owners = [i for i, r in enumerate(served) for _ in (r["keys"] or [r["vector"]])]
-        vectors = [v for r in served for v in (r["keys"] or [r["vector"]])]
+        found = rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}"))
+        by_key = {(r["id"], r["version"]): r for r in found}
+        live = self.live([rows.workflow_from_row(r) for r in found], namespace=ns)
+        chosen: dict[str, list[Workflow]] = {}
+        for w in sorted(live, key=lambda w: (w.id, -w.version)):
+            picked = chosen.setdefault(w.id, [])
+            if w.status == "deprecated" or any(p.status == "active" for p in picked):
+                continue
+            if w.status == "active" or not picked:
+                picked.append(w)
+        served = [w for _, versions in sorted(chosen.items()) for w in versions]
+        owners, vectors = [], []
+        for i, w in enumerate(served):
+            r = by_key[(w.id, w.version)]
+            for v in r["keys"] or [r["vector"]]:
+                owners.append(i)
+                vectors.append(v)
         matrix = np.array(vectors, dtype=np.float32).reshape(len(vectors), self.embedder.dim)
-        usage = self.usage(namespace=ns)
-        workflows = [rows.workflow_from_row(r) for r in served]
-        workflows = [
-            w.model_copy(update={"stats": usage[(w.id, w.version)]}) if (w.id, w.version) in usage else w
-            for w in workflows
-        ]
-        return workflows, matrix, owners
+        return served, matrix, owners
 
     def trajectory_index(
         self, *, namespace: str | None = None, success: bool | None = None

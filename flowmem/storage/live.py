@@ -1,0 +1,106 @@
+"""A version's live state, kept apart from its immutable content: usage stats and lifecycle
+status. Apart, because a rollback restores the versions table and must not erase what was
+learnt since, and because a status change is not a new version."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from flowmem.lifecycle import Transition
+from flowmem.models import UsageStats, Workflow, now
+from flowmem.storage import rows
+from flowmem.storage.base import StoreBase, _retry
+
+__all__ = ["LiveStateMixin"]
+
+
+class LiveStateMixin(StoreBase):
+    """Usage stats and the lifecycle log of workflow versions."""
+
+    def _usage_table(self, namespace: str) -> Any:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [pa.field(name, pa.string() if name == "id" else pa.int64()) for name in rows.USAGE_COLUMNS]
+        )
+        return self._table(f"usage__{namespace}", schema)
+
+    def _lifecycle_table(self, namespace: str) -> Any:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [
+                pa.field("id", pa.string()),
+                pa.field("version", pa.int64()),
+                pa.field("old", pa.string()),
+                pa.field("new", pa.string()),
+                pa.field("cause", pa.string()),
+                pa.field("reason", pa.string()),
+                pa.field("at", pa.timestamp("us", tz="UTC")),
+            ]
+        )
+        return self._table(f"lifecycle__{namespace}", schema)
+
+    def put_usage(self, usage: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
+        """Store usage stats per workflow version. Returns how many versions were updated."""
+        data = [{"id": i, "version": v, **u.model_dump()} for (i, v), u in usage.items()]
+        if data:
+            table = self._usage_table(self._ns(namespace))
+            merge = (
+                table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
+            )
+            _retry(lambda: merge.execute(data))
+        return len(data)
+
+    def usage(self, *, namespace: str | None = None) -> dict[tuple[str, int], UsageStats]:
+        """Usage stats per (workflow id, version)."""
+        table = self._usage_table(self._ns(namespace))
+        return {
+            (r["id"], r["version"]): UsageStats(
+                served=r["served"], successes=r["successes"], failures=r["failures"]
+            )
+            for r in rows.rows_of(self._select(table, None))
+        }
+
+    def record_transitions(self, transitions: Iterable[Transition], *, namespace: str | None = None) -> int:
+        """Append status transitions to the lifecycle log (one commit)."""
+        at = now()
+        data = [
+            {
+                "id": t.workflow_id,
+                "version": t.version,
+                "old": t.old,
+                "new": t.new,
+                "cause": t.cause,
+                "reason": t.reason,
+                "at": at,
+            }
+            for t in transitions
+        ]
+        if data:
+            table = self._lifecycle_table(self._ns(namespace))
+            _retry(lambda: table.add(data))
+        return len(data)
+
+    def transitions(
+        self, *, namespace: str | None = None, workflow_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The lifecycle log, oldest first (optionally of one workflow)."""
+        found = rows.rows_of(self._select(self._lifecycle_table(self._ns(namespace)), None))
+        found = [r for r in found if workflow_id is None or r["id"] == workflow_id]
+        return sorted(found, key=lambda r: (r["at"], r["id"], r["version"]))
+
+    def live(self, workflows: Sequence[Workflow], *, namespace: str | None = None) -> list[Workflow]:
+        """The versions with their current usage stats and status merged in."""
+        usage = self.usage(namespace=namespace)
+        status = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=namespace)}
+        out = []
+        for w in workflows:
+            update: dict[str, Any] = {}
+            if (w.id, w.version) in usage:
+                update["stats"] = usage[(w.id, w.version)]
+            if (w.id, w.version) in status:
+                update["status"] = status[(w.id, w.version)]
+            out.append(w.model_copy(update=update) if update else w)
+        return out

@@ -1,0 +1,85 @@
+"""The online loop's learning: outcomes move versions between candidate, active, deprecated."""
+
+from __future__ import annotations
+
+import time
+
+from flowmem.agents import WorkflowMemory
+from flowmem.models import InductionRun, Trajectory, WorkflowRef
+from flowmem.runner import learn_namespace, prepare_run
+from flowmem.settings import Settings
+from flowmem.storage import Store
+from tests.conftest import make_workflow
+from tests.test_induction import forward
+
+TASK = "Forward the latest email about 'Q3 numbers' to olga"
+
+
+def outcomes(store: Store, version: int, results: list[bool], *, tag: str) -> None:
+    used = [WorkflowRef(id="agent-c0", version=version)]
+    runs = [
+        forward(i).model_copy(update={"id": f"{tag}{i}", "workflows_used": used, "success": ok})
+        for i, ok in enumerate(results)
+    ]
+    store.add_trajectories(runs)
+
+
+def test_candidate_promoted_then_superseded_and_every_transition_recorded(settings: Settings) -> None:
+    store = Store(settings)
+    store.commit_run(InductionRun(id="r1"), [make_workflow("agent-c0", cluster_id=0)])
+    assert store.get_workflow("agent-c0").status == "candidate"
+    outcomes(store, 1, [True] * 7 + [False], tag="a")
+    first = learn_namespace(store)
+    assert [(t["version"], t["old"], t["new"]) for t in first["transitions"]] == [(1, "candidate", "active")]
+
+    store.commit_run(InductionRun(id="r2"), [make_workflow("agent-c0", 2, steps=3, cluster_id=0)])
+    with WorkflowMemory.open(settings) as memory:
+        served = {memory.search(f"{TASK} #{i}", k=1)[0].workflow.version for i in range(60)}
+        assert served == {1, 2}  # the candidate is on trial for a share of the requests
+        outcomes(store, 2, [True] * 9, tag="b")
+        second = learn_namespace(store)
+        time.sleep(0.3)  # the agent's index asks the store again after 0.25 s
+        assert sorted((t["version"], t["new"]) for t in second["transitions"]) == [
+            (1, "deprecated"),
+            (2, "active"),
+        ]
+        assert {memory.search(f"{TASK} #{i}", k=1)[0].workflow.version for i in range(20)} == {2}
+    assert [(w.version, w.status) for w in store.history("agent-c0")] == [(1, "deprecated"), (2, "active")]
+    log = store.transitions(workflow_id="agent-c0")
+    assert [(r["version"], r["new"], r["cause"]) for r in log] == [
+        (1, "active", "promoted"),
+        (1, "deprecated", "superseded"),
+        (2, "active", "promoted"),
+    ]
+    assert all(r["reason"] for r in log) and learn_namespace(store)["transitions"] == []
+
+
+def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:
+    store = Store(settings)
+    store.add_trajectories([forward(i) for i in range(6)])
+    from flowmem.induction.rule import RuleInducer
+    from flowmem.runner import induce_namespace
+
+    induce_namespace(store, settings, RuleInducer())
+    [w] = store.list_workflows()
+    used = [WorkflowRef(id=w.id, version=w.version)]
+    failed = [
+        Trajectory.model_validate(
+            {
+                **forward(i).model_dump(),
+                "id": f"f{i}",
+                "success": False,
+                "workflows_used": [u.model_dump() for u in used],
+            }
+        )
+        for i in range(8)
+    ]
+    store.add_trajectories(failed)
+    learnt = learn_namespace(store)
+    assert [(t["new"]) for t in learnt["transitions"]] == ["deprecated"] and learnt["reinduce"] == [w.id]
+    assert store.get_workflow(w.id).status == "deprecated"
+    with WorkflowMemory.open(settings) as memory:
+        assert memory.search(TASK) == []  # a deprecated version is not served
+    plan = prepare_run(store, settings)
+    assert [c.cluster_id for c in plan.changed] == [w.cluster_id]  # re-induced, failures included
+    assert len(plan.changed[0].failures) == 8
