@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
+from flowmem.agents import legomem
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.induction.render import render_workflow
@@ -324,6 +325,28 @@ class WorkflowMemory:
             "Workflows that worked for similar tasks. Follow one if it fits, filling each "
             "{placeholder} from the task or from the result named:\n\n" + blocks
         )
+
+    def for_orchestrator(self, task: str, k: int = 5) -> list[Hit]:
+        """Full-task memories (plans: which agent does which subtask) for an orchestrator."""
+        return legomem.for_orchestrator(self, task, k)
+
+    def for_agent(
+        self,
+        agent: str,
+        subtask: str,
+        k: int = 3,
+        *,
+        strategy: legomem.Strategy = "dynamic",
+        task: str | None = None,
+    ) -> list[Hit]:
+        """Subtask memories for a task agent: `vanilla`, `dynamic` or `rewrite` (LEGOMem)."""
+        return legomem.for_agent(self, agent, subtask, k, strategy=strategy, task=task)
+
+    def report_outcome(self, run_id: str, *, success: bool, feedback: str | None = None) -> None:
+        """Set the outcome of a stored run later (e.g. when a user confirms); the learn flow
+        folds it into the stats of the versions the run was served."""
+        self.flush()
+        self.store.set_outcome(run_id, success=success, feedback=feedback, namespace=self.settings.namespace)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every finished run is stored; False if `timeout` passed first."""

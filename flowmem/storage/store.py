@@ -13,6 +13,7 @@ Tables:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -95,6 +96,22 @@ class Store(LiveStateMixin, RunsMixin):
         if limit is not None:
             table = table.slice(0, limit)
         return [rows.trajectory_from_row(r) for r in rows.rows_of(table)]
+
+    def set_outcome(
+        self, trajectory_id: str, *, success: bool, feedback: str | None = None, namespace: str | None = None
+    ) -> None:
+        """Record a run's outcome after the fact.
+
+        Raises:
+            NotFoundError: if the namespace has no such trajectory.
+        """
+        ns = self._ns(namespace)
+        self.get_trajectory(trajectory_id, namespace=ns)
+        where = f"namespace = {quote(ns)} AND id = {quote(trajectory_id)}"
+        values: dict[str, Any] = {"success": success}
+        if feedback is not None:
+            values["feedback"] = feedback
+        _retry(lambda: self._trajectories().update(where=where, values=values))
 
     def iter_trajectories(self, *, namespace: str | None = None) -> Iterator[Trajectory]:
         """Every trajectory of a namespace, oldest first."""

@@ -1,0 +1,89 @@
+"""LEGOMem roles: full-task memories for an orchestrator, subtask memories for task agents.
+
+An orchestrator's runs induce `task`-scope workflows (plans: which agent does which subtask);
+task agents' runs induce `subtask`-scope workflows. A task agent gets its memories by one of
+three strategies:
+
+- `vanilla`: the subtask workflows of that agent that were induced from the sub-runs of the
+  retrieved plans' own runs (what the agent did when those plans were carried out);
+- `dynamic`: a search of that agent's subtask workflows with the subtask text, just in time;
+- `rewrite`: draft the plan up front from the retrieved plans — here from the nearest past run
+  of the best plan (no LLM): its subtask texts for this agent — and search per drafted subtask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from flowmem.agents.retrieval import Hit
+
+if TYPE_CHECKING:
+    from flowmem.agents.memory import WorkflowMemory
+
+__all__ = ["Strategy", "for_agent", "for_orchestrator"]
+
+Strategy = Literal["vanilla", "dynamic", "rewrite"]
+
+
+def for_orchestrator(memory: WorkflowMemory, task: str, k: int = 5) -> list[Hit]:
+    """Full-task memories (plans) for an orchestrator's task."""
+    return memory.search(task, k, scope="task")
+
+
+def _vanilla(memory: WorkflowMemory, agent: str, plans: Sequence[Hit], k: int) -> list[Hit]:
+    plan_runs = {i for h in plans for i in h.workflow.source_trajectory_ids}
+    children = {
+        t.id for t in memory.store.list_trajectories(agent=agent, limit=None) if t.parent_id in plan_runs
+    }
+    found = []
+    for w in memory.store.list_workflows():
+        if w.agent == agent and w.scope == "subtask" and w.status != "deprecated":
+            overlap = len(children & set(w.source_trajectory_ids))
+            if overlap:
+                found.append(Hit(w, float(overlap), 0.0))
+    found.sort(key=lambda h: (-h.score, h.workflow.id))
+    return found[:k]
+
+
+def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequence[Hit]) -> list[str]:
+    """The subtasks the agent got in the past run nearest to the task, among the best plan's runs."""
+    if not plans:
+        return []
+    runs = [memory.store.get_trajectory(i) for i in plans[0].workflow.source_trajectory_ids[:50]]
+    if not runs:
+        return []
+    vectors = memory.store.embedder.embed([task, *(r.task for r in runs)])
+    nearest = runs[int((vectors[1:] @ vectors[0]).argmax())]
+    return [
+        str(s.args["subtask"])
+        for s in nearest.steps
+        if s.args.get("agent") == agent and isinstance(s.args.get("subtask"), str)
+    ]
+
+
+def for_agent(
+    memory: WorkflowMemory,
+    agent: str,
+    subtask: str,
+    k: int = 3,
+    *,
+    strategy: Strategy = "dynamic",
+    task: str | None = None,
+) -> list[Hit]:
+    """Subtask memories for a task agent (see the module docstring for the strategies).
+
+    `task` is the orchestrator's full task; `vanilla` and `rewrite` need it (without it they
+    fall back to `dynamic`).
+    """
+    if strategy == "dynamic" or task is None:
+        return memory.search(subtask, k, agent=agent, scope="subtask")
+    plans = for_orchestrator(memory, task)
+    if strategy == "vanilla":
+        return _vanilla(memory, agent, plans, k)
+    hits: dict[str, Hit] = {}
+    for drafted in [*_drafted_subtasks(memory, agent, task, plans), subtask]:
+        for h in memory.search(drafted, k, agent=agent, scope="subtask"):
+            if h.workflow.id not in hits or h.score > hits[h.workflow.id].score:
+                hits[h.workflow.id] = h
+    return sorted(hits.values(), key=lambda h: (-h.score, h.workflow.id))[:k]
