@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -82,6 +83,10 @@ def _check_value(value: Any, settings: Settings, path: str, depth: int) -> None:
             raise RecordError(
                 f"{path}: string of {len(value)} characters exceeds {settings.max_string_chars}"
             )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise RecordError(f"{path}: lone surrogate \\u{ord(value[err.start]):04x} in a string") from None
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise RecordError(f"{path}: non-finite number")
@@ -114,7 +119,12 @@ def _split_unknown(data: dict[str, Any], known: set[str]) -> tuple[dict[str, Any
         meta = dict(meta)
         for key, value in unknown.items():
             if key in meta:
-                meta.setdefault("_extra", {})[key] = value
+                extra = meta.get("_extra")
+                if extra is None:
+                    extra = {}
+                elif not isinstance(extra, dict):
+                    raise RecordError(f"meta._extra: expected an object to keep the duplicate key {key!r}")
+                meta["_extra"] = {**extra, key: value}
             else:
                 meta[key] = value
     fields["meta"] = meta
@@ -160,9 +170,15 @@ def parse_record(data: Any, settings: Settings) -> Trajectory:
     if fields.get("id") in (None, ""):
         fields["id"] = _content_id(data)
     try:
-        return Trajectory.model_validate(fields)
+        trajectory = Trajectory.model_validate(fields)
     except ValidationError as err:
         raise RecordError(_format_validation(err)) from None
+    try:  # the store keeps created_at in UTC: it must have a UTC equivalent
+        created = trajectory.created_at
+        created.replace(tzinfo=None) - (created.utcoffset() or timedelta(0))
+    except OverflowError:
+        raise RecordError("created_at: out of range once converted to UTC") from None
+    return trajectory
 
 
 def parse_line(line: bytes, settings: Settings) -> Trajectory:
@@ -185,6 +201,8 @@ def parse_line(line: bytes, settings: Settings) -> Trajectory:
         raise RecordError("malformed JSON: nested too deeply") from None
     except json.JSONDecodeError as err:
         raise RecordError(f"malformed JSON: {err.msg} at column {err.colno}") from None
+    except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
+        raise RecordError(f"malformed JSON: {err}") from None
     return parse_record(data, settings)
 
 
