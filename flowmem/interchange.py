@@ -140,6 +140,23 @@ def _format_validation(err: ValidationError) -> str:
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 
 
+def _check_built(trajectory: Trajectory) -> None:
+    """Refuse what validation lets through but the store cannot keep."""
+    for where, ident in (("id", trajectory.id), ("parent_id", trajectory.parent_id or "")):
+        if any(ord(c) < 32 for c in ident):  # ids go into filters, which refuse them
+            raise RecordError(f"{where}: control characters are not allowed in ids")
+    numbers = [("score", trajectory.score)]
+    numbers += [(f"steps.{i}.duration_ms", step.duration_ms) for i, step in enumerate(trajectory.steps)]
+    for where, number in numbers:  # a string such as "NaN" validates as a float
+        if number is not None and not math.isfinite(number):
+            raise RecordError(f"{where}: non-finite number")
+    try:  # the store keeps created_at in UTC: it must have a UTC equivalent
+        created = trajectory.created_at
+        created.replace(tzinfo=None) - (created.utcoffset() or timedelta(0))
+    except OverflowError:
+        raise RecordError("created_at: out of range once converted to UTC") from None
+
+
 def parse_record(data: Any, settings: Settings) -> Trajectory:
     """Validate one decoded record and build its trajectory.
 
@@ -173,11 +190,7 @@ def parse_record(data: Any, settings: Settings) -> Trajectory:
         trajectory = Trajectory.model_validate(fields)
     except ValidationError as err:
         raise RecordError(_format_validation(err)) from None
-    try:  # the store keeps created_at in UTC: it must have a UTC equivalent
-        created = trajectory.created_at
-        created.replace(tzinfo=None) - (created.utcoffset() or timedelta(0))
-    except OverflowError:
-        raise RecordError("created_at: out of range once converted to UTC") from None
+    _check_built(trajectory)
     return trajectory
 
 
