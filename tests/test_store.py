@@ -143,3 +143,18 @@ def test_filters_quote_ids_safely(store: Store) -> None:
     assert store.get_trajectory("x' OR '1'='1").task == "task number 1"
     with pytest.raises(StoreError, match="control"):
         store.get_trajectory("a\x00b")
+
+
+def test_an_interrupted_commit_is_invisible_then_repaired(store: Store) -> None:
+    store.commit_run(InductionRun(id="ok"), [make_workflow(version=1)])
+    # What a process killed between writing its versions and recording its run leaves behind:
+    torn = make_workflow(version=2, steps=3)
+    torn = torn.model_copy(update={"provenance": torn.provenance.model_copy(update={"run_id": "killed"})})
+    version = store._append_workflows("default", [torn])
+    store._workflows("default").tags.create("killed", version)
+    assert [w.version for w in store.history("forward_latest")] == [1]  # readers never see it
+    assert store.get_workflow("forward_latest").version == 1
+    # The next commit drops it first, so version 2 is free again.
+    store.commit_run(InductionRun(id="next"), [make_workflow(version=2, steps=4)])
+    assert [(w.version, len(w.steps)) for w in store.history("forward_latest")] == [(1, 2), (2, 4)]
+    assert {t for v in store.table_versions() for t in v["tags"]} == {"ok", "next"}

@@ -34,6 +34,7 @@ class RunsMixin(StoreBase):
         `keys` maps workflow ids to retrieval vectors (see `_append_workflows`)."""
         ns = run.namespace
         table = self._workflows(ns)
+        self.repair(namespace=ns)
         base = int(table.version)
         version = self._append_workflows(ns, workflows, keys)
         table.tags.create(run.id, version)
@@ -48,6 +49,35 @@ class RunsMixin(StoreBase):
         )
         _retry(lambda: self._runs().add([rows.run_to_row(committed)]))
         return committed
+
+    def repair(self, *, namespace: str | None = None) -> int:
+        """Drop the versions and tag of a commit that was interrupted before its run was
+        recorded (a process killed mid-commit). Readers never see them (`committed_rows`);
+        the next commit calls this first, so a version number is never taken twice.
+        Returns how many versions were dropped."""
+        ns = self._ns(namespace)
+        table = self._workflows(ns)
+        recorded = {r.id for r in self.list_runs(namespace=ns)}
+        found = rows.rows_of(self._select(table, None, ["run_id"]))
+        torn = sorted({r["run_id"] for r in found if r["run_id"] is not None and r["run_id"] not in recorded})
+        if torn:
+            where = f"run_id IN ({', '.join(quote(t) for t in torn)})"
+            _retry(lambda: table.delete(where))
+        for name in table.tags.list():
+            if name not in recorded:
+                table.tags.delete(name)
+        return sum(1 for r in found if r["run_id"] in set(torn))
+
+    def committed_rows(
+        self, found: list[dict[str, Any]], *, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The version rows of recorded runs (and of versions stored outside any run): what a
+        reader may see, whatever an interrupted commit left behind."""
+        runs = {r["run_id"] for r in found if r["run_id"] is not None}
+        if not runs:
+            return found
+        recorded = {r.id for r in self.list_runs(namespace=namespace)}
+        return [r for r in found if r["run_id"] is None or r["run_id"] in recorded]
 
     def list_runs(self, *, namespace: str | None = None) -> list[InductionRun]:
         """Committed runs and rollbacks of a namespace, oldest first."""

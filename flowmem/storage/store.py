@@ -152,7 +152,8 @@ class Store(LiveStateMixin, RunsMixin):
         """
         ns = self._ns(namespace)
         where = f"namespace = {quote(ns)} AND id = {quote(workflow_id)}"
-        found = [rows.workflow_from_row(r) for r in rows.rows_of(self._select(self._workflows(ns), where))]
+        raw = self.committed_rows(rows.rows_of(self._select(self._workflows(ns), where)), namespace=ns)
+        found = [rows.workflow_from_row(r) for r in raw]
         if not found:
             raise NotFoundError(f"no workflow {workflow_id!r} in namespace {ns!r}")
         return self.live(sorted(found, key=lambda w: w.version), namespace=ns)
@@ -171,7 +172,8 @@ class Store(LiveStateMixin, RunsMixin):
             except Exception as err:
                 raise NotFoundError(f"no table version or run tag {at!r} in namespace {ns!r}") from err
         latest: dict[str, Workflow] = {}
-        for r in rows.rows_of(self._select(table, f"namespace = {quote(ns)}")):
+        found_rows = rows.rows_of(self._select(table, f"namespace = {quote(ns)}"))
+        for r in self.committed_rows(found_rows, namespace=ns):
             if r["id"] not in latest or r["version"] > latest[r["id"]].version:
                 latest[r["id"]] = rows.workflow_from_row(r)
         found = self.live(sorted(latest.values(), key=lambda w: w.id), namespace=ns)
@@ -199,7 +201,9 @@ class Store(LiveStateMixin, RunsMixin):
         search serves the candidate to a share of requests); deprecated versions are not served.
         """
         ns = self._ns(namespace)
-        found = rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}"))
+        found = self.committed_rows(
+            rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
+        )
         by_key = {(r["id"], r["version"]): r for r in found}
         live = self.live([rows.workflow_from_row(r) for r in found], namespace=ns)
         chosen: dict[str, list[Workflow]] = {}

@@ -1,0 +1,333 @@
+"""Concurrency and crash safety of the store, across real OS processes.
+
+LanceDB must not be used in a forked child (see shared FACTS.md), so every other process here is
+a fresh interpreter (`subprocess` with `sys.executable -c`): nothing is forked after lancedb
+was loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter, deque
+from pathlib import Path
+
+import lancedb
+import pytest
+
+from flowmem.induction.rule import RuleInducer
+from flowmem.runner import RunReport, induce_namespace
+from flowmem.settings import Settings
+from flowmem.sim import simulate
+from flowmem.storage import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WRITERS = 4
+PER_WRITER = 2_500
+
+WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    from flowmem.agents import WorkflowMemory
+    from flowmem.sim import simulate
+
+    k, n = int(sys.argv[1]), int(sys.argv[2])
+    pool = simulate(100, seed=100 + k)
+    memory = WorkflowMemory.open()  # settings from the FLOWMEM_* variables
+    print("ready", flush=True)
+    sys.stdin.readline()  # every writer starts at once
+    for i in range(n):
+        if i % 10 == 0:
+            time.sleep(0.01)  # an agent's pace: the writing overlaps the induction runs
+        src = pool[i % len(pool)]
+        with memory.record(src.task, agent=src.agent, id=f"p{k}-{i}") as run:
+            steps = src.steps[: 1 + i % 2]
+            if not steps:
+                run.step("noop", {"i": i}, observation="nothing to do")
+            for s in steps:
+                run.step(s.action, s.args, observation=s.observation, error=s.error)
+            run.finish(success=src.success, final_answer=src.final_answer)
+    memory.close()
+    print("recorded", n, flush=True)
+    """
+)
+
+INDUCE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    from flowmem.induction.pipeline import induce_cluster
+    from flowmem.induction.rule import RuleInducer
+    from flowmem.runner import commit_outcomes, prepare_run
+    from flowmem.settings import Settings
+    from flowmem.storage import Store
+
+    settings = Settings(db=sys.argv[1])
+    store = Store(settings)
+    store.prepare()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    plan = prepare_run(store, settings)
+    print("prepared", len(plan.changed), flush=True)
+    outcomes = [induce_cluster(c, RuleInducer()) for c in plan.changed]
+    commit_run = store.commit_run
+
+    def signalled_commit_run(*args, **kwargs):
+        # Only says when the store's commit starts and how long it took; changes nothing.
+        print("committing", flush=True)
+        started = time.perf_counter()
+        committed = commit_run(*args, **kwargs)
+        print("committed", time.perf_counter() - started, committed.counts["versions_created"], flush=True)
+        return committed
+
+    store.commit_run = signalled_commit_run
+    commit_outcomes(store, plan, outcomes)
+    time.sleep(120)  # killed here: "after commit"
+    """
+)
+
+
+def _env(db: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWMEM_")}
+    env.update(FLOWMEM_DB=db, LANCEDB_LOG="error", PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def _spawn(script: str, *args: str, cwd: Path, env: dict[str, str], name: str) -> subprocess.Popen[str]:
+    """A fresh interpreter running `script`; its stderr goes to `<cwd>/<name>.err`."""
+    with (cwd / f"{name}.err").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", script, *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+
+
+def _expect(p: subprocess.Popen[str], word: str) -> list[str]:
+    """Wait for a line of the child's that starts with `word`; returns the rest of it."""
+    assert p.stdout is not None
+    while line := p.stdout.readline():
+        if line.split()[:1] == [word]:
+            return line.split()[1:]
+    raise AssertionError(f"the child exited (code {p.wait()}) before printing {word!r}")
+
+
+def _go(p: subprocess.Popen[str]) -> None:
+    assert p.stdin is not None
+    p.stdin.write("go\n")
+    p.stdin.flush()
+
+
+def _versions(store: Store) -> dict[tuple[str, int], str | None]:
+    """Every (id, version) in the workflows' histories, with the run that created it."""
+    found: dict[tuple[str, int], str | None] = {}
+    for latest in store.list_workflows():
+        for w in store.history(latest.id):
+            assert (w.id, w.version) not in found, f"{w.id} v{w.version} stored twice"
+            found[(w.id, w.version)] = w.provenance.run_id
+    return found
+
+
+def _check_store(db: str, *, histories: bool = True) -> tuple[int, int, list[str]]:
+    """What a fresh store holds: (committed runs, stored versions, torn runs).
+
+    Asserted: no (id, version) is stored twice; every committed run has its tag and exactly
+    its `versions_created` versions. A torn run is one whose versions or tag are stored but whose
+    run record is not (a commit interrupted halfway); the caller asserts there is none.
+    `histories=False` reads the versions in one query instead of one history per workflow
+    (fast enough for after every kill)."""
+    store = Store(Settings(db=db))
+    runs = store.list_runs()
+    assert all(r.kind == "induce" and r.tag == r.id and r.table_version is not None for r in runs)
+    if histories:
+        stored = _versions(store)
+    else:
+        table = lancedb.connect(db).open_table("workflows__default")
+        found = table.search().select(["id", "version", "run_id"]).limit(None).to_arrow().to_pylist()
+        stored = {(r["id"], r["version"]): r["run_id"] for r in found}
+        assert len(stored) == len(found), "a version is stored twice"
+    created = {r.id: int(r.counts["versions_created"]) for r in runs}
+    # Readers see the versions of recorded runs only: an interrupted commit's rows stay
+    # invisible until the next commit drops them.
+    visible = {key: rid for key, rid in stored.items() if rid is None or rid in created}
+    latest = {w.id: w.version for w in store.list_workflows()}
+    assert latest == {i: max(v for j, v in visible if j == i) for i, _ in visible}
+    by_run = Counter(str(rid) for rid in stored.values())
+    tags = {tag for v in store.table_versions() for tag in v["tags"]}
+    for rid, n in created.items():
+        assert by_run[rid] == n and rid in tags, f"run {rid} is not stored whole"
+    torn = sorted((set(by_run) | tags) - set(created))
+    return len(runs), len(visible), torn
+
+
+def _assert_committed_state(db: str, *, histories: bool = True) -> tuple[int, int]:
+    """The visible versions are exactly the union of the committed runs' versions, each run
+    tagged, no tag without its run. Returns (committed runs, visible versions)."""
+    runs, versions, torn = _check_store(db, histories=histories)
+    assert not torn, f"versions or tags of runs that were never recorded: {torn}"
+    return runs, versions
+
+
+# -- 1. concurrent writers ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    settings = Settings(db=db)
+    store = Store(settings)
+    env = _env(db, FLOWMEM_FLUSH_BATCH="100", FLOWMEM_FLUSH_INTERVAL="0.05")
+    writers = [
+        _spawn(WRITER_SCRIPT, str(k), str(PER_WRITER), cwd=tmp_path, env=env, name=f"writer{k}")
+        for k in range(WRITERS)
+    ]
+    reports: list[RunReport] = []
+    try:
+        store.prepare()  # loads the embedder while the writers start
+        for p in writers:
+            _expect(p, "ready")
+        for p in writers:
+            _go(p)
+        # Induction runs commit on the same store until every writer is done.
+        while any(p.poll() is None for p in writers):
+            reports.append(induce_namespace(store, settings, RuleInducer()))
+            if reports[-1].plan.skipped:
+                time.sleep(0.05)
+        outputs = [p.communicate(timeout=120)[0] for p in writers]
+    finally:
+        for p in writers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for k, (p, out) in enumerate(zip(writers, outputs, strict=True)):
+        err = (tmp_path / f"writer{k}.err").read_text()
+        assert p.returncode == 0, err
+        assert out.strip() == f"recorded {PER_WRITER}"
+        assert "flowmem: storing" not in err, err  # no batch needed the writer's own retries
+
+    fresh = Store(settings)
+    assert fresh.count_trajectories() == WRITERS * PER_WRITER == 10_000
+    stored = fresh.list_trajectories(limit=None)
+    assert all(1 <= len(t.steps) <= 2 for t in stored)
+    ids = [t.id for t in stored]
+    assert len(ids) == len(set(ids)) == 10_000
+    assert set(ids) == {f"p{k}-{i}" for k in range(WRITERS) for i in range(PER_WRITER)}
+    assert not (tmp_path / "db.unsaved.jsonl").exists()  # nothing spilled
+    assert not list(tmp_path.glob("*.unsaved.jsonl"))
+    # Runs committed while the writers wrote (they saw part of the trajectories), consistently.
+    committed = [r for r in reports if not r.plan.skipped]
+    assert any(0 < r.plan.total < 10_000 for r in committed)
+    runs, versions = _assert_committed_state(db)
+    assert runs == len(committed) and versions == sum(len(r.versions) for r in committed) > 0
+
+
+# -- 2. crash safety ----------------------------------------------------------------------
+
+KILL_FRACTIONS = (0.0, 0.2, 0.4, 0.55, 0.65, 0.75, 0.82, 0.88, 0.94, 1.0)
+"""Ten kill points during a commit, as fractions of a measured commit's duration; denser
+towards the end, where `commit_run` writes (its first half only reads and embeds)."""
+
+
+class _Children:
+    """`total` induction processes, each started a little ahead of need (a fresh interpreter
+    spends ~3 s importing lancedb and sklearn) and waiting for "go"."""
+
+    def __init__(self, tmp_path: Path, db: str, total: int, ahead: int = 2) -> None:
+        self.tmp_path, self.db, self.env = tmp_path, db, _env(db)
+        self.total, self.ahead = total, ahead
+        self.waiting: deque[subprocess.Popen[str]] = deque()
+        self.started: list[subprocess.Popen[str]] = []
+
+    def go(self) -> subprocess.Popen[str]:
+        while len(self.waiting) <= self.ahead and len(self.started) < self.total:
+            name = f"induce{len(self.started)}"
+            p = _spawn(INDUCE_SCRIPT, self.db, cwd=self.tmp_path, env=self.env, name=name)
+            self.started.append(p)
+            self.waiting.append(p)
+        p = self.waiting.popleft()
+        _expect(p, "ready")
+        _go(p)
+        return p
+
+    def close(self) -> None:
+        for p in self.started:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+
+
+def _kill(p: subprocess.Popen[str]) -> None:
+    p.kill()
+    p.communicate()  # reaps it and closes its pipes
+    assert p.returncode == -signal.SIGKILL  # killed, not finished or crashed on its own
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(tmp_path: Path) -> None:
+    db = str(tmp_path / "db")
+    settings = Settings(db=db)
+    store = Store(settings)
+    seeds = iter(range(1, 100))
+    store.add_trajectories(simulate(40, seed=next(seeds)))
+    first = induce_namespace(store, settings, RuleInducer())
+    state = _check_store(db, histories=False)
+    assert first.versions and state == (1, len(first.versions), [])
+    store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
+    children = _Children(tmp_path, db, total=2 + len(KILL_FRACTIONS))
+    outcomes: list[str] = []
+
+    def killed_at(point: str, delay: float = 0.0) -> list[str]:
+        """Start a run, kill it `delay` s after it prints `point`, check what it left."""
+        nonlocal state
+        p = children.go()
+        rest = _expect(p, point)
+        time.sleep(delay)
+        _kill(p)
+        before, state = state, _check_store(db, histories=False)  # asserted after every kill
+        if state == before:
+            outcomes.append("none")
+        elif state[2] == before[2]:  # the run is stored whole
+            assert state[0] == before[0] + 1
+            outcomes.append("whole")
+        else:
+            outcomes.append("TORN")
+        if state != before:
+            store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
+        return rest
+
+    try:
+        # (a) Before the commit, while inducing: nothing of the run is stored.
+        killed_at("prepared")
+        assert outcomes == ["none"]
+        # (c) After the commit: the run is stored whole. It also times the store's commit.
+        duration, created = map(float, killed_at("committed"))
+        assert created > 0 and outcomes == ["none", "whole"]
+        # (b) During the commit, at ten points spread over its measured duration.
+        delays = [round(f * duration, 4) for f in KILL_FRACTIONS]
+        for delay in delays:
+            killed_at("committing", delay)
+    finally:
+        children.close()
+    print(f"commit {duration:.4f} s; kills at {delays} s after it started: {outcomes}")
+
+    # A run to completion afterwards works, drops what interrupted commits left (never seen
+    # by readers), and stores no version twice; the next run stores nothing.
+    runs, versions, _ = _check_store(db)
+    report = induce_namespace(store, settings, RuleInducer())
+    after = _check_store(db)
+    assert after == (runs + 1, versions + len(report.versions), [])
+    again = induce_namespace(store, settings, RuleInducer())
+    assert again.plan.skipped and again.versions == []
+    assert _check_store(db) == after
