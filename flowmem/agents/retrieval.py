@@ -53,6 +53,7 @@ class ServedIndex:
         self._version: tuple[int, int, int] | None = None
         self._workflows: list[Workflow] = []
         self._index = ExampleIndex(store.embedder.embed([]), [], 0)
+        self._has_active: set[str] = set()
         self.reloads = 0
         """How many times the index was rebuilt."""
 
@@ -66,6 +67,7 @@ class ServedIndex:
             return
         workflows, vectors, owners = self.store.workflow_index(namespace=self.namespace)
         self._workflows, self._index = workflows, ExampleIndex(vectors, owners, len(workflows))
+        self._has_active = {w.id for w in workflows if w.status == "active"}
         self._version = version
         self.reloads += 1
 
@@ -75,18 +77,15 @@ class ServedIndex:
         """The k best served workflows for a task (optionally of one agent or scope)."""
         with self._lock:
             self._refresh()
-            workflows, index = self._workflows, self._index
+            workflows, index, has_active = self._workflows, self._index, self._has_active
         query = self.store.embedder.embed([task])[0]
         best: dict[str, Hit] = {}
         for i, similarity in index.search(query, len(workflows)):
             w = workflows[i]
             if (agent is not None and w.agent != agent) or (scope is not None and w.scope != scope):
                 continue
-            if (
-                w.status == "candidate"
-                and any(o.id == w.id and o.status == "active" for o in workflows)
-                and not serve_candidate(task, w.id, w.version, self.params.candidate_share)
-            ):
+            on_trial = w.status == "candidate" and w.id in has_active
+            if on_trial and not serve_candidate(task, w.id, w.version, self.params.candidate_share):
                 continue  # on trial: served to a share of the requests only
             hit = Hit(w, similarity * rank_factor(w.stats, self.params), similarity)
             if w.id not in best or (w.status == "candidate" and best[w.id].workflow.status == "active"):
