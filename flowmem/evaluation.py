@@ -15,7 +15,6 @@ from flowmem.induction.metrics import (
     Retrieval,
     clustering_scores,
     memory_metrics,
-    rare_literals,
     slot_literals,
 )
 from flowmem.induction.pipeline import induce, plan_versions
@@ -88,7 +87,7 @@ def evaluate(
 
     t3 = time.perf_counter()
     literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
-    leak = LeakChecker(rare_literals(literal_index))
+    leak = LeakChecker(literal_index.rare_values())
     slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
     slot_leak = LeakChecker(slot_literals(slots)) if slots else None
     n_raw = sum(1 for t in train if t.success is True)

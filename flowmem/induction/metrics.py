@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flowmem.induction.align import lcs_len
-from flowmem.induction.literals import MIN_CHARS, LiteralIndex, find_literals, scalar_text
+from flowmem.induction.literals import MIN_CHARS, find_literals, scalar_text
 
 __all__ = ["LeakChecker", "Retrieval", "clustering_scores", "memory_metrics", "slot_literals"]
 
@@ -48,11 +48,6 @@ def slot_literals(slots: Sequence[dict[str, object]]) -> set[str]:
             if text is not None and len(text) >= MIN_CHARS:
                 found.add(text)
     return found
-
-
-def rare_literals(index: LiteralIndex) -> set[str]:
-    """Argument values used by at least one and fewer than `max_share` of the runs."""
-    return {v for v in index.counts if index.is_rare(v)}
 
 
 def memory_metrics(
