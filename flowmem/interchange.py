@@ -29,6 +29,7 @@ __all__ = [
     "Rejection",
     "dump_record",
     "iter_lines",
+    "loads",
     "parse_line",
     "parse_record",
     "read_trajectories",
@@ -202,8 +203,17 @@ def parse_line(line: bytes, settings: Settings) -> Trajectory:
     """
     if len(line) > settings.max_record_bytes:
         raise RecordError(f"line of {len(line)} bytes exceeds {settings.max_record_bytes}")
+    return parse_record(loads(line), settings)
+
+
+def loads(raw: bytes) -> Any:
+    """Decode JSON bytes strictly: UTF-8 only, no NaN or Infinity, bounded nesting.
+
+    Raises:
+        RecordError: with the reason, if the bytes are not such JSON.
+    """
     try:
-        text = line.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise RecordError(f"invalid UTF-8 at byte {err.start}") from None
     try:
@@ -216,7 +226,7 @@ def parse_line(line: bytes, settings: Settings) -> Trajectory:
         raise RecordError(f"malformed JSON: {err.msg} at column {err.colno}") from None
     except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
         raise RecordError(f"malformed JSON: {err}") from None
-    return parse_record(data, settings)
+    return data
 
 
 def iter_lines(path: Path, *, progress: Callable[[int], None] | None = None) -> Iterator[tuple[int, bytes]]:

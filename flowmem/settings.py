@@ -11,7 +11,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from flowmem.induction.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
 
-__all__ = ["Settings"]
+__all__ = ["DEFAULT_SCRUB", "ScrubKind", "Settings"]
+
+ScrubKind = Literal["secrets", "cards", "emails", "phones"]
+DEFAULT_SCRUB: tuple[ScrubKind, ...] = ("secrets", "cards")
 
 
 class Settings(BaseSettings):
@@ -59,6 +62,10 @@ class Settings(BaseSettings):
     """API key for the LLM and embedding endpoints."""
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
     """Sampling temperature of the LLM inducer."""
+    llm_timeout: float = Field(60.0, gt=0.0)
+    """Seconds one LLM or embedding request may take."""
+    llm_max_retries: int = Field(2, ge=0, le=10)
+    """Retries of a failed LLM request (timeouts, 429 after its Retry-After, 5xx), by the client."""
 
     # Induction thresholds.
     min_cluster_size: int = Field(3, ge=2)
@@ -91,6 +98,22 @@ class Settings(BaseSettings):
     """Longest accepted string anywhere in a record."""
     max_depth: int = Field(32, ge=2)
     """Deepest accepted nesting of arguments and meta."""
+
+    # Secrets and personal data.
+    scrub: list[ScrubKind] = Field(default_factory=lambda: list(DEFAULT_SCRUB))
+    """What is masked in every trajectory before it is stored: `secrets` (API keys, bearer
+    tokens, passwords and other credential-named arguments), `cards` (payment card numbers),
+    `emails` (e-mail addresses), `phones` (phone numbers). Empty: store as recorded."""
+
+    # HTTP API (`flowmem api`).
+    api_token: SecretStr | None = None
+    """Bearer token the API's write routes require; without one, writes are refused (403)."""
+    api_read_token: bool = False
+    """Whether the API's read routes require the token too."""
+    api_host: str = "127.0.0.1"
+    """Interface `flowmem api` listens on."""
+    api_port: int = Field(8765, ge=1, le=65535)
+    """Port `flowmem api` listens on."""
 
     @property
     def cluster_params(self) -> ClusterParams:

@@ -1,0 +1,201 @@
+"""The HTTP API (`flowmem api`): agents in any language post trajectories, search workflows,
+get a workflow's versions and report outcomes. OpenAPI docs at /docs.
+
+Writes need `Authorization: Bearer <FLOWMEM_API_TOKEN>` (compared in constant time); with no
+token configured, writes are refused. Reads are open unless FLOWMEM_API_READ_TOKEN=true. The
+token never appears in a response or a log line. One server serves one namespace.
+"""
+
+import hmac
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+from flowmem import __version__
+from flowmem.interchange import RecordError, loads
+from flowmem.server.service import MAX_BATCH, Service, workflow_payload
+from flowmem.settings import Settings
+from flowmem.storage import NotFoundError
+
+__all__ = ["MAX_BODY_BYTES", "create_app", "run"]
+
+log = logging.getLogger("flowmem.api")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest accepted request body."""
+
+_JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
+
+
+class Outcome(BaseModel):
+    """A run's outcome, reported after the fact."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    success: bool
+    """Whether the run reached its goal."""
+    feedback: str | None = Field(None, max_length=10_000)
+    """Free-text feedback (e.g. from the user)."""
+
+
+_TRAJECTORIES_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": (
+            f"Up to {MAX_BATCH} trajectories in the interchange format: a JSON array, an object "
+            '{"trajectories": [...]}, or JSON Lines (Content-Type: application/x-ndjson).'
+        ),
+        "content": {
+            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+def _guard(settings: Settings) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The dependencies that check the bearer token on writes (and reads when configured)."""
+    expected = settings.api_token.get_secret_value().encode() if settings.api_token is not None else None
+    bearer = HTTPBearer(auto_error=False, description="FLOWMEM_API_TOKEN")
+
+    def check(credentials: HTTPAuthorizationCredentials | None) -> None:
+        if expected is None:
+            raise HTTPException(403, "this server has no FLOWMEM_API_TOKEN set, so it accepts no writes")
+        # Header values arrive decoded as latin-1: encoding back gives the bytes that were sent.
+        given = credentials.credentials.encode("latin-1", "replace") if credentials is not None else b""
+        if not hmac.compare_digest(given, expected):
+            raise HTTPException(
+                401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    def write(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        check(credentials)
+
+    def read(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        if settings.api_read_token:
+            check(credentials)
+
+    return write, read
+
+
+def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI:
+    """The API app for the settings' store and namespace."""
+    svc = service if service is not None else Service(settings)
+    write, read = _guard(settings)
+    app = FastAPI(
+        title="flowmem",
+        version=__version__,
+        description=(
+            f"Workflow memory for LLM agents, namespace `{svc.namespace}`. Writes need a bearer token."
+        ),
+    )
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # The offending input is not echoed back: it may carry secrets.
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.get("/health", tags=["meta"])
+    def health() -> dict[str, Any]:
+        """Liveness, version and the namespace served."""
+        return {"status": "ok", "version": __version__, "namespace": svc.namespace}
+
+    _read_routes(app, svc, Depends(read))
+    _write_routes(app, svc, Depends(write))
+    return app
+
+
+def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
+    @app.get("/v1/workflows/search", tags=["workflows"], dependencies=[guard])
+    def search(
+        task: Annotated[str, Query(min_length=1, max_length=10_000, description="The task to solve.")],
+        k: Annotated[int, Query(ge=1, le=20, description="How many workflows.")] = 3,
+        agent: Annotated[str | None, Query(description="Only workflows of this agent.")] = None,
+    ) -> list[dict[str, Any]]:
+        """The served workflows that fit a task best, with scores and prompt text."""
+        return svc.search(task, k, agent=agent)
+
+    @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
+    def list_workflows(
+        status: Annotated[str | None, Query(pattern="^(candidate|active|deprecated)$")] = None,
+    ) -> list[dict[str, Any]]:
+        """The latest version of every workflow (optionally of one status)."""
+        return [workflow_payload(w) for w in svc.store.list_workflows(namespace=svc.namespace, status=status)]
+
+    @app.get("/v1/workflows/{workflow_id}", tags=["workflows"], dependencies=[guard])
+    def get_workflow(
+        workflow_id: str,
+        version: Annotated[int | None, Query(ge=1, description="A version; the latest by default.")] = None,
+    ) -> dict[str, Any]:
+        """One version of a workflow and the list of all its versions."""
+        return svc.get_workflow(workflow_id, version)
+
+
+def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
+    @app.post(
+        "/v1/trajectories", tags=["trajectories"], dependencies=[guard], openapi_extra=_TRAJECTORIES_BODY
+    )
+    async def post_trajectories(request: Request) -> dict[str, Any]:
+        """Store a batch of trajectories; each invalid one is rejected with its reason."""
+        body = await _body(request)
+        if request.headers.get("content-type", "").split(";")[0].strip() in _JSONL_TYPES:
+            lines = [line for line in body.splitlines() if line.strip()]
+            if len(lines) > MAX_BATCH:
+                raise HTTPException(413, f"at most {MAX_BATCH} trajectories per request, got {len(lines)}")
+            return await run_in_threadpool(svc.record_lines, lines)
+        records = _records(body)
+        return await run_in_threadpool(svc.record, records)
+
+    @app.post("/v1/runs/{run_id}/outcome", tags=["trajectories"], dependencies=[guard])
+    def report_outcome(run_id: str, outcome: Outcome) -> dict[str, Any]:
+        """Set a stored run's outcome; the learn flow folds it into the served versions' stats."""
+        return svc.report_outcome(run_id, success=outcome.success, feedback=outcome.feedback)
+
+
+def _records(body: bytes) -> list[Any]:
+    """The records of a JSON body: an array, or an object with a `trajectories` array."""
+    try:
+        data = loads(body)
+    except RecordError as exc:
+        raise HTTPException(400, f"body: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("trajectories"), list):
+        data = data["trajectories"]
+    if not isinstance(data, list):
+        raise HTTPException(400, 'body: expected a JSON array of trajectories or {"trajectories": [...]}')
+    if len(data) > MAX_BATCH:
+        raise HTTPException(413, f"at most {MAX_BATCH} trajectories per request, got {len(data)}")
+    return data
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"body larger than {MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HTTPException(413, f"body larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def run(settings: Settings, *, host: str, port: int) -> None:
+    """Serve the API with uvicorn until interrupted."""
+    import uvicorn
+
+    if settings.api_token is None:
+        log.warning("FLOWMEM_API_TOKEN is not set: the API serves reads only and refuses writes")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -1,0 +1,281 @@
+"""The HTTP API: every route, the bearer token, tenants, and a thousand malformed records."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from flowmem.interchange import RecordError, loads, parse_line
+from flowmem.server.api import create_app
+from flowmem.settings import Settings
+from flowmem.storage import Store
+from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
+from tests.test_induction import forward
+from tests.test_retrieval import induced
+
+TOKEN = "s3cret-Token-do-not-echo-7f3a"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+FORWARD = "Forward the latest email about 'roadmap' to zed"
+
+
+def with_(settings: Settings, **kw: Any) -> Settings:
+    return Settings.model_validate({**settings.model_dump(), **kw})
+
+
+def client(settings: Settings, **kw: Any) -> TestClient:
+    return TestClient(create_app(with_(settings, api_token=TOKEN, **kw)))
+
+
+def record(i: int, **kw: Any) -> dict[str, Any]:
+    return {"id": f"api-{i}", "task": f"Forward the latest email about 'topic {i}' to zed", "steps": [], **kw}
+
+
+def test_docs_and_openapi_describe_every_route(settings: Settings) -> None:
+    api = client(settings)
+    assert api.get("/docs").status_code == 200
+    spec = api.get("/openapi.json").json()
+    assert set(spec["paths"]) == {
+        "/health",
+        "/v1/workflows",
+        "/v1/workflows/search",
+        "/v1/workflows/{workflow_id}",
+        "/v1/trajectories",
+        "/v1/runs/{run_id}/outcome",
+    }
+    assert "application/x-ndjson" in spec["paths"]["/v1/trajectories"]["post"]["requestBody"]["content"]
+    assert api.get("/health").json()["namespace"] == "default"
+
+
+def test_read_routes_serve_the_namespaces_workflows(settings: Settings) -> None:
+    induced(settings)
+    api = client(settings)
+    hits = api.get("/v1/workflows/search", params={"task": FORWARD}).json()
+    assert 1 <= len(hits) <= 3
+    top = hits[0]
+    assert [s["action"] for s in top["steps"]] == ["mail.search", "contacts.lookup", "mail.forward"]
+    assert {"id", "version", "name", "score", "similarity", "text", "pitfalls", "status"} <= set(top)
+    assert "zed" not in json.dumps(hits) and "roadmap" not in json.dumps(hits)
+    assert len(api.get("/v1/workflows/search", params={"task": FORWARD, "k": 1}).json()) == 1
+    assert api.get("/v1/workflows/search", params={"task": FORWARD, "k": 0}).status_code == 422
+    assert api.get("/v1/workflows/search", params={"task": FORWARD, "agent": "nobody"}).json() == []
+
+    got = api.get(f"/v1/workflows/{top['id']}").json()
+    assert (got["id"], got["version"], got["versions"][0]["version"]) == (top["id"], 1, 1)
+    assert api.get(f"/v1/workflows/{top['id']}", params={"version": 1}).json()["steps"] == top["steps"]
+    missing = api.get(f"/v1/workflows/{top['id']}", params={"version": 9})
+    assert missing.status_code == 404 and "no version 9" in missing.json()["detail"]
+    assert api.get("/v1/workflows/nope").status_code == 404
+
+    listed = api.get("/v1/workflows").json()
+    assert top["id"] in {w["id"] for w in listed} and len(listed) == 2
+    assert api.get("/v1/workflows", params={"status": "deprecated"}).json() == []
+
+
+def test_writes_need_the_token_which_is_never_echoed(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    api = client(settings)
+    for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {TOKEN}"}):
+        r = api.post("/v1/trajectories", json=[record(1)], headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json() == {"detail": "missing or invalid bearer token"}
+        r = api.post("/v1/runs/api-1/outcome", json={"success": True}, headers=headers)
+        assert r.status_code == 401
+    assert Store(settings).count_trajectories() == 0
+    # A token with the right prefix is still wrong (the comparison is over the whole token).
+    assert (
+        api.post("/v1/trajectories", json=[], headers={"Authorization": f"Bearer {TOKEN[:-1]}"}).status_code
+        == 401
+    )
+    ok = api.post("/v1/trajectories", json=[record(1)], headers=AUTH)
+    assert ok.status_code == 200 and ok.json()["stored"] == 1
+    assert TOKEN not in caplog.text and "wrong-token" not in caplog.text
+
+    no_token = TestClient(create_app(settings))  # no token configured: no writes at all
+    r = no_token.post("/v1/trajectories", json=[record(2)], headers=AUTH)
+    assert r.status_code == 403 and "FLOWMEM_API_TOKEN" in r.json()["detail"]
+    assert no_token.get("/v1/workflows").status_code == 200  # reads stay open by default
+
+    closed = client(settings, api_read_token=True)
+    assert closed.get("/v1/workflows").status_code == 401
+    assert closed.get("/v1/workflows/search", params={"task": "x"}).status_code == 401
+    assert closed.get("/v1/workflows", headers=AUTH).status_code == 200
+
+
+def test_posting_trajectories_in_each_format(settings: Settings) -> None:
+    api = client(settings)
+    batch = [record(0), record(1, success=True), {"task": 5}, record(2, namespace="other"), "nope"]
+    r = api.post("/v1/trajectories", json={"trajectories": batch}, headers=AUTH).json()
+    assert (r["received"], r["stored"], r["duplicates"]) == (5, 2, 0)
+    assert [x["index"] for x in r["rejected"]] == [2, 3, 4]
+    reasons = [x["reason"] for x in r["rejected"]]
+    assert "task" in reasons[0] and "not this server's" in reasons[1] and "JSON object" in reasons[2]
+
+    again = api.post("/v1/trajectories", json=[record(0), record(3)], headers=AUTH).json()
+    assert (again["stored"], again["duplicates"]) == (1, 1)
+
+    lines = b"\n".join([encode(record(4)), b"{broken", encode(record(5)), b""])
+    nd = api.post(
+        "/v1/trajectories", content=lines, headers={**AUTH, "Content-Type": "application/x-ndjson"}
+    ).json()
+    assert (nd["stored"], [x["index"] for x in nd["rejected"]]) == (2, [1])
+    assert nd["rejected"][0]["reason"].startswith("malformed JSON")
+
+    assert api.post("/v1/trajectories", content=b"{nope", headers=AUTH).status_code == 400
+    assert api.post("/v1/trajectories", json={"task": "t"}, headers=AUTH).status_code == 400
+    too_many = api.post("/v1/trajectories", json=[record(i) for i in range(1_001)], headers=AUTH)
+    assert too_many.status_code == 413
+    store = Store(settings)
+    assert store.count_trajectories() == 5 and store.count_trajectories(namespace="other") == 0
+    quarantined = settings.quarantine_path.read_text().splitlines()
+    assert len(quarantined) == 4 and all(json.loads(q)["source"] == "api" for q in quarantined)
+
+
+def test_reporting_an_outcome(settings: Settings) -> None:
+    api = client(settings)
+    api.post("/v1/trajectories", json=[record(1)], headers=AUTH)
+    r = api.post("/v1/runs/api-1/outcome", json={"success": False, "feedback": "wrong email"}, headers=AUTH)
+    assert r.json() == {"id": "api-1", "success": False}
+    stored = Store(settings).get_trajectory("api-1")
+    assert (stored.success, stored.feedback) == (False, "wrong email")
+    assert api.post("/v1/runs/nope/outcome", json={"success": True}, headers=AUTH).status_code == 404
+    bad = api.post("/v1/runs/api-1/outcome", json={"success": "maybe", "x": TOKEN}, headers=AUTH)
+    assert bad.status_code == 422 and TOKEN not in bad.text and "maybe" not in bad.text
+
+
+def test_a_namespace_never_sees_another_ones_workflows(settings: Settings) -> None:
+    store = induced(settings)  # namespace "default"
+    store.add_trajectories(
+        [forward(i).model_copy(update={"namespace": "b", "id": f"b{i}"}) for i in range(2)]
+    )
+    api_b = client(with_(settings, namespace="b"))
+    assert api_b.get("/health").json()["namespace"] == "b"
+    assert api_b.get("/v1/workflows/search", params={"task": FORWARD}).json() == []
+    assert api_b.get("/v1/workflows").json() == []
+    [wid] = [w.id for w in store.list_workflows() if "forward" in w.name or "mail" in w.name][:1]
+    assert api_b.get(f"/v1/workflows/{wid}").status_code == 404
+    r = api_b.post("/v1/trajectories", json=[record(9, namespace="default")], headers=AUTH).json()
+    assert r["stored"] == 0 and "not this server's" in r["rejected"][0]["reason"]
+    assert (
+        api_b.post("/v1/runs/fwd-0-False/outcome", json={"success": False}, headers=AUTH).status_code == 404
+    )
+    assert store.get_trajectory("fwd-0-False").success is True  # namespace "default"'s run untouched
+
+
+def test_a_thousand_malformed_records_through_the_api(settings: Settings) -> None:
+    """The generated malformed lines of tests/test_bad_input.py, through POST /v1/trajectories
+    as JSON Lines among valid ones: every malformed record is rejected with exactly the reason
+    `flowmem ingest` gives, every valid one is stored, the server never fails."""
+    limited = with_(settings, **LIMITS)
+    api = client(limited)
+    rng = random.Random(7)
+    generated = [line for lines in generated_malformed().values() for line in lines]
+    generated += [BAD_TEMPLATES[i % len(BAD_TEMPLATES)](rng) for i in range(200)]
+    # JSON Lines cannot carry a line break inside a record, nor a blank record.
+    lines = [line for line in generated if line.strip() and not (set(line) & {10, 13})]
+    assert len(lines) >= 1_100
+    reasons = [_reason(line, limited) for line in lines]
+
+    good = [encode(record(i)) for i in range(200)]
+    body_lines: list[tuple[bytes, str | None]] = [
+        (line, reason) for line, reason in zip(lines, reasons, strict=True)
+    ]
+    body_lines += [(line, None) for line in good]
+    rng.shuffle(body_lines)
+    stored = 0
+    for start in range(0, len(body_lines), 400):
+        chunk = body_lines[start : start + 400]
+        r = api.post(
+            "/v1/trajectories",
+            content=b"\n".join(line for line, _ in chunk),
+            headers={**AUTH, "Content-Type": "application/x-ndjson"},
+        )
+        assert r.status_code == 200, r.text[:300]
+        got = r.json()
+        expected = [(i, reason) for i, (_, reason) in enumerate(chunk) if reason is not None]
+        assert [(x["index"], x["reason"]) for x in got["rejected"]] == expected
+        stored += got["stored"]
+    assert stored == len(good) == Store(limited).count_trajectories()
+
+    # The decodable ones, as records of a JSON array, are rejected one by one too.
+    objects = [line for line in lines if isinstance(_decoded(line), dict)][:999]
+    body = b"[" + b",".join([*objects, encode(record(10_000))]) + b"]"
+    r = api.post("/v1/trajectories", content=body, headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["stored"] == 1 and len(r.json()["rejected"]) == len(objects) > 300
+
+
+def _reason(line: bytes, settings: Settings) -> str:
+    try:
+        parse_line(line, settings)
+    except RecordError as err:
+        return str(err)
+    raise AssertionError(f"a generator made a valid line: {line[:100]!r}")
+
+
+def _decoded(line: bytes) -> Any:
+    try:
+        return loads(line)
+    except RecordError:
+        return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FLOWMEM_DB": str(tmp_path / "db"),
+        "FLOWMEM_API_TOKEN": TOKEN,
+        "LANCEDB_LOG": "error",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    log = tmp_path / "api.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            assert "Swagger UI" in httpx.get(f"{base}/docs").text
+            r = httpx.post(f"{base}/v1/trajectories", json=[record(1)], headers=AUTH)
+            assert r.json()["stored"] == 1
+            assert httpx.post(f"{base}/v1/trajectories", json=[record(2)]).status_code == 401
+            bad = httpx.post(f"{base}/v1/trajectories", json=[], headers={"Authorization": "Bearer guess"})
+            assert bad.status_code == 401 and "guess" not in bad.text
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    text = log.read_text(encoding="utf-8")
+    assert "POST /v1/trajectories" in text and TOKEN not in text and "guess" not in text
+    assert Store(Settings(db=str(tmp_path / "db"))).count_trajectories() == 1
