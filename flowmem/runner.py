@@ -9,7 +9,7 @@ id. The Prefect flows (`flowmem/flows/`) run the same steps, one task each.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +98,10 @@ class RunReport:
             "failed_clusters": self.result.failed,
             "llm_calls": counts.get("llm_calls", 0),
             "llm_tokens": counts.get("llm_tokens", 0),
+            "llm_retries": counts.get("llm_retries", 0),
+            "llm_rejected": {
+                k.removeprefix(REJECTED): n for k, n in counts.items() if k.startswith(REJECTED)
+            },
         }
 
 
@@ -121,6 +125,9 @@ def _memberships(state: Mapping[str, Any]) -> dict[str, dict[int, set[str]]] | N
         return None
     return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in clusters.items()}
 
+
+REJECTED = "llm_rejected_"
+"""Prefix of the run counts of rejected LLM outputs, one per reason (`llm_rejected_leak`)."""
 
 FAILING = ("failing", "worse")
 """Deprecation causes that are a version's own failures (not being superseded)."""
@@ -210,12 +217,15 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         return RunReport(last, result, [], plan)
     prints = plan.clusters.fingerprints()
     failed = sorted(result.failed)
+    rejected = [Counter(o.llm_rejected) for o in outcomes]
     counts = {
         "trajectories": plan.total,
         "new_trajectories": plan.new_trajectories,
         "clusters_changed": len(plan.changed),
         "llm_calls": sum(o.llm_calls for o in outcomes),
         "llm_tokens": sum(o.llm_tokens for o in outcomes),
+        "llm_retries": sum(o.llm_retries for o in outcomes),
+        **{REJECTED + reason: n for reason, n in sorted(sum(rejected, Counter()).items())},
         **result.counts,
     }
     state = {

@@ -47,7 +47,7 @@ def stub() -> Iterator[Stub]:
     s.http.close()
 
 
-def chat(content: str | None, *, refusal: str | None = None) -> httpx.Response:
+def chat(content: str | None, *, refusal: str | None = None, finish: str = "stop") -> httpx.Response:
     """A chat completion whose message carries `content`."""
     message = {"role": "assistant", "content": content, "refusal": refusal}
     body = {
@@ -55,7 +55,7 @@ def chat(content: str | None, *, refusal: str | None = None) -> httpx.Response:
         "object": "chat.completion",
         "created": 0,
         "model": "gpt-test",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
     }
     return httpx.Response(200, json=body)
@@ -115,8 +115,38 @@ def test_reply_inventing_a_tool_twice_is_rejected(stub: Stub) -> None:
     )
     stub.replies += [induced(invented), induced(invented)]
     inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client))
-    assert inducer.induce(make_cluster()) == []
+    with pytest.raises(LLMError, match="no valid workflow after a retry"):
+        inducer.induce(make_cluster())
     assert (inducer.retries, inducer.rejected) == (1, 1) and len(stub.requests) == 2
+    assert inducer.rejected_outputs == {"invented_tool": 2}
+
+
+def test_unusable_replies_raise_llm_error_with_their_reason(stub: Stub) -> None:
+    good = InducedSet(workflows=[workflow()]).model_dump_json()
+    stub.replies += [
+        chat(good[: len(good) // 2]),  # cut off, though the server said "stop"
+        chat("Sure! Here are the workflows: " + good),
+        chat('{"workflows": [{"name": "x", "steps": "none"}]}'),
+        chat(good[:40], finish="length"),
+        chat(None, finish="content_filter"),
+    ]
+    llm = OpenAILLM("gpt-test", client=stub.client, max_retries=0)
+    reasons = []
+    for _ in range(5):
+        with pytest.raises(LLMError) as raised:
+            llm.parse("prompt", InducedSet)
+        reasons.append(raised.value.reason)
+    assert reasons == ["truncated", "malformed", "schema", "truncated", "refusal"]
+    assert len(stub.requests) == 5 and llm.calls == 5
+
+
+def test_a_malformed_first_reply_is_asked_for_again(stub: Stub) -> None:
+    stub.replies += [chat("{'workflows': []}"), induced(workflow())]
+    inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client, max_retries=0))
+    [w] = inducer.induce(make_cluster())
+    assert w.name == "forward_latest_email" and inducer.rejected_outputs == {"malformed": 1}
+    follow_up = stub.bodies()[1]["messages"][1]["content"]
+    assert "could not be used: gpt-test returned invalid JSON" in follow_up
 
 
 def test_rate_limit_is_retried_by_the_client(stub: Stub) -> None:
@@ -135,10 +165,11 @@ def test_rate_limit_is_retried_by_the_client(stub: Stub) -> None:
 def test_refusal_and_empty_replies_raise_a_clear_error(stub: Stub) -> None:
     stub.replies += [chat(None, refusal="I can't help with that"), chat(None)]
     llm = OpenAILLM("gpt-test", client=stub.client, max_retries=0)
-    with pytest.raises(LLMError, match="refused: I can't help"):
+    with pytest.raises(LLMError, match="refused: I can't help") as refused:
         llm.parse("prompt", InducedSet)
-    with pytest.raises(LLMError, match="returned no InducedSet"):
+    with pytest.raises(LLMError, match="returned no InducedSet") as empty:
         llm.parse("prompt", InducedSet)
+    assert (refused.value.reason, empty.value.reason) == ("refusal", "empty")
 
 
 VECTORS = {"alpha": [3.0, 4.0, 0.0], "beta": [0.0, 0.0, 2.0], "gamma": [1.0, 1.0, 1.0]}

@@ -3,7 +3,9 @@
 Each failed run is aligned to the workflow's actions. Where it leaves the workflow — a step it
 skipped, an action the successful runs do not take, an error, stopping early — is a finding.
 Findings shared by several failed runs become the workflow's pitfalls. Error texts are masked
-with the de-specification check, so a pitfall names no example's values.
+with the de-specification check, so a pitfall names no example's values; an error that reads
+like an instruction (`flowmem.induction.injection`) is data, never advice: only the fact that
+the tool returned such text is noted.
 """
 
 from __future__ import annotations
@@ -13,27 +15,32 @@ from collections import Counter
 from collections.abc import Sequence
 
 from flowmem.induction.align import lcs_pairs
+from flowmem.induction.injection import DESTINATION, looks_like_injection
 from flowmem.induction.literals import mask
 from flowmem.models import Trajectory
 
-__all__ = ["pitfalls", "standalone_pitfalls"]
+__all__ = ["IGNORED", "pitfalls", "standalone_pitfalls"]
 
-_INSTRUCTION = re.compile(
-    r"\b(ignore|disregard|forget)\b.{0,40}\b(instructions?|prompt|rules)\b"
-    r"|\bsend (all|every)\b|\bsystem prompt\b",
-    re.IGNORECASE,
-)
+IGNORED = "returned instruction-like text (ignored)"
+"""What a pitfall says of an error that reads like an instruction, instead of quoting it."""
 
 
 def _clean_error(text: str, literals: set[str]) -> str:
     """An error message, cut to its first line, with example values masked."""
     first = text.strip().splitlines()[0] if text.strip() else ""
-    if _INSTRUCTION.search(first):
-        return ""
     first = mask(first, literals, "…")
-    # Ids and numbers are example-specific even when short.
+    # Addresses, URLs, ids and numbers are example-specific even when no argument used them.
+    first = DESTINATION.sub("…", first)
     first = re.sub(r"\b\d[\d\-:./]*\b", "…", first)
     return first[:80]
+
+
+def _error_finding(action: str, error: str, literals: set[str], verb: str) -> str:
+    """`<action> can fail: <cleaned error>`, or `<action> returned instruction-like text (ignored)`."""
+    if looks_like_injection(error):
+        return f"{action} {IGNORED}"
+    message = _clean_error(error, literals)
+    return f"{action} {verb}" + (f": {message}" if message else "")
 
 
 def _findings(
@@ -52,8 +59,7 @@ def _findings(
         if step.action not in success_actions:
             found.add(f"runs that call {step.action} fail")
         if step.error:
-            message = _clean_error(step.error, literals)
-            found.add(f"{step.action} can fail" + (f": {message}" if message else ""))
+            found.add(_error_finding(step.action, step.error, literals, "can fail"))
     return found
 
 
@@ -77,7 +83,9 @@ def pitfalls(
         failed.update(_findings(actions, run, success_actions, literals))
     succeeded: Counter[str] = Counter()
     for run in successes:
-        succeeded.update(f for f in _findings(actions, run, success_actions, literals) if "can fail" in f)
+        succeeded.update(
+            f for f in _findings(actions, run, success_actions, literals) if "can fail" in f or IGNORED in f
+        )
     n_fail, n_ok = max(1, len(failures)), max(1, len(successes))
     kept = [(n, f) for f, n in failed.items() if n >= min_support and n / n_fail > succeeded.get(f, 0) / n_ok]
     kept.sort(key=lambda item: (-item[0], item[1]))
@@ -90,8 +98,7 @@ def standalone_pitfalls(failures: Sequence[Trajectory], literals: set[str], *, l
     for run in failures:
         for step in run.steps:
             if step.error:
-                message = _clean_error(step.error, literals)
-                found[f"{step.action} failed" + (f": {message}" if message else "")] += 1
+                found[_error_finding(step.action, step.error, literals, "failed")] += 1
     if not found and failures:
         common = Counter(a for run in failures for a in set(run.actions)).most_common(2)
         found.update({f"runs that used {a} failed": n for a, n in common})

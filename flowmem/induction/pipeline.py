@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -98,6 +98,10 @@ class ClusterOutcome:
     """LLM requests it made."""
     llm_tokens: int = 0
     """LLM tokens it used."""
+    llm_retries: int = 0
+    """Follow-up prompts after rejected or unusable answers."""
+    llm_rejected: dict[str, int] = field(default_factory=dict)
+    """Rejected LLM outputs by reason (`flowmem.induction.llm.REASONS`, or why a reply was unusable)."""
 
 
 def task_key(task: str) -> str:
@@ -157,17 +161,19 @@ def plan_clusters(
     return plan
 
 
-def _llm_usage(inducer: Inducer) -> tuple[int, int]:
+def _llm_usage(inducer: Inducer) -> tuple[int, int, int, Counter[str]]:
+    """(calls, tokens, retries, rejected outputs by reason) so far; zeros for the rule inducer."""
     llm = getattr(inducer, "llm", None)
     tokens = getattr(llm, "prompt_tokens", 0) + getattr(llm, "completion_tokens", 0)
-    return int(getattr(inducer, "calls", 0)), int(tokens)
+    rejected = Counter(getattr(inducer, "rejected_outputs", {}))
+    return int(getattr(inducer, "calls", 0)), int(tokens), int(getattr(inducer, "retries", 0)), rejected
 
 
 def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     """Induce one cluster; an error is reported in the outcome, never raised."""
     key = workflow_id(cluster.agent, cluster.cluster_id)
     outcome = ClusterOutcome(key)
-    calls, tokens = _llm_usage(inducer)
+    calls, tokens, retries, rejected = _llm_usage(inducer)
     try:
         drafts = inducer.induce(cluster)
     except Exception as err:  # one bad cluster never sinks the run
@@ -175,8 +181,10 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
         outcome.error = f"{type(err).__name__}: {err}"
         drafts = []
     finally:
-        after_calls, after_tokens = _llm_usage(inducer)
+        after_calls, after_tokens, after_retries, after_rejected = _llm_usage(inducer)
         outcome.llm_calls, outcome.llm_tokens = after_calls - calls, after_tokens - tokens
+        outcome.llm_retries = after_retries - retries
+        outcome.llm_rejected = dict(after_rejected - rejected)
     if outcome.error is not None:
         return outcome
     if not drafts and cluster.failures:

@@ -10,6 +10,7 @@ from typing import Literal, Protocol
 from flowmem.induction.abstract import abstract_runs, name_from, task_pattern
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.failures import pitfalls
+from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import LiteralIndex, find_literals
 from flowmem.induction.render import render_workflow
 from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep
@@ -75,11 +76,12 @@ class RuleInducer:
         literals = cluster.example_literals
         pattern = task_pattern([t.task for t in [*cluster.successes, *cluster.failures]], literals)
         base_id = workflow_id(cluster.agent, cluster.cluster_id)
+        tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
-            template = consensus(members[medoid([t.actions for t in members])], members)
+            template = consensus(without_failed_calls(members[medoid([t.actions for t in members])]), members)
             abstraction = abstract_runs(template, members, cluster.literals, literals)
-            steps = abstraction.steps
+            steps, parameters = abstraction.steps, abstraction.parameters
             if cluster.scope == "task":
                 steps = [_with_agent(s) for s in steps]
             workflow = Workflow(
@@ -87,7 +89,7 @@ class RuleInducer:
                 name=name_from(pattern, template.actions),
                 description=pattern,
                 steps=steps,
-                parameters=abstraction.parameters,
+                parameters=parameters,
                 pitfalls=pitfalls(
                     template.actions, members, cluster.failures, literals, limit=self.max_pitfalls
                 ),
@@ -98,9 +100,16 @@ class RuleInducer:
                 source_trajectory_ids=sorted(t.id for t in members),
                 provenance=Provenance(inducer=self.kind),
             )
-            leaked = find_literals(render_workflow(workflow, description=True), literals)
+            text = render_workflow(workflow, description=True)
+            leaked = find_literals(text, literals)
             if leaked:  # cannot happen by construction; the check stays as the last word
                 raise ValueError(f"workflow {workflow.id} would carry example values: {leaked[:3]}")
+            # Runs that obeyed injected text all alike would make it a constant: refuse it.
+            injected = find_injection(text) or next((d for d in sorted(tainted) if d in text.lower()), None)
+            if injected:
+                raise ValueError(
+                    f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}"
+                )
             out.append(workflow)
         return out
 
@@ -135,6 +144,16 @@ def consensus(template: Trajectory, members: Sequence[Trajectory], *, min_suppor
             support[i] += 1
     keep = [s for s, n in zip(template.steps, support, strict=True) if n >= min_support * len(members)]
     return template.model_copy(update={"steps": keep}) if keep else template
+
+
+def without_failed_calls(run: Trajectory) -> Trajectory:
+    """The run without the calls that failed: a tool error changes nothing, and the routine
+    is the call that worked (e.g. the retry after looking an address up).
+
+    (Dropping searches that found nothing and were retried was tried too: on WorkBench it cost
+    utility, 0.914 -> 0.872, as its agents' "nothing found" searches are often informative.)"""
+    kept = [s for s in run.steps if s.error is None]
+    return run.model_copy(update={"steps": kept}) if kept and len(kept) < len(run.steps) else run
 
 
 def _dice(a: Sequence[str], b: Sequence[str]) -> float:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import openai
+import pydantic
 from openai.types.chat import ChatCompletionMessageParam
 
 from flowmem.induction.embed import Vectors
@@ -38,6 +39,20 @@ def _client(
         return client.with_options(timeout=timeout, max_retries=max_retries), False
     made = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
     return made, True
+
+
+def _unusable(model: str, err: pydantic.ValidationError) -> LLMError:
+    """The `LLMError` for a reply whose content does not parse as the requested output."""
+    first = err.errors(include_url=False)[0]
+    if first["type"] == "json_invalid":
+        # pydantic says "EOF while parsing ..." when the JSON stops before its end.
+        reason = "truncated" if "EOF" in first["msg"] else "malformed"
+        return LLMError(f"{model} returned invalid JSON ({first['msg'][:120]})", reason=reason)
+    where = ".".join(str(part) for part in first["loc"]) or "the answer"
+    return LLMError(
+        f"{model} returned JSON off the schema ({err.error_count()} errors; {where}: {first['msg'][:120]})",
+        reason="schema",
+    )
 
 
 class OpenAILLM:
@@ -81,8 +96,10 @@ class OpenAILLM:
         """Answer `prompt` with an instance of `output` (its JSON schema is sent, strict).
 
         Raises:
-            LLMError: if the model refused, stopped early or returned nothing parseable.
-            openai.APIError: if the request failed after the client's retries.
+            LLMError: if the model refused, stopped early or returned nothing parseable; its
+                `reason` is `refusal`, `truncated`, `malformed`, `schema` or `empty`.
+            openai.APIError: if the request failed after the client's retries (timeouts, 429
+                after waiting as its Retry-After asks, 5xx).
         """
         messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": self.system},
@@ -93,8 +110,14 @@ class OpenAILLM:
             completion = self.client.chat.completions.parse(
                 model=self.model, messages=messages, response_format=output, temperature=self.temperature
             )
-        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as err:
-            raise LLMError(f"{self.model} stopped before a complete answer: {err}") from err
+        except openai.LengthFinishReasonError as err:
+            raise LLMError(
+                f"{self.model} stopped before a complete answer: {err}", reason="truncated"
+            ) from err
+        except openai.ContentFilterFinishReasonError as err:
+            raise LLMError(f"{self.model} stopped by its content filter: {err}", reason="refusal") from err
+        except pydantic.ValidationError as err:
+            raise _unusable(self.model, err) from err
         if completion.usage is not None:
             self.prompt_tokens += completion.usage.prompt_tokens
             self.completion_tokens += completion.usage.completion_tokens
@@ -102,7 +125,7 @@ class OpenAILLM:
             raise LLMError(f"{self.model} returned no choices")
         message = completion.choices[0].message
         if message.refusal:
-            raise LLMError(f"{self.model} refused: {message.refusal[:200]}")
+            raise LLMError(f"{self.model} refused: {message.refusal[:200]}", reason="refusal")
         if message.parsed is None:
             raise LLMError(f"{self.model} returned no {output.__name__}")
         return message.parsed
@@ -218,6 +241,8 @@ def llm_from_settings(settings: Settings) -> OpenAILLM:
         base_url=settings.llm_base_url,
         api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
         temperature=settings.llm_temperature,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
     )
 
 
@@ -228,4 +253,6 @@ def embedder_from_settings(settings: Settings) -> OpenAIEmbedder:
         settings.embedding_model,
         base_url=settings.llm_base_url,
         api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
     )
