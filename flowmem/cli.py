@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from flowmem import render
+from flowmem import cli_server, render
 from flowmem.induction.rule import Inducer
 from flowmem.ingest import ingest_files
 from flowmem.settings import Settings
@@ -248,47 +248,57 @@ def generate(
 
 @app.command()
 def demo(
-    tasks: Annotated[int, typer.Option(min=1, help="Simulated tasks to run.")] = 300,
-    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agent.")] = 0,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds of tasks.")] = 8,
+    tasks: Annotated[int, typer.Option(min=1, help="Tasks per round.")] = 40,
+    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agents.")] = 0,
+    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The agents' skill when exploring.")] = 0.5,
+    engine: Annotated[str, typer.Option(help="prefect: run the cycle flow; direct: no Prefect.")] = "prefect",
+    workdir: Annotated[Path, typer.Option(help="The demo's own store and plot (emptied first).")] = Path(
+        ".flowmem/demo"
+    ),
     as_json: JsonOpt = False,
 ) -> None:
-    """The main job on embedded defaults: simulate an agent, ingest its runs, show the store."""
-    from flowmem.demo import run_demo, summarise
-    from flowmem.induction.render import render_workflow
+    """The main job: a simulated agent learns online, with workflow memory against without.
 
-    settings = Settings()
-    path, report, store, run = run_demo(settings, tasks=tasks, seed=seed)
-    rows = summarise(store)
-    total = store.count_trajectories()
-    workflows = store.list_workflows()
+    Each round the same tasks are solved by the scripted agent without memory and with it;
+    the memory arm's runs are recorded through the hooks and the cycle flow (collect, induce,
+    learn) runs between rounds. Prints success rate and mean tool calls per round and saves a
+    learning-curve PNG. The agent is simulated (flowmem.sim), not an LLM."""
+    from flowmem.demo import direct_cycle, plot, prefect_cycle, run_loop
+
+    if engine not in ("prefect", "direct"):
+        raise _fail(f"unknown engine {engine!r}: use prefect or direct")
+    if engine == "prefect":
+        _prefect_env()
+    settings = Settings(db=str(workdir / "db"))
+    with err.status("round 1 ...") as status:
+
+        def progress(r: Any) -> None:
+            w, wo = r.with_memory, r.without_memory
+            err.print(
+                f"round {r.round}: with memory {w.success_rate:.0%} in {w.mean_steps:.1f} calls, "
+                f"without {wo.success_rate:.0%} in {wo.mean_steps:.1f}; {r.workflows} workflows served"
+            )
+            status.update(f"round {r.round + 1} ..." if r.round < rounds else "done")
+
+        report = run_loop(
+            settings,
+            rounds=rounds,
+            tasks=tasks,
+            seed=seed,
+            skill=skill,
+            cycle=prefect_cycle if engine == "prefect" else direct_cycle,
+            progress=progress,
+        )
+    png = plot(report, workdir / "learning_curve.png")
     if as_json:
-        _print_json(
-            {
-                "file": str(path),
-                "stored": report.stored,
-                "total": total,
-                "groups": rows,
-                "induction": run.summary(),
-                "workflows": len(workflows),
-            }
-        )
+        _print_json({**report.to_json(), "plot": str(png) if png else None})
         return
-    table = Table("family", "agent", "runs", "success", "mean steps", title=f"store {settings.db}")
-    for r in rows:
-        table.add_row(
-            r["group"], r["agent"], str(r["runs"]), f"{r['success_rate']:.0%}", f"{r['mean_steps']:.1f}"
-        )
-    out.print(table)
-    out.print(render.workflow_table(workflows))
-    if workflows:
-        busiest = max(workflows, key=lambda w: len(w.source_trajectory_ids))
-        out.print("\nThe workflow induced from the most runs, as an agent's prompt would carry it:\n")
-        out.print(render_workflow(busiest), highlight=False, markup=False)
-    s = run.summary()
-    typer.echo(
-        f"\ngenerated {path}; {report.summary()}; the store holds {total} trajectories; induction run "
-        f"{s['run']}: {s['clusters']} clusters, {s['versions_created']} new workflow versions"
+    out.print(render.demo_table(report))
+    out.print(
+        f"learning curve: {png}" if png else "no plot: install matplotlib (pip install 'flowmem[plot]')"
     )
+    out.print(f"store: {settings.db} (try FLOWMEM_DB={settings.db} flowmem workflows list)", style="dim")
 
 
 def _inducer(kind: str, settings: Settings) -> Inducer:
@@ -452,6 +462,10 @@ def serve(
     except KeyboardInterrupt:
         pass
     typer.echo("flowmem serve stopped")
+
+
+app.command("api")(cli_server.api)
+app.command("mcp")(cli_server.mcp)
 
 
 def main() -> None:

@@ -1,20 +1,35 @@
-"""The demo job at this stage: generate simulated trajectories, ingest them, induce workflows."""
+"""The demo: a simulated agent learns online from its own runs, with memory against without.
+
+Each round, the same stream of simulated office tasks is solved twice on fresh copies of one
+world: by the memory-less scripted agent (which explores), and by the same agent with
+workflow memory (`FollowerAgent`: it follows a served workflow when one fits, else explores
+exactly like the other). Only the memory arm's runs are recorded — through the
+`WorkflowMemory` hooks, with the versions it was served — and between rounds a cycle (collect,
+induce, learn; the Prefect `cycle` flow by default) turns them into workflows and folds the
+outcomes into the versions' stats. The agent is scripted, not an LLM: see `flowmem.sim`.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flowmem.induction.rule import RuleInducer
-from flowmem.ingest import IngestReport, ingest_files
+from flowmem.agents import WorkflowMemory
 from flowmem.interchange import write_jsonl
-from flowmem.runner import RunReport, induce_namespace
+from flowmem.models import Trajectory, Workflow, WorkflowRef
 from flowmem.settings import Settings
-from flowmem.sim import simulate
+from flowmem.sim import NOW, ScriptedAgent, World, make_tasks, simulate
+from flowmem.sim.follower import FollowerAgent
 from flowmem.storage import Store
 
-__all__ = ["generate_file", "run_demo", "summarise"]
+__all__ = ["Arm", "DemoReport", "Round", "direct_cycle", "generate_file", "run_loop"]
+
+Cycle = Callable[[Settings], dict[str, Any]]
+"""Runs collect + induce + learn on the settings' store; returns a summary."""
 
 
 def generate_file(path: Path, *, tasks: int, seed: int, skill: float) -> int:
@@ -22,30 +37,168 @@ def generate_file(path: Path, *, tasks: int, seed: int, skill: float) -> int:
     return write_jsonl(path, simulate(tasks, seed=seed, skill=skill))
 
 
-def summarise(store: Store) -> list[dict[str, Any]]:
-    """Per task family (`group`) and agent: runs, success rate and mean steps in the store."""
-    acc: dict[tuple[str, str], list[tuple[bool, int]]] = defaultdict(list)
-    for t in store.iter_trajectories():
-        acc[(t.group or "-", t.agent)].append((bool(t.success), len(t.steps)))
-    return [
-        {
-            "group": group,
-            "agent": agent,
-            "runs": len(items),
-            "success_rate": round(sum(ok for ok, _ in items) / len(items), 3),
-            "mean_steps": round(sum(n for _, n in items) / len(items), 2),
+@dataclass(frozen=True)
+class Arm:
+    """How one agent fared on a round's tasks."""
+
+    success_rate: float
+    """Share of tasks whose goal check passed."""
+    mean_steps: float
+    """Tool calls per task (an orchestrator's delegations are not counted, its agents' are)."""
+
+    def to_json(self) -> dict[str, float]:
+        return {"success_rate": self.success_rate, "mean_steps": self.mean_steps}
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: the same tasks with and without memory, and what memory held."""
+
+    round: int
+    with_memory: Arm
+    without_memory: Arm
+    followed: float
+    """Share of the memory arm's (sub)task runs that followed a workflow to the end."""
+    workflows: int
+    """Workflows served at the start of the round."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "with_memory": self.with_memory.to_json(),
+            "without_memory": self.without_memory.to_json(),
+            "followed": self.followed,
+            "workflows": self.workflows,
         }
-        for (group, agent), items in sorted(acc.items())
-    ]
 
 
-def run_demo(
-    settings: Settings, *, tasks: int = 300, seed: int = 0, skill: float = 0.7, workdir: Path | None = None
-) -> tuple[Path, IngestReport, Store, RunReport]:
-    """Generate demo trajectories into a file, ingest it into the configured store, and run
-    the rule-based induction over the namespace."""
-    path = (workdir or Path(".flowmem") / "demo") / f"sim-{seed}-{tasks}.jsonl.gz"
-    generate_file(path, tasks=tasks, seed=seed, skill=skill)
+@dataclass
+class DemoReport:
+    """Every round of a demo run, and where its store is."""
+
+    db: str
+    rounds: list[Round] = field(default_factory=list)
+    cycles: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"db": self.db, "rounds": [r.to_json() for r in self.rounds]}
+
+
+def _arm(results: Sequence[list[Trajectory]]) -> Arm:
+    ok = sum(bool(ts[0].success) for ts in results)
+    calls = sum(len(t.steps) for ts in results for t in ts if t.agent != "orchestrator")
+    return Arm(round(ok / len(results), 3), round(calls / len(results), 2))
+
+
+def _record(memory: WorkflowMemory, t: Trajectory, used: Sequence[WorkflowRef]) -> None:
+    """Store a run through the hooks, as a live agent's would be."""
+    with memory.record(
+        t.task, agent=t.agent, id=t.id, parent_id=t.parent_id, source=t.source, group=t.group, meta=t.meta
+    ) as run:
+        run.use(*used)
+        for s in t.steps:
+            run.step(s.action, s.args, observation=s.observation, thought=s.thought, error=s.error)
+        run.finish(success=t.success, final_answer=t.final_answer, feedback=t.feedback)
+
+
+def direct_cycle(settings: Settings) -> dict[str, Any]:
+    """Induce and learn in this process (what the `cycle` flow runs, without Prefect)."""
+    from flowmem.induction.rule import RuleInducer
+    from flowmem.runner import induce_namespace, learn_namespace
+
     store = Store(settings)
-    report = ingest_files([path], store, settings)
-    return path, report, store, induce_namespace(store, settings, RuleInducer())
+    report = induce_namespace(store, settings, RuleInducer())
+    return {"induce": report.summary(), "learn": learn_namespace(store)}
+
+
+def prefect_cycle(settings: Settings) -> dict[str, Any]:
+    """Run the Prefect `cycle` flow on the settings' store and namespace."""
+    from flowmem.flows.pipeline import cycle
+
+    return cycle(db=settings.db, namespace=settings.namespace)
+
+
+def run_loop(
+    settings: Settings,
+    *,
+    rounds: int = 8,
+    tasks: int = 40,
+    seed: int = 0,
+    skill: float = 0.5,
+    persistence: int = 3,
+    cycle: Cycle = direct_cycle,
+    fresh: bool = True,
+    progress: Callable[[Round], None] | None = None,
+) -> DemoReport:
+    """Run the learning loop on the settings' store (emptied first when `fresh`).
+
+    Args:
+        settings: Where the memory arm's runs and workflows live.
+        rounds: How many rounds.
+        tasks: Tasks per round (new tasks every round, from the same families).
+        seed: Seed of the world, the tasks and both agents.
+        skill: The agents' skill when they explore.
+        persistence: How many look-ups a stuck agent repeats before giving up, at most.
+        cycle: What runs between rounds.
+        fresh: Delete the store directory first (only a local directory).
+        progress: Called after each round.
+    """
+    if fresh and "://" not in settings.db:
+        shutil.rmtree(settings.db, ignore_errors=True)
+    world = World.generate(seed)
+    report = DemoReport(db=settings.db)
+    with WorkflowMemory(settings) as memory:
+
+        def search(text: str, agent: str) -> list[tuple[Workflow, float]]:
+            return [(h.workflow, h.similarity) for h in memory.search(text, k=3, agent=agent)]
+
+        for r in range(1, rounds + 1):
+            served = len({w.id for w in memory.store.workflow_index()[0]})
+            explorer = ScriptedAgent(seed, skill=skill, persistence=persistence)
+            follower = FollowerAgent(seed, search, skill=skill, persistence=persistence)
+            base, mine = [], []
+            for i, task in enumerate(make_tasks(world, tasks, seed=seed * 1_000 + r)):
+                tid, at = f"demo-{seed}-r{r}-{i:03d}", NOW + timedelta(minutes=r * 1_000 + i)
+                base.append(explorer.solve_multi(task, world.copy(), trajectory_id=tid, created_at=at))
+                runs = follower.solve_multi(task, world.copy(), trajectory_id=tid, created_at=at)
+                for t in runs:
+                    _record(memory, t, follower.used.get(t.id, []))
+                mine.append(runs)
+            memory.flush()
+            n_runs = sum(len(ts) - (ts[0].agent == "orchestrator") for ts in mine)
+            done = Round(r, _arm(mine), _arm(base), round(len(follower.followed) / max(n_runs, 1), 3), served)
+            report.rounds.append(done)
+            if progress is not None:
+                progress(done)
+            if r < rounds:
+                report.cycles.append(cycle(settings))
+    return report
+
+
+def plot(report: DemoReport, path: Path) -> Path | None:
+    """Save the learning curve (success rate and mean steps per round) as a PNG; None when
+    matplotlib is not installed (`pip install 'flowmem[plot]'`)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    xs = [r.round for r in report.rounds]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
+    panels = ((left, "success_rate", "success rate"), (right, "mean_steps", "tool calls per task"))
+    for ax, key, label in panels:
+        ax.plot(xs, [getattr(r.with_memory, key) for r in report.rounds], "o-", label="with memory")
+        ax.plot(xs, [getattr(r.without_memory, key) for r in report.rounds], "s--", label="without memory")
+        ax.set_xlabel("round")
+        ax.set_ylabel(label)
+        ax.set_xticks(xs)
+        ax.grid(alpha=0.3)
+    left.set_ylim(0, 1.05)
+    left.legend(loc="lower right")
+    fig.suptitle("flowmem demo: a simulated agent learning from its own runs")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.panel import Panel
@@ -14,6 +14,9 @@ from rich.text import Text
 
 from flowmem.diff import WorkflowDiff
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
+
+if TYPE_CHECKING:
+    from flowmem.demo import DemoReport
 
 __all__ = [
     "diff_text",
@@ -196,5 +199,32 @@ def runs_table(runs: Sequence[InductionRun]) -> Table:
             str(r.base_version),
             counts,
             Text(note),
+        )
+    return table
+
+
+def demo_table(report: DemoReport) -> Table:
+    """The demo's rounds: success rate and mean tool calls with memory and without."""
+    table = Table(
+        "round",
+        "success with memory",
+        "success without",
+        "calls with memory",
+        "calls without",
+        "followed a workflow",
+        "workflows served",
+        title="flowmem demo: the same tasks, with workflow memory and without",
+    )
+    for r in report.rounds:
+        gain = r.with_memory.success_rate - r.without_memory.success_rate
+        table.add_row(
+            str(r.round),
+            f"{r.with_memory.success_rate:.0%}",
+            f"{r.without_memory.success_rate:.0%}",
+            f"{r.with_memory.mean_steps:.2f}",
+            f"{r.without_memory.mean_steps:.2f}",
+            f"{r.followed:.0%}",
+            str(r.workflows),
+            style="green" if gain >= 0.2 else None,
         )
     return table

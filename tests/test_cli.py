@@ -147,27 +147,6 @@ def test_ingest_workbench_twice_counts_4197(tmp_path: Path) -> None:
     assert t.group == "email/t05" and t.meta["slots"]["recipient_name"] == "olga" and t.success is True
 
 
-def test_demo_generates_ingests_and_summarises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    code, output = invoke(tmp_path / "db", "demo", "--tasks", "40", "--json")
-    result = json.loads(output)
-    assert code == 0 and result["stored"] == result["total"] > 40  # multi-agent tasks add sub-runs
-    assert Path(result["file"]).exists()
-    groups = {g["group"]: g for g in result["groups"]}
-    assert {"forward_latest", "onboard_customer"} <= set(groups)
-    assert 0 < sum(g["success_rate"] * g["runs"] for g in groups.values()) < result["total"]
-    assert result["induction"]["versions_created"] == result["workflows"] > 0
-    # Running it again stores nothing twice, and induces no new version.
-    code, output = invoke(tmp_path / "db", "demo", "--tasks", "40", "--json")
-    again = json.loads(output)
-    assert again["stored"] == 0 and again["total"] == result["total"]
-    assert again["induction"]["versions_created"] == 0 and again["workflows"] == result["workflows"]
-    code, output = invoke(tmp_path / "db", "induce", "--json")
-    assert code == 0 and json.loads(output)["versions_created"] == 0 and json.loads(output)["skipped"]
-    code, output = invoke(tmp_path / "db", "workflows", "list")
-    assert code == 0 and "candidate" in output
-
-
 def test_generate_writes_an_ingestible_file(tmp_path: Path) -> None:
     out = tmp_path / "sim.jsonl"
     code, output = invoke(tmp_path / "db", "generate", str(out), "--tasks", "10", "--seed", "3")

@@ -34,11 +34,16 @@ class ScriptedAgent:
             recovers from errors less often.
     """
 
-    def __init__(self, seed: int, *, skill: float = 0.7) -> None:
+    def __init__(self, seed: int, *, skill: float = 0.7, persistence: int = 0) -> None:
         if not 0.0 <= skill <= 1.0:
             raise ValueError(f"skill must be within [0, 1], got {skill}")
+        if persistence < 0:
+            raise ValueError(f"persistence must be >= 0, got {persistence}")
         self.seed = seed
         self.skill = skill
+        self.persistence = persistence
+        """At a dead end, up to this many more look-ups before giving up (real agents flail:
+        WorkBench's failed runs are 1.6x as long as its successful ones)."""
 
     def solve(
         self,
@@ -125,6 +130,7 @@ class ScriptedAgent:
             answer, reported = PROCEDURES[task.family](run, task.slots), True
         except GiveUp as stop:
             answer, reported = f"I could not finish the task: {stop.reason}", False
+            self._flail(run)
         reason = task.diagnose(world)
         meta = self._meta(task, attempt=attempt) if parent_id else self._meta(task)
         trajectory = Trajectory(
@@ -142,6 +148,18 @@ class ScriptedAgent:
             created_at=start,
         )
         return trajectory, reported
+
+    def _flail(self, run: Run) -> None:
+        """Before giving up, repeat some of the run's look-ups (searches, reads) as a stuck
+        agent does, `1..persistence` of them."""
+        looks = [
+            s for s in run.steps if s.action.split(".")[-1].startswith(("search", "find", "lookup", "read"))
+        ]
+        if not self.persistence or not looks:
+            return
+        for _ in range(1 + run.rng.randrange(self.persistence)):
+            step = run.rng.choice(looks)
+            run.call(step.action, dict(step.args), "Still stuck; look again for what is missing.")
 
     def _orchestrate(self, task: Task, world: World, tid: str, start: datetime) -> list[Trajectory]:
         rng = self._rng("orchestrator", task.id)

@@ -1,0 +1,217 @@
+"""A scripted agent that follows retrieved workflows (the demo's agent with memory).
+
+It stands in for an LLM agent given `memory.context(...)`: for each (sub)task it takes the
+served workflows that fit (`memory.search`, the same call `context` makes), and replays the
+first one it can apply — each `{placeholder}` filled from its task or from the result of an
+earlier step — and judges nothing itself: the world's goal check says whether it worked. When
+no workflow fits, or a replayed step fails in a way the workflow does not recover from, it
+falls back to exploring like the memory-less `ScriptedAgent` (continuing on the same world).
+
+How it fills placeholders, the only "understanding" it has:
+- a value the workflow says comes from the task: the task's slot of the same name, or of a
+  synonym (`query` is the subject, customer, title or name the task is about; `body` the
+  message; `start` the date and time), i.e. what an LLM reads off the task text;
+- a value that comes from the result of `action`: from the latest JSON listing that action
+  returned, the n-th record (n from a `_n` suffix) — its `id` for an `..._id` placeholder,
+  else its `email`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from flowmem.models import Trajectory, Workflow, WorkflowRef
+from flowmem.sim.agent import SOURCE, ScriptedAgent
+from flowmem.sim.families import Task
+from flowmem.sim.runner import Run, listing
+from flowmem.sim.world import World
+
+__all__ = ["FollowerAgent", "Search", "bind"]
+
+Search = Callable[[str, str], Sequence[tuple[Workflow, float]]]
+"""(task text, agent) -> served workflows with their similarity, best first."""
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SUFFIX = re.compile(r"^(.*?)_(\d+)$")
+_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "query": ("subject", "customer", "title", "name"),
+    "body": ("message",),
+    "duration_minutes": ("duration",),
+    "title": ("title", "task_title"),
+    "assignee": ("name",),
+    "participant": ("name",),
+    "rep": ("name",),
+    "to": ("name",),
+}
+
+
+class _Unbound(Exception):
+    """A placeholder the agent cannot fill."""
+
+
+def _split(name: str) -> tuple[str, int]:
+    m = _SUFFIX.match(name)
+    return (m.group(1), int(m.group(2))) if m else (name, 1)
+
+
+def _from_task(key: str, slots: Mapping[str, str]) -> str:
+    if key == "start" and {"date", "time"} <= set(slots):
+        return f"{slots['date']} {slots['time']}"
+    for slot in (key, *_SYNONYMS.get(key, ())):
+        if slot in slots:
+            return slots[slot]
+    raise _Unbound(key)
+
+
+def _from_result(key: str, n: int, observation: str | None) -> str:
+    records = listing(observation)
+    if len(records) < n:
+        raise _Unbound(key)
+    record = records[n - 1]
+    field = "id" if key.endswith("id") else "email"
+    if field not in record:
+        raise _Unbound(key)
+    return str(record[field])
+
+
+def bind(
+    workflow: Workflow, index: int, slots: Mapping[str, str], results: Mapping[str, str | None]
+) -> dict[str, Any]:
+    """The arguments of step `index` of `workflow` for a task with these slots, given the
+    latest observation of each action so far.
+
+    Raises:
+        _Unbound: if a placeholder cannot be filled.
+    """
+    step = workflow.steps[index]
+
+    def value(name: str) -> str:
+        key, n = _split(name)
+        source = workflow.parameters.get(name, "task")
+        if source.startswith("result of "):
+            return _from_result(key, n, results.get(source.removeprefix("result of ")))
+        return _from_task(key, slots)
+
+    args: dict[str, Any] = {}
+    for key, raw in step.args.items():
+        if isinstance(raw, str) and _PLACEHOLDER.search(raw):
+            whole = _PLACEHOLDER.fullmatch(raw)
+            args[key] = value(whole.group(1)) if whole else _PLACEHOLDER.sub(lambda m: value(m.group(1)), raw)
+        elif key in slots:  # the task's own value beats an example's constant
+            args[key] = slots[key]
+        else:
+            args[key] = raw
+    return args
+
+
+def _applicable(workflow: Workflow, slots: Mapping[str, str]) -> bool:
+    """Whether every task-sourced placeholder of the workflow can be filled from the task."""
+    for name, source in workflow.parameters.items():
+        if source.startswith("result of "):
+            continue
+        try:
+            _from_task(_split(name)[0], slots)
+        except _Unbound:
+            return False
+    return True
+
+
+class FollowerAgent(ScriptedAgent):
+    """A `ScriptedAgent` that first looks for a served workflow and follows it.
+
+    Args:
+        seed: Seed of the agent's choices when it explores.
+        search: Where workflows come from: (task text, agent) -> [(workflow, similarity)].
+        skill: The skill it explores with.
+        persistence: How stubbornly it explores (see `ScriptedAgent`).
+        min_similarity: The least similarity of a workflow it will consider.
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        search: Search,
+        *,
+        skill: float = 0.7,
+        persistence: int = 0,
+        min_similarity: float = 0.3,
+    ) -> None:
+        super().__init__(seed, skill=skill, persistence=persistence)
+        self.search = search
+        self.min_similarity = min_similarity
+        self.used: dict[str, list[WorkflowRef]] = {}
+        """Trajectory id -> the workflow versions it was served."""
+        self.followed: dict[str, str] = {}
+        """Trajectory id -> the id of the workflow it followed to the end."""
+
+    def _run(
+        self,
+        task: Task,
+        world: World,
+        tid: str,
+        start: datetime,
+        parent_id: str | None = None,
+        attempt: int = 0,
+    ) -> tuple[Trajectory, bool]:
+        hits = [(w, s) for w, s in self.search(task.text, task.agent) if s >= self.min_similarity]
+        self.used[tid] = [WorkflowRef(id=w.id, version=w.version) for w, _ in hits]
+        chosen = next((w for w, _ in hits if w.steps and _applicable(w, task.slots)), None)
+        if chosen is None:
+            return super()._run(task, world, tid, start, parent_id, attempt)
+        run = Run(world, self._rng("agent", task.id, attempt), self.skill, start, self._rng("timing", tid))
+        if self._replay(chosen, task.slots, run):
+            self.followed[tid] = chosen.id
+            reason = task.diagnose(world)
+            answer = f"Followed workflow {chosen.name}."
+            return self._trajectory(task, tid, start, parent_id, attempt, run, reason, answer), True
+        # The workflow did not work out here: explore from where it left off.
+        explored, reported = super()._run(task, world, tid, run.clock, parent_id, attempt)
+        steps = [*run.steps, *explored.steps]
+        return explored.model_copy(update={"steps": steps, "created_at": start}), reported
+
+    def _replay(self, workflow: Workflow, slots: Mapping[str, str], run: Run) -> bool:
+        """Call the workflow's steps in order; False when a step cannot be filled or fails
+        without a later retry of the same action in the workflow."""
+        results: dict[str, str | None] = {}
+        actions = [s.action for s in workflow.steps]
+        for i, step in enumerate(workflow.steps):
+            try:
+                args = bind(workflow, i, slots, results)
+            except _Unbound:
+                return False
+            observation = run.call(step.action, args, step.note or f"Workflow step {i + 1}: {step.action}.")
+            if observation is None and step.action not in actions[i + 1 :]:
+                return False
+            if observation is not None:
+                results[step.action] = observation
+        return True
+
+    def _trajectory(
+        self,
+        task: Task,
+        tid: str,
+        start: datetime,
+        parent_id: str | None,
+        attempt: int,
+        run: Run,
+        reason: str | None,
+        answer: str,
+    ) -> Trajectory:
+        meta = self._meta(task, attempt=attempt) if parent_id else self._meta(task)
+        return Trajectory(
+            id=tid,
+            task=task.text,
+            agent=task.agent,
+            parent_id=parent_id,
+            steps=run.steps,
+            success=reason is None,
+            final_answer=answer,
+            feedback=reason,
+            source=SOURCE,
+            group=task.family,
+            meta=meta,
+            created_at=start,
+        )
