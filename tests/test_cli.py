@@ -153,3 +153,39 @@ def test_generate_writes_an_ingestible_file(tmp_path: Path) -> None:
     assert code == 0 and output.startswith("wrote ")
     code, output = invoke(tmp_path / "db", "ingest", str(out))
     assert code == 0 and "rejected 0" in output
+
+
+def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
+    """Workflows induced in namespace a are never shown, searched or served in namespace b."""
+    from flowmem.agents import WorkflowMemory
+    from flowmem.induction.rule import RuleInducer
+    from flowmem.runner import induce_namespace
+    from tests.test_induction import cancel, forward
+
+    db = tmp_path / "db"
+    settings = Settings(db=str(db), namespace="a")
+    store = Store(settings)
+    runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
+    store.add_trajectories([t.model_copy(update={"namespace": "a"}) for t in runs])
+    induce_namespace(store, settings, RuleInducer())
+    [wid, *_] = [w.id for w in store.list_workflows(namespace="a")]
+
+    def run_in(namespace: str, *args: str) -> tuple[int, str]:
+        result = runner.invoke(app, list(args), env={"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": namespace})
+        return result.exit_code, result.output
+
+    task = "Forward the latest email about 'roadmap' to zed"
+    assert run_in("a", "trajectories", "count") == (0, "16\n")
+    assert run_in("b", "trajectories", "count") == (0, "0\n")
+    assert json.loads(run_in("a", "search", task, "--json")[1])
+    assert json.loads(run_in("b", "search", task, "--json")[1]) == []
+    assert len(json.loads(run_in("a", "workflows", "list", "--json")[1])) == 2
+    assert json.loads(run_in("b", "workflows", "list", "--json")[1]) == []
+    code, _ = run_in("b", "workflows", "show", wid)
+    assert code != 0
+    assert json.loads(run_in("b", "workflows", "runs", "--json")[1]) == []
+    code, output = run_in("b", "induce", "--json")
+    assert code == 0 and json.loads(output)["versions_created"] == 0
+    assert json.loads(run_in("b", "workflows", "list", "--json")[1]) == []
+    with WorkflowMemory(Settings(db=str(db), namespace="b")) as memory:
+        assert memory.context(task) == "" and memory.search(task) == []
