@@ -207,13 +207,14 @@ def demo_table(report: DemoReport) -> Table:
     """The demo's rounds: success rate and mean tool calls with memory and without."""
     table = Table(
         "round",
-        "success with memory",
-        "success without",
-        "calls with memory",
-        "calls without",
-        "followed a workflow",
-        "workflows served",
-        title="flowmem demo: the same tasks, with workflow memory and without",
+        "success: memory",
+        "none",
+        "calls: memory",
+        "none",
+        "followed",
+        "served",
+        title="flowmem demo: the same tasks with workflow memory and with none",
+        caption="calls: tool calls per task; followed: runs that followed a workflow; served: workflows",
     )
     for r in report.rounds:
         gain = r.with_memory.success_rate - r.without_memory.success_rate
