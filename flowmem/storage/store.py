@@ -19,6 +19,7 @@ import numpy as np
 
 from flowmem.diff import WorkflowDiff, diff_workflows
 from flowmem.models import Trajectory, Workflow, now
+from flowmem.scrub import scrub_text, scrub_trajectory
 from flowmem.storage import rows
 from flowmem.storage.base import (
     NotFoundError,
@@ -43,11 +44,16 @@ class Store(LiveStateMixin, RunsMixin):
 
     def add_trajectories(self, trajectories: Iterable[Trajectory]) -> int:
         """Store trajectories, skipping any (namespace, id) already stored; returns how many
-        were new. Writes go in batches of 1,000, one commit each."""
+        were new. Each is scrubbed first (`settings.scrub`, see `flowmem.scrub`), so every
+        input path stores only masked secrets and personal data. Writes go in batches of
+        1,000, one commit each."""
+        kinds = self.settings.scrub
         stored = 0
         batch: dict[tuple[str, str], Trajectory] = {}
         for trajectory in trajectories:
-            batch.setdefault((trajectory.namespace, trajectory.id), trajectory)
+            key = (trajectory.namespace, trajectory.id)
+            if key not in batch:
+                batch[key] = scrub_trajectory(trajectory, kinds) if kinds else trajectory
             if len(batch) >= _BATCH:
                 stored += self._insert_trajectories(list(batch.values()))
                 batch.clear()
@@ -110,7 +116,7 @@ class Store(LiveStateMixin, RunsMixin):
         where = f"namespace = {quote(ns)} AND id = {quote(trajectory_id)}"
         values: dict[str, Any] = {"success": success}
         if feedback is not None:
-            values["feedback"] = feedback
+            values["feedback"] = scrub_text(feedback, self.settings.scrub)
         _retry(lambda: self._trajectories().update(where=where, values=values))
 
     def iter_trajectories(self, *, namespace: str | None = None) -> Iterator[Trajectory]:
