@@ -16,11 +16,11 @@ match is replaced by a typed mask, so a reader still sees that a value was there
     strings, command lines) to `password`, `passwd`, `pwd`, `passphrase`, `api_key`/`apikey`,
     `client_secret`, `secret_key`, `access_key`, `private_key` (also with a prefix such as
     `db_password`), to any `<prefix>_token` or `<prefix>_secret` (`access_token`,
-    `session_token`), and to a bare `token` or `secret` only as `token=…` or `"token": …`;
-    the name and separator are kept;
+    `session_token`), and to a bare `token`, `secret` or `pass` only as `token=…` or
+    `"token": …`; the name and separator are kept;
   - the `user:password` of a URL's `user:password@host`;
   - the whole value of an argument or meta key (at any depth) named like a credential: its
-    last word is password, passwd, pwd, passphrase, secret, token, credential(s),
+    last word is pass, password, passwd, pwd, passphrase, secret, token, credential(s),
     authorization or apikey, or it holds the words api key, access key, private key, secret
     key or client secret (`max_tokens` and `token_count` are not credentials). Strings,
     numbers and containers are replaced whole; booleans, nulls and empty strings are kept.
@@ -81,6 +81,8 @@ _NOT_A_MASK = r"(?!\[(?:SECRET|CARD|EMAIL|PHONE)\])"
 
 # -- secrets ---------------------------------------------------------------------------------
 
+_PEM_BODY = r"[A-Za-z0-9+/=\s\\:,.-]"
+"""Characters of a PEM block's body (base64, line breaks, escaped ones, headers)."""
 _KEYS = re.compile(
     r"(?<![A-Za-z0-9_-])(?:"
     r"sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"
@@ -92,8 +94,9 @@ _KEYS = re.compile(
     r"|AIza[0-9A-Za-z_-]{30,}"
     r"|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]*)?"
     r")(?![A-Za-z0-9_-])"
-    r"|-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\]*)",
-    re.DOTALL | re.ASCII,
+    r"|-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----" + _PEM_BODY + r"*?"
+    r"(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|(?!" + _PEM_BODY + "))",
+    re.ASCII,
 )
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer\s+)([A-Za-z0-9_.~+/-]{8,}=*)", re.ASCII)
 _AUTH_HEADER = re.compile(
@@ -103,10 +106,10 @@ _AUTH_HEADER = re.compile(
     re.ASCII,
 )
 _ASSIGNMENT = re.compile(
-    r"(?i)(?<![A-Za-z0-9])("
-    r"(?:(?:[A-Za-z0-9]+[_-])*(?:pass(?:word|wd|phrase)|pwd|api[_-]?key|client[_-]?secret"
-    r"|(?:secret|access|private)[_-]?key)|(?:[A-Za-z0-9]+[_-])+(?:token|secret))[\"']?\s*[:=]\s*"
-    r"|(?:token|secret)(?:=|[\"']\s*:\s*)"
+    r"(?i)(?<![A-Za-z0-9_-])("  # one start per compound name: linear time
+    r"(?:(?:[A-Za-z0-9]*[_-])*(?:pass(?:word|wd|phrase)|pwd|api[_-]?key|client[_-]?secret"
+    r"|(?:secret|access|private)[_-]?key)|(?:[A-Za-z0-9]*[_-])+(?:token|secret))[\"']?\s*[:=]\s*"
+    r"|(?:token|secret|pass)(?:=|[\"']\s*:\s*)"
     r")" + _NOT_A_MASK + r"(?:\"([^\"\n]+)\"|'([^'\n]+)'|([^\s\"',;&)}\]]+))",
     re.ASCII,
 )
@@ -178,6 +181,7 @@ def _secrets(text: str, counts: Counter[str]) -> str:
 
 _KEY_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _CREDENTIAL_LAST = {
+    "pass",
     "password",
     "passwd",
     "pwd",
@@ -361,10 +365,9 @@ class _Scrubber:
     def __init__(self, kinds: tuple[ScrubKind, ...], literals: Collection[str] = ()) -> None:
         self.kinds = kinds
         self.counts: Counter[str] = Counter()
+        longest_first = sorted(literals, key=len, reverse=True)
         self.literals = (
-            re.compile(
-                "|".join(rf"(?<!\w){re.escape(v)}(?!\w)" for v in sorted(literals, key=len, reverse=True))
-            )
+            re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, longest_first)) + r")(?!\w)")
             if literals
             else None
         )

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.demo import prefect_cycle, run_loop
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.sim.follower import bind
@@ -65,10 +66,23 @@ def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_demo_runs_the_cycle_flow_between_rounds(tmp_path: Path) -> None:
-    args = ["demo", "--rounds", "2", "--tasks", "12", "--workdir", str(tmp_path)]
+    # Called directly, not through CliRunner: Prefect's log handler would keep CliRunner's
+    # stream, closed after the call, for every later flow run in this process.
+    settings = Settings(db=str(tmp_path / "db"))
+    report = run_loop(settings, rounds=2, tasks=12, cycle=prefect_cycle)
+    assert [r.round for r in report.rounds] == [1, 2]
+    [cycle] = report.cycles
+    assert cycle["induce"]["versions_created"] > 0
+    store = Store(settings)
+    assert store.list_runs() and store.list_workflows()
+    assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
+
+
+def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
+    args = ["demo", "--rounds", "2", "--tasks", "4", "--engine", "direct", "--workdir", str(tmp_path)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "flowmem demo" in result.stdout and "learning curve" in result.stdout
-    store = Store(Settings(db=str(tmp_path / "db")))
-    assert store.list_runs() and store.list_workflows()
-    assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
+    assert (tmp_path / "learning_curve.png").exists()
+    bad = CliRunner().invoke(app, ["demo", "--engine", "nope", "--workdir", str(tmp_path)])
+    assert bad.exit_code == 2 and "unknown engine" in bad.output

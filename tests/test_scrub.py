@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from flowmem.runner import induce_namespace
 from flowmem.scrub import scrub_text, scrub_trajectory, scrub_value
 from flowmem.server.service import Service
 from flowmem.settings import ScrubKind, Settings
+from flowmem.spool import collect
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH
 
@@ -56,7 +58,7 @@ SECRETS = [
     ('{"password": "correct horse battery", "user": "bob"}', '{"password": "[SECRET]", "user": "bob"}'),
     ("db_password: s3cr3t! api_key='k-123'", "db_password: [SECRET] api_key='[SECRET]'"),
     ('{"session_token": "abc123", "token": "xyz789"}', '{"session_token": "[SECRET]", "token": "[SECRET]"}'),
-    ("callback?token=abc123&secret=def456", "callback?token=[SECRET]&secret=[SECRET]"),
+    ("callback?token=abc123&secret=def456&pass=x", "callback?token=[SECRET]&secret=[SECRET]&pass=[SECRET]"),
     ("postgres://admin:pa55w0rd@db.example.com/x", "postgres://[SECRET]@db.example.com/x"),
 ]
 
@@ -143,6 +145,7 @@ def test_credential_named_keys_are_masked_whole_at_any_depth() -> None:
         "AWS_SECRET_ACCESS_KEY": "x",
         "headers": {"Authorization": "Basic abc", "X-Api-Key": "k"},
         "credentials": {"user": "bob", "pass": "p"},
+        "login": {"user": "bob", "pass": "p", "passed": True},
         "items": [{"client_secret": "s"}, {"refresh_token": ["a", "b"]}],
         "max_tokens": 100,
         "token_count": 5,
@@ -159,6 +162,7 @@ def test_credential_named_keys_are_masked_whole_at_any_depth() -> None:
         "AWS_SECRET_ACCESS_KEY": "[SECRET]",
         "headers": {"Authorization": "[SECRET]", "X-Api-Key": "[SECRET]"},
         "credentials": "[SECRET]",
+        "login": {"user": "bob", "pass": "[SECRET]", "passed": True},
         "items": [{"client_secret": "[SECRET]"}, {"refresh_token": "[SECRET]"}],
         "card": "[CARD]",
     }
@@ -238,6 +242,23 @@ def test_scrubbing_is_idempotent_on_random_mixtures() -> None:
         kinds = rng.sample(ALL, rng.randint(1, 4))
         once = scrub_text(text, kinds)
         assert scrub_text(once, kinds) == once, text
+
+
+def test_long_adversarial_texts_take_linear_time() -> None:
+    n = 200_000  # the default FLOWMEM_MAX_STRING_CHARS
+    texts = [
+        "a_" * (n // 2) + "password=1",
+        ("-----BEGIN PRIVATE KEY-----" + "A" * 50 + "\n") * (n // 80),
+        "1111 " * (n // 5),
+        "+1 2 " * (n // 5),
+        "a." * (n // 2) + "@x",
+        "http://" + "a" * n + ":" + "b" * n,
+        "Authorization: " * (n // 15),
+    ]
+    started = time.perf_counter()
+    for text in texts:
+        scrub_text(text, ALL)
+    assert time.perf_counter() - started < 10  # about 0.5 s; quadratic patterns took minutes
 
 
 def test_outcome_feedback_is_scrubbed_too(store: Store) -> None:
@@ -341,16 +362,21 @@ def record(family: int, i: int) -> dict[str, Any]:
 
 
 def store_through_every_path(settings: Settings, tmp_path: Path) -> list[str]:
-    """Store 3 families × 6 runs: a third through the hooks, a third from a JSONL file, a third
-    through the service (the API); returns the family tasks."""
+    """Store 3 families × 6 runs: a third through the hooks (half of them by way of the spool),
+    a third from a JSONL file, a third through the service (the API); returns the family tasks."""
     records = [record(f, i) for f in range(3) for i in range(6)]
-    with WorkflowMemory(settings) as memory:
-        for r in records[0::3]:
-            with memory.record(r["task"], id=r["id"], meta=r["meta"]) as hook:
-                for s in r["steps"]:
-                    hook.step(s["action"], s["args"], observation=s.get("observation"), error=s.get("error"))
-                hook.finish(success=r["success"], final_answer=r["final_answer"])
-        assert memory.flush(timeout=30)
+    hooked = records[0::3]
+    for part, to in ((hooked[:3], "store"), (hooked[3:], "spool")):
+        with WorkflowMemory(settings.model_copy(update={"record_to": to})) as memory:
+            for r in part:
+                with memory.record(r["task"], id=r["id"], meta=r["meta"]) as hook:
+                    for s in r["steps"]:
+                        hook.step(
+                            s["action"], s["args"], observation=s.get("observation"), error=s.get("error")
+                        )
+                    hook.finish(success=r["success"], final_answer=r["final_answer"])
+            assert memory.flush(timeout=30)
+    assert collect(Store(settings), settings).stored == 3
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records[1::3]), encoding="utf-8")
     report = ingest_files([path], Store(settings), settings)
