@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import Trajectory
-from flowmem.settings import Settings
+from flowmem.scrub import scrub_text
+from flowmem.settings import DEFAULT_SCRUB, ScrubKind, Settings
 from flowmem.storage import Store
 
 __all__ = ["IngestReport", "ingest_files", "quarantine"]
@@ -45,15 +47,19 @@ class IngestReport:
         return line
 
 
-def quarantine(rejections: Iterable[Rejection], path: Path) -> int:
-    """Append rejections to the quarantine file; returns how many were written."""
+def quarantine(
+    rejections: Iterable[Rejection], path: Path, scrub: Collection[ScrubKind] = DEFAULT_SCRUB
+) -> int:
+    """Append rejections to the quarantine file, their raw lines scrubbed like stored
+    trajectories (`scrub` kinds); returns how many were written."""
     items = list(rejections)
     if not items:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
         for r in items:
-            fh.write(r.to_json() + "\n")
+            raw = scrub_text(r.raw, scrub) if scrub else r.raw
+            fh.write(dataclasses.replace(r, raw=raw).to_json() + "\n")
     return len(items)
 
 
@@ -87,5 +93,5 @@ def ingest_files(
                 flush()
     if batch:
         flush()
-    quarantine(report.rejected, settings.quarantine_path)
+    quarantine(report.rejected, settings.quarantine_path, settings.scrub)
     return report

@@ -439,3 +439,48 @@ def test_default_scrub_masks_secrets_and_cards_and_despecification_keeps_emails_
     induce_namespace(Store(settings), settings, RuleInducer())
     leaks = [(where, v) for where, text in served(settings, tasks) for v in planted() if v in text]
     assert leaks == []
+
+
+# -- nothing unscrubbed touches the disk, and a mask is never a workflow constant ---------------
+
+
+def test_spool_files_and_the_quarantine_hold_no_secret(tmp_path: Path) -> None:
+    key = "sk-proj-" + hexof("spool", 40)
+    settings = Settings(db=str(tmp_path / "db"), flush_interval=0.05, record_to="spool")
+    with WorkflowMemory(settings) as memory:
+        with memory.record(f"call the API with {key}") as run:
+            run.step("http.get", {"api_key": key, "url": "https://x.example"}, observation=f"ok {key}")
+            run.finish(success=True)
+    spooled = "".join(p.read_text() for p in settings.spool_path.rglob("*.jsonl*"))
+    assert spooled and key not in spooled and "[SECRET]" in spooled
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"task": 5, "steps": [], "note": f"Bearer {key}"}) + "\n{broken " + key + "\n")
+    report = ingest_files([bad], Store(settings), settings)
+    assert len(report.rejected) == 2
+    text = settings.quarantine_path.read_text()
+    assert key not in text and text.count("[SECRET]") == 2
+    Service(settings).record([{"task": 7, "password": key}])
+    assert key not in settings.quarantine_path.read_text()
+
+
+def test_a_masked_value_becomes_a_placeholder_not_a_constant(settings: Settings, store: Store) -> None:
+    runs = [
+        Trajectory.model_validate(
+            {
+                "id": f"s{i}",
+                "task": f"Check the status page of service {i}",
+                "success": True,
+                "steps": [
+                    {"action": "status.check", "args": {"key": "sk-" + hexof(f"k{i}", 30), "verbose": True}},
+                    {"action": "status.report", "args": {"channel": "ops"}},
+                ],
+            }
+        )
+        for i in range(5)
+    ]
+    store.add_trajectories(runs)
+    induce_namespace(store, settings, RuleInducer())
+    [w] = store.list_workflows()
+    assert w.steps[0].args["key"].startswith("{") and w.steps[0].args["verbose"] is True
+    assert "[SECRET]" not in w.model_dump_json()

@@ -24,6 +24,7 @@ from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.induction.render import render_workflow
 from flowmem.interchange import dump_record
 from flowmem.models import Trajectory, WorkflowRef
+from flowmem.scrub import scrub_trajectory
 from flowmem.settings import Settings
 from flowmem.spool import write_spool_file
 from flowmem.storage import Store
@@ -105,8 +106,8 @@ class _Writer(threading.Thread):
                 log.exception("flowmem: run %s could not be turned into a trajectory", run.id)
         for attempt in range(3):
             try:
-                if self.settings.record_to == "spool":
-                    write_spool_file(self.settings.spool_path, trajectories)
+                if self.settings.record_to == "spool":  # scrubbed before it touches the disk
+                    write_spool_file(self.settings.spool_path, self._scrubbed(trajectories))
                 else:
                     self.store.add_trajectories(trajectories)
                 return
@@ -114,6 +115,10 @@ class _Writer(threading.Thread):
                 log.exception("flowmem: storing %d runs failed (attempt %d)", len(trajectories), attempt + 1)
                 time.sleep(0.2 * 2**attempt)
         self._spill(trajectories)
+
+    def _scrubbed(self, trajectories: list[Trajectory]) -> list[Trajectory]:
+        kinds = self.settings.scrub
+        return [scrub_trajectory(t, kinds) for t in trajectories] if kinds else trajectories
 
     def _spill(self, trajectories: list[Trajectory]) -> None:
         import json
@@ -123,7 +128,7 @@ class _Writer(threading.Thread):
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as fh:
-            for t in trajectories:
+            for t in self._scrubbed(trajectories):
                 fh.write(json.dumps(dump_record(t), ensure_ascii=False) + "\n")
         log.error("flowmem: %d runs written to %s; `flowmem ingest` it later", len(trajectories), path)
 

@@ -16,6 +16,7 @@ from typing import Any
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, mask, scalars
 from flowmem.models import Trajectory, WorkflowStep
+from flowmem.scrub import MASKS
 
 __all__ = ["Abstraction", "abstract_runs", "task_pattern"]
 
@@ -51,6 +52,12 @@ class Abstraction:
     """Placeholder -> where its value comes from."""
     values: dict[str, dict[int, str]]
     """Placeholder -> example index -> the value it stood for (never rendered)."""
+
+
+def _masked(text: str) -> bool:
+    """Whether the scrubber masked part of a value: a mask is never a workflow's constant
+    (every run's secret reads `[SECRET]` alike, yet each run had its own)."""
+    return any(mask in text for mask in MASKS.values())
 
 
 def _slug(key: str) -> str:
@@ -96,7 +103,7 @@ def abstract_runs(
                     step_of[i] = pairs[pos]
             distinct = {canonical(v) for v in seen.values()}
             specific = any(
-                literals.is_rare(t) or in_task(t, runs[i].task)
+                literals.is_rare(t) or in_task(t, runs[i].task) or _masked(t)
                 for i, v in seen.items()
                 for t in scalars(v)
                 if len(t) >= 3

@@ -147,7 +147,7 @@ class Service:
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else repr(item)
                 rejected.append(Rejection(source=origin, line=i + 1, reason=str(exc), raw=raw[:10_000]))
         stored = self.store.add_trajectories(valid) if valid else 0
-        quarantine(rejected, self.settings.quarantine_path)
+        quarantine(rejected, self.settings.quarantine_path, self.settings.scrub)
         return {
             "received": len(items),
             "stored": stored,
