@@ -340,12 +340,14 @@ def induce(
     elif s["skipped"]:
         typer.echo(f"nothing new since run {s['tag']}: {s['trajectories']} trajectories, no run made")
     else:
+        rejected = sum(s["llm_rejected"].values())
+        usage = f" ({s['llm_retries']} retries, {rejected} rejected outputs)" if inducer == "llm" else ""
         typer.echo(
             f"run {s['run']}: {s['new_trajectories']} new of {s['trajectories']} trajectories, "
             f"{s['clusters_changed']} of {s['clusters']} clusters induced, "
             f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
             f"{s['pitfall_notes']} pitfall notes, "
-            f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls"
+            f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
         )
 
 

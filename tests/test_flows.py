@@ -7,12 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from flowmem.induction.llm import LLMError
 from flowmem.induction.rule import ClusterInput, RuleInducer
 from flowmem.models import Workflow
 from flowmem.settings import Settings
@@ -154,6 +156,56 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
     assert (
         healed["clusters_changed"] == 1 and healed["versions_created"] == 1 and not healed["failed_clusters"]
     )
+
+
+class Rejecting(RuleInducer):
+    """An LLM inducer stand-in: each attempt at a cluster makes two calls (a retry after a leaky
+    answer); the forwarding cluster's next `failures` attempts end with no valid workflow."""
+
+    kind = "llm"
+    failures = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = self.retries = 0
+        self.rejected_outputs: Counter[str] = Counter()
+
+    def induce(self, cluster: ClusterInput) -> list[Workflow]:
+        self.calls, self.retries = self.calls + 2, self.retries + 1
+        self.rejected_outputs["leak"] += 1
+        if "Forward" in cluster.successes[0].task and Rejecting.failures > 0:
+            Rejecting.failures -= 1
+            self.rejected_outputs["invented_tool"] += 1
+            raise LLMError("no valid workflow after a retry", reason="rejected")
+        return super().induce(cluster)
+
+
+def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowmem.flows import pipeline
+    from tests.test_induction import cancel
+
+    Store(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: Rejecting())
+    monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
+    Rejecting.failures = 3  # the task's three attempts all fail
+    broken = pipeline.induce(db=settings.db, inducer="llm")
+    assert list(broken["failed_clusters"].values()) == ["LLMError: no valid workflow after a retry"]
+    assert (broken["llm_calls"], broken["llm_retries"]) == (3 * 2 + 2, 3 + 1)
+    assert broken["llm_rejected"] == {"invented_tool": 3, "leak": 4}
+    Rejecting.failures = 1  # next run: Prefect's retry of the first failed attempt succeeds
+    healed = pipeline.induce(db=settings.db, inducer="llm")
+    assert healed["clusters_changed"] == 1 and not healed["failed_clusters"]
+    assert (healed["llm_calls"], healed["llm_retries"], healed["llm_rejected"]) == (
+        4,
+        2,
+        {"invented_tool": 1, "leak": 2},
+    )
+    artifact = _latest_artifact("flowmem-induce")
+    assert "| LLM calls / retries / tokens | 4 / 2 / 0 |" in artifact
+    assert "| LLM outputs rejected | invented_tool: 1, leak: 2 |" in artifact
+    assert not pipeline._EARLIER
 
 
 def _workflows(settings: Settings) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ import pytest
 from flowmem.induction.failures import IGNORED, pitfalls, standalone_pitfalls
 from flowmem.induction.injection import find_injection, looks_like_injection, tainted_destinations
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.llm import FakeLLM, InducedSet, LLMError, LLMInducer, build_prompt
+from flowmem.induction.llm import FakeLLM, LLMError, LLMInducer, build_prompt
 from flowmem.induction.rule import ClusterInput, RuleInducer
+from flowmem.induction.validate import InducedSet
 from flowmem.models import Trajectory
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAILLM, llm_from_settings
 from flowmem.runner import induce_namespace

@@ -12,7 +12,8 @@ import openai
 import pytest
 from pydantic import SecretStr
 
-from flowmem.induction.llm import InducedSet, LLMError, LLMInducer
+from flowmem.induction.llm import LLMError, LLMInducer
+from flowmem.induction.validate import InducedSet
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
 from tests.test_llm_inducer import make_cluster, step, workflow

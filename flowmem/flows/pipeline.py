@@ -8,12 +8,14 @@ plain parameters (a store URI and a namespace override), build one `Settings`, a
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 from prefect.concurrency.sync import concurrency
+from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture
 
 from flowmem.induction.pipeline import ClusterOutcome, induce_cluster
@@ -30,7 +32,20 @@ LLM_LIMIT = "flowmem-llm"
 
 
 class ClusterFailedError(RuntimeError):
-    """Raised by the per-cluster task so Prefect retries it."""
+    """Raised by the per-cluster task so Prefect retries it; carries the failed cluster's
+    outcome, so its LLM usage is reported after the last retry too."""
+
+    def __init__(self, outcome: ClusterOutcome) -> None:
+        super().__init__(outcome.error or outcome.key)
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[type[ClusterFailedError], tuple[ClusterOutcome]]:
+        return type(self), (self.outcome,)  # picklable, for task runners in other processes
+
+
+_EARLIER: dict[tuple[str, str], ClusterOutcome] = {}
+"""(task run id, cluster key) -> the outcome of a cluster's failed attempt that Prefect will
+retry: its LLM usage is added to the next attempt's (the attempts of a task run share a process)."""
 
 
 def _settings(db: str | None, namespace: str | None) -> Settings:
@@ -78,14 +93,30 @@ def induce_batch(clusters: list[ClusterInput], settings: Settings, kind: str) ->
     inducer = make_inducer(kind, settings)
     if kind != "llm":
         return [induce_cluster(c, inducer) for c in clusters]
+    run = TaskRunContext.get()
+    run_id = str(run.task_run.id) if run else ""
+    last_attempt = run is None or run.task_run.run_count > run.task.retries
     outcomes = []
     for cluster in clusters:
         with concurrency(LLM_LIMIT, occupy=1, strict=False):
             outcome = induce_cluster(cluster, inducer)
+        earlier = _EARLIER.pop((run_id, outcome.key), None)
+        if earlier is not None:
+            _add_usage(outcome, earlier)
         if outcome.error is not None:
-            raise ClusterFailedError(outcome.error)
+            if not last_attempt:
+                _EARLIER[(run_id, outcome.key)] = outcome
+            raise ClusterFailedError(outcome)
         outcomes.append(outcome)
     return outcomes
+
+
+def _add_usage(outcome: ClusterOutcome, earlier: ClusterOutcome) -> None:
+    """Add an earlier attempt's LLM usage to `outcome`."""
+    outcome.llm_calls += earlier.llm_calls
+    outcome.llm_tokens += earlier.llm_tokens
+    outcome.llm_retries += earlier.llm_retries
+    outcome.llm_rejected = dict(Counter(outcome.llm_rejected) + Counter(earlier.llm_rejected))
 
 
 def batches(clusters: list[ClusterInput], kind: str, size: int) -> list[list[ClusterInput]]:
@@ -111,11 +142,15 @@ def fold_outcomes(settings: Settings) -> dict[str, Any]:
 def _gather(
     groups: list[list[ClusterInput]], futures: list[PrefectFuture[list[ClusterOutcome]]]
 ) -> list[ClusterOutcome]:
+    """Every cluster's outcome; a failed cluster is reported (with its LLM usage, when its
+    task got as far as inducing it) and retried next run."""
     outcomes = []
     for group, future in zip(groups, futures, strict=True):
         try:
             outcomes += future.result()
-        except Exception as err:  # after its retries: reported, retried next run
+        except ClusterFailedError as err:  # after its retries
+            outcomes.append(err.outcome)
+        except Exception as err:  # the task itself failed: no outcome, no LLM usage known
             for cluster in group:
                 key = workflow_id(cluster.agent, cluster.cluster_id)
                 outcomes.append(ClusterOutcome(key, error=f"{type(err).__name__}: {err}"))
@@ -130,7 +165,8 @@ def _artifact(report: RunReport, timings: dict[str, float]) -> None:
         ("workflows created", s["new_workflows"]),
         ("new versions", s["versions_created"]),
         ("failed clusters", ", ".join(s["failed_clusters"]) or "none"),
-        ("LLM calls / tokens", f"{s['llm_calls']} / {s['llm_tokens']}"),
+        ("LLM calls / retries / tokens", f"{s['llm_calls']} / {s['llm_retries']} / {s['llm_tokens']}"),
+        ("LLM outputs rejected", ", ".join(f"{k}: {n}" for k, n in s["llm_rejected"].items()) or "none"),
         ("tag", s["tag"]),
         *((f"time: {k}", f"{v:.2f} s") for k, v in timings.items()),
     ]

@@ -198,4 +198,6 @@ def run(settings: Settings, *, host: str, port: int) -> None:
 
     if settings.api_token is None:
         log.warning("FLOWMEM_API_TOKEN is not set: the API serves reads only and refuses writes")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    service = Service(settings)
+    service.store.prepare()  # imports and connects now, not on the first request
+    uvicorn.run(create_app(settings, service=service), host=host, port=port, log_level="info")
