@@ -4,10 +4,14 @@ they were served (pure). Promotion and demotion rules build on these figures."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from flowmem.models import Trajectory, UsageStats
 
-__all__ = ["usage_from"]
+if TYPE_CHECKING:
+    from flowmem.storage import Store
+
+__all__ = ["report_outcome", "usage_from"]
 
 
 def usage_from(trajectories: Iterable[Trajectory]) -> dict[tuple[str, int], UsageStats]:
@@ -21,3 +25,29 @@ def usage_from(trajectories: Iterable[Trajectory]) -> dict[tuple[str, int], Usag
             counts[1] += t.success is True
             counts[2] += t.success is False
     return {key: UsageStats(served=s, successes=ok, failures=bad) for key, (s, ok, bad) in served.items()}
+
+
+def report_outcome(
+    store: Store, run_id: str, *, success: bool, feedback: str | None = None, namespace: str | None = None
+) -> None:
+    """Set a stored run's outcome and move the stats of the versions it was served by the
+    difference (the learn flow recomputes them exactly later).
+
+    Raises:
+        NotFoundError: if the namespace has no such run.
+    """
+    before = store.get_trajectory(run_id, namespace=namespace)
+    store.set_outcome(run_id, success=success, feedback=feedback, namespace=namespace)
+    if not before.workflows_used or before.success is success:
+        return
+    after = before.model_copy(update={"success": success})
+    old, new = usage_from([before]), usage_from([after])
+    delta = {
+        key: UsageStats(
+            served=0,
+            successes=new[key].successes - old[key].successes,
+            failures=new[key].failures - old[key].failures,
+        )
+        for key in new
+    }
+    store.add_usage(delta, namespace=namespace)

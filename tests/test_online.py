@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from flowmem.agents import WorkflowMemory
-from flowmem.models import InductionRun, Trajectory, WorkflowRef
+from flowmem.models import InductionRun, Trajectory, UsageStats, WorkflowRef
 from flowmem.runner import learn_namespace, prepare_run
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -83,3 +83,26 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
     plan = prepare_run(store, settings)
     assert [c.cluster_id for c in plan.changed] == [w.cluster_id]  # re-induced, failures included
     assert len(plan.changed[0].failures) == 8
+
+
+def test_finish_and_report_outcome_move_the_stats_at_once(settings: Settings) -> None:
+    store = Store(settings)
+    store.commit_run(InductionRun(id="r1"), [make_workflow("agent-c0", cluster_id=0)])
+    key = ("agent-c0", 1)
+    with WorkflowMemory.open(settings) as memory:
+        for i, ok in enumerate([True, True, False]):
+            with memory.record(f"{TASK} #{i}", id=f"run{i}") as run:
+                assert memory.context(run.task)
+                run.finish(success=ok)
+        memory.flush()
+        assert store.usage()[key] == UsageStats(served=3, successes=2, failures=1)
+        before = memory.search(TASK, k=1)[0].score
+        memory.report_outcome("run2", success=True, feedback="it did work")
+        assert store.usage()[key] == UsageStats(served=3, successes=3, failures=0)
+        memory.report_outcome("run2", success=True)  # no change: counted once
+        assert store.usage()[key] == UsageStats(served=3, successes=3, failures=0)
+        time.sleep(0.3)  # the agent's index asks the store again after 0.25 s
+        assert memory.search(TASK, k=1)[0].score > before  # the ranking moved without a learn run
+    # The learn flow's exact recount agrees.
+    learn_namespace(store)
+    assert store.usage()[key] == UsageStats(served=3, successes=3, failures=0)

@@ -23,6 +23,7 @@ from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.induction.render import render_workflow
 from flowmem.interchange import dump_record
+from flowmem.learning import report_outcome, usage_from
 from flowmem.models import Trajectory, WorkflowRef
 from flowmem.scrub import scrub_trajectory
 from flowmem.settings import Settings
@@ -109,12 +110,26 @@ class _Writer(threading.Thread):
                 if self.settings.record_to == "spool":  # scrubbed before it touches the disk
                     write_spool_file(self.settings.spool_path, self._scrubbed(trajectories))
                 else:
-                    self.store.add_trajectories(trajectories)
+                    stored = self.store.add_trajectories(trajectories)
+                    if stored == len(trajectories):  # with duplicates, the learn flow recounts
+                        self._count_outcomes(trajectories)
                 return
             except Exception:
                 log.exception("flowmem: storing %d runs failed (attempt %d)", len(trajectories), attempt + 1)
                 time.sleep(0.2 * 2**attempt)
         self._spill(trajectories)
+
+    def _count_outcomes(self, trajectories: list[Trajectory]) -> None:
+        """Fold the new runs' outcomes into the served versions' stats now (best effort)."""
+        by_namespace: dict[str, list[Trajectory]] = {}
+        for t in trajectories:
+            if t.workflows_used:
+                by_namespace.setdefault(t.namespace, []).append(t)
+        for namespace, runs in by_namespace.items():
+            try:
+                self.store.add_usage(usage_from(runs), namespace=namespace)
+            except Exception:
+                log.exception("flowmem: counting outcomes failed; the learn flow will count them")
 
     def _scrubbed(self, trajectories: list[Trajectory]) -> list[Trajectory]:
         kinds = self.settings.scrub
@@ -348,10 +363,12 @@ class WorkflowMemory:
         return legomem.for_agent(self, agent, subtask, k, strategy=strategy, task=task)
 
     def report_outcome(self, run_id: str, *, success: bool, feedback: str | None = None) -> None:
-        """Set the outcome of a stored run later (e.g. when a user confirms); the learn flow
-        folds it into the stats of the versions the run was served."""
+        """Set the outcome of a stored run later (e.g. when a user confirms); the stats of the
+        versions the run was served change at once."""
         self.flush()
-        self.store.set_outcome(run_id, success=success, feedback=feedback, namespace=self.settings.namespace)
+        report_outcome(
+            self.store, run_id, success=success, feedback=feedback, namespace=self.settings.namespace
+        )
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every finished run is stored; False if `timeout` passed first."""

@@ -16,6 +16,7 @@ from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.induction.render import render_workflow
 from flowmem.ingest import quarantine
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
+from flowmem.learning import report_outcome
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
@@ -162,5 +163,5 @@ class Service:
         Raises:
             NotFoundError: if the namespace has no such run.
         """
-        self.store.set_outcome(run_id, success=success, feedback=feedback, namespace=self.namespace)
+        report_outcome(self.store, run_id, success=success, feedback=feedback, namespace=self.namespace)
         return {"id": run_id, "success": success}

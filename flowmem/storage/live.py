@@ -53,6 +53,23 @@ class LiveStateMixin(StoreBase):
             _retry(lambda: merge.execute(data))
         return len(data)
 
+    def add_usage(self, delta: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
+        """Add outcome counts to the stored stats of these versions (never below 0), so a
+        finished run moves the ranking at once; the learn flow recomputes them exactly from
+        the stored runs. Returns how many versions were updated."""
+        if not delta:
+            return 0
+        current = self.usage(namespace=namespace)
+        merged = {}
+        for key, d in delta.items():
+            c = current.get(key, UsageStats())
+            merged[key] = UsageStats(
+                served=max(0, c.served + d.served),
+                successes=max(0, c.successes + d.successes),
+                failures=max(0, c.failures + d.failures),
+            )
+        return self.put_usage(merged, namespace=namespace)
+
     def usage(self, *, namespace: str | None = None) -> dict[tuple[str, int], UsageStats]:
         """Usage stats per (workflow id, version)."""
         table = self._usage_table(self._ns(namespace))
