@@ -6,18 +6,15 @@ FLOWMEM_NAMESPACE the tenant).
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from flowmem import cli_server, render
+from flowmem import cli_demo, cli_server, render
+from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
 from flowmem.induction.rule import Inducer
 from flowmem.ingest import ingest_files
 from flowmem.settings import Settings
@@ -36,23 +33,9 @@ workflows_app = typer.Typer(
 app.add_typer(trajectories_app, name="trajectories")
 app.add_typer(workflows_app, name="workflows")
 
-out = Console()
-err = Console(stderr=True)
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
 
 def _store() -> Store:
     return Store(Settings())
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=None) + "\n")
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
-    return typer.Exit(code)
 
 
 @app.command()
@@ -80,7 +63,7 @@ def ingest(
             files, store, settings, progress=lambda p, n: progress.update(bars[p], completed=n)
         )
     if as_json:
-        _print_json(
+        print_json(
             {
                 "stored": report.stored,
                 "duplicates": report.duplicates,
@@ -105,7 +88,7 @@ def trajectories_count(as_json: JsonOpt = False) -> None:
     """How many trajectories the namespace holds."""
     settings = Settings()
     n = Store(settings).count_trajectories()
-    _print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
+    print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
 
 
 @trajectories_app.command("list")
@@ -117,7 +100,7 @@ def trajectories_list(
     """The newest trajectories."""
     found = _store().list_trajectories(limit=limit, agent=agent)
     if as_json:
-        _print_json([t.model_dump(mode="json", exclude={"steps"}) | {"n_steps": len(t.steps)} for t in found])
+        print_json([t.model_dump(mode="json", exclude={"steps"}) | {"n_steps": len(t.steps)} for t in found])
         return
     out.print(render.trajectory_table(found))
 
@@ -128,9 +111,9 @@ def trajectories_show(trajectory_id: str, as_json: JsonOpt = False) -> None:
     try:
         t = _store().get_trajectory(trajectory_id)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json(t.model_dump(mode="json"))
+        print_json(t.model_dump(mode="json"))
         return
     out.print(render.trajectory_panel(t))
 
@@ -146,9 +129,9 @@ def workflows_list(
     try:
         found = _store().list_workflows(status=status, at=at_ref)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json([w.model_dump(mode="json") for w in found])
+        print_json([w.model_dump(mode="json") for w in found])
         return
     out.print(render.workflow_table(found))
 
@@ -163,9 +146,9 @@ def workflows_show(
     try:
         w = _store().get_workflow(workflow_id, version)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json(w.model_dump(mode="json"))
+        print_json(w.model_dump(mode="json"))
         return
     out.print(render.workflow_panel(w))
 
@@ -177,9 +160,9 @@ def workflows_history(workflow_id: str, as_json: JsonOpt = False) -> None:
     try:
         versions = store.history(workflow_id)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json([w.model_dump(mode="json") for w in versions])
+        print_json([w.model_dump(mode="json") for w in versions])
         return
     out.print(render.history_table(versions))
     for t in store.transitions(workflow_id=workflow_id):
@@ -192,9 +175,9 @@ def workflows_diff(workflow_id: str, old: int, new: int, as_json: JsonOpt = Fals
     try:
         d = _store().diff(workflow_id, old, new)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json(d.model_dump(mode="json"))
+        print_json(d.model_dump(mode="json"))
         return
     out.print(render.diff_text(d))
 
@@ -204,7 +187,7 @@ def workflows_runs(as_json: JsonOpt = False) -> None:
     """Induction runs and rollbacks, with their tags."""
     runs = _store().list_runs()
     if as_json:
-        _print_json([r.model_dump(mode="json") for r in runs])
+        print_json([r.model_dump(mode="json") for r in runs])
         return
     out.print(render.runs_table(runs))
 
@@ -221,84 +204,15 @@ def workflows_rollback(
         target = store.get_run(run_id)
         r = store.rollback(run_id, note=note)
     except StoreError as e:
-        raise _fail(str(e), 1) from None
+        raise fail(str(e), 1) from None
     if as_json:
-        _print_json(r.model_dump(mode="json"))
+        print_json(r.model_dump(mode="json"))
         return
     out.print(
         f"rolled back {run_id}: workflows table restored to version {target.base_version} "
         f"as new version {r.table_version} (tag {r.tag})",
         highlight=False,
     )
-
-
-@app.command()
-def generate(
-    out_path: Annotated[Path, typer.Argument(help="Where to write (.jsonl or .jsonl.gz).")],
-    tasks: Annotated[int, typer.Option(min=1, help="Simulated tasks to run.")] = 300,
-    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agent.")] = 0,
-    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The scripted agent's skill.")] = 0.7,
-) -> None:
-    """Write trajectories of flowmem's scripted agent in its simulated office (demo data)."""
-    from flowmem.demo import generate_file
-
-    n = generate_file(out_path, tasks=tasks, seed=seed, skill=skill)
-    typer.echo(f"wrote {n} trajectories to {out_path}")
-
-
-@app.command()
-def demo(
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds of tasks.")] = 8,
-    tasks: Annotated[int, typer.Option(min=1, help="Tasks per round.")] = 40,
-    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agents.")] = 0,
-    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The agents' skill when exploring.")] = 0.5,
-    engine: Annotated[str, typer.Option(help="prefect: run the cycle flow; direct: no Prefect.")] = "prefect",
-    workdir: Annotated[Path, typer.Option(help="The demo's own store and plot (emptied first).")] = Path(
-        ".flowmem/demo"
-    ),
-    as_json: JsonOpt = False,
-) -> None:
-    """The main job: a simulated agent learns online, with workflow memory against without.
-
-    Each round the same tasks are solved by the scripted agent without memory and with it;
-    the memory arm's runs are recorded through the hooks and the cycle flow (collect, induce,
-    learn) runs between rounds. Prints success rate and mean tool calls per round and saves a
-    learning-curve PNG. The agent is simulated (flowmem.sim), not an LLM."""
-    from flowmem.demo import direct_cycle, plot, prefect_cycle, run_loop
-
-    if engine not in ("prefect", "direct"):
-        raise _fail(f"unknown engine {engine!r}: use prefect or direct")
-    if engine == "prefect":
-        _prefect_env()
-    settings = Settings(db=str(workdir / "db"))
-    with err.status("round 1 ...") as status:
-
-        def progress(r: Any) -> None:
-            w, wo = r.with_memory, r.without_memory
-            err.print(
-                f"round {r.round}: with memory {w.success_rate:.0%} in {w.mean_steps:.1f} calls, "
-                f"without {wo.success_rate:.0%} in {wo.mean_steps:.1f}; {r.workflows} workflows served"
-            )
-            status.update(f"round {r.round + 1} ..." if r.round < rounds else "done")
-
-        report = run_loop(
-            settings,
-            rounds=rounds,
-            tasks=tasks,
-            seed=seed,
-            skill=skill,
-            cycle=prefect_cycle if engine == "prefect" else direct_cycle,
-            progress=progress,
-        )
-    png = plot(report, workdir / "learning_curve.png")
-    if as_json:
-        _print_json({**report.to_json(), "plot": str(png) if png else None})
-        return
-    out.print(render.demo_table(report))
-    out.print(
-        f"learning curve: {png}" if png else "no plot: install matplotlib (pip install 'flowmem[plot]')"
-    )
-    out.print(f"store: {settings.db} (try FLOWMEM_DB={settings.db} flowmem workflows list)", style="dim")
 
 
 def _inducer(kind: str, settings: Settings) -> Inducer:
@@ -314,8 +228,8 @@ def _inducer(kind: str, settings: Settings) -> Inducer:
         try:
             return LLMInducer(llm_from_settings(settings))
         except ValueError as e:
-            raise _fail(str(e)) from None
-    raise _fail(f"unknown inducer {kind!r}: use rule or llm")
+            raise fail(str(e)) from None
+    raise fail(f"unknown inducer {kind!r}: use rule or llm")
 
 
 @app.command()
@@ -336,7 +250,7 @@ def induce(
     report = induce_namespace(Store(settings), settings, _inducer(inducer, settings), force=every)
     s = report.summary()
     if as_json:
-        _print_json(s)
+        print_json(s)
     elif s["skipped"]:
         typer.echo(f"nothing new since run {s['tag']}: {s['trajectories']} trajectories, no run made")
     else:
@@ -365,7 +279,7 @@ def search(
     memory = WorkflowMemory(settings)
     hits = memory.search(task, k, agent=agent)
     if as_json:
-        _print_json(
+        print_json(
             [
                 {
                     "id": h.workflow.id,
@@ -406,7 +320,7 @@ def eval_command(
         load(train, settings), load(test, settings), _inducer(inducer, settings), settings=settings, k=k
     )
     if as_json:
-        _print_json(report)
+        print_json(report)
         return
     table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
     for key in report["flowmem"]:
@@ -417,15 +331,6 @@ def eval_command(
 FLOWS = ("collect", "induce", "learn", "cycle")
 
 
-def _prefect_env() -> None:
-    """Offline-friendly Prefect defaults, unless the environment says otherwise."""
-    # The temporary server can take more than Prefect's default 20 s to start on 2 busy cores;
-    # the telemetry heartbeat fails offline.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-
 @app.command("run")
 def run_flow(
     name: Annotated[str, typer.Argument(help="collect, induce, learn or cycle.")],
@@ -434,14 +339,14 @@ def run_flow(
 ) -> None:
     """Run one flow once, as Prefect runs it (a temporary local server when none is configured)."""
     if name not in FLOWS:
-        raise _fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
-    _prefect_env()
+        raise fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
+    prefect_env()
     from flowmem.flows import pipeline
 
     flow = getattr(pipeline, name)
     result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()
     if as_json:
-        _print_json(result)
+        print_json(result)
     else:
         out.print_json(data=result)
 
@@ -456,7 +361,7 @@ def serve(
     """Serve the scheduled flows (collect, induce, learn; cycle paused) from this process.
 
     Needs no work pool. Stop with Ctrl-C; the schedules stay active for the next serve."""
-    _prefect_env()
+    prefect_env()
     from flowmem.flows.serve import serve as serve_flows
 
     try:
@@ -466,6 +371,8 @@ def serve(
     typer.echo("flowmem serve stopped")
 
 
+app.command()(cli_demo.generate)
+app.command()(cli_demo.demo)
 app.command("api")(cli_server.api)
 app.command("mcp")(cli_server.mcp)
 

@@ -101,7 +101,7 @@ class ClusterOutcome:
     llm_retries: int = 0
     """Follow-up prompts after rejected or unusable answers."""
     llm_rejected: dict[str, int] = field(default_factory=dict)
-    """Rejected LLM outputs by reason (`flowmem.induction.llm.REASONS`, or why a reply was unusable)."""
+    """Rejected LLM outputs by reason (`flowmem.induction.validate.REASONS`, or why a reply was unusable)."""
 
 
 def task_key(task: str) -> str:
