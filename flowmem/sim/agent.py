@@ -131,23 +131,36 @@ class ScriptedAgent:
         except GiveUp as stop:
             answer, reported = f"I could not finish the task: {stop.reason}", False
             self._flail(run)
+        trajectory = self._trajectory(task, world, tid, start, parent_id, attempt, run.steps, answer)
+        return trajectory, reported
+
+    def _trajectory(
+        self,
+        task: Task,
+        world: World,
+        tid: str,
+        start: datetime,
+        parent_id: str | None,
+        attempt: int,
+        steps: list[Step],
+        answer: str,
+    ) -> Trajectory:
+        """A single-agent run's trajectory, its outcome from the world's goal check."""
         reason = task.diagnose(world)
-        meta = self._meta(task, attempt=attempt) if parent_id else self._meta(task)
-        trajectory = Trajectory(
+        return Trajectory(
             id=tid,
             task=task.text,
             agent=task.agent,
             parent_id=parent_id,
-            steps=run.steps,
+            steps=steps,
             success=reason is None,
             final_answer=answer,
             feedback=reason,
             source=SOURCE,
             group=task.family,
-            meta=meta,
+            meta=self._meta(task, attempt=attempt) if parent_id else self._meta(task),
             created_at=start,
         )
-        return trajectory, reported
 
     def _flail(self, run: Run) -> None:
         """Before giving up, repeat some of the run's look-ups (searches, reads) as a stuck

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from flowmem.models import Trajectory, Workflow, WorkflowRef
-from flowmem.sim.agent import SOURCE, ScriptedAgent
+from flowmem.sim.agent import ScriptedAgent
 from flowmem.sim.families import Task
 from flowmem.sim.runner import Run, listing
 from flowmem.sim.world import World
@@ -164,9 +164,9 @@ class FollowerAgent(ScriptedAgent):
         run = Run(world, self._rng("agent", task.id, attempt), self.skill, start, self._rng("timing", tid))
         if self._replay(chosen, task.slots, run):
             self.followed[tid] = chosen.id
-            reason = task.diagnose(world)
             answer = f"Followed workflow {chosen.name}."
-            return self._trajectory(task, tid, start, parent_id, attempt, run, reason, answer), True
+            trajectory = self._trajectory(task, world, tid, start, parent_id, attempt, run.steps, answer)
+            return trajectory, True
         # The workflow did not work out here: explore from where it left off.
         explored, reported = super()._run(task, world, tid, run.clock, parent_id, attempt)
         steps = [*run.steps, *explored.steps]
@@ -188,30 +188,3 @@ class FollowerAgent(ScriptedAgent):
             if observation is not None:
                 results[step.action] = observation
         return True
-
-    def _trajectory(
-        self,
-        task: Task,
-        tid: str,
-        start: datetime,
-        parent_id: str | None,
-        attempt: int,
-        run: Run,
-        reason: str | None,
-        answer: str,
-    ) -> Trajectory:
-        meta = self._meta(task, attempt=attempt) if parent_id else self._meta(task)
-        return Trajectory(
-            id=tid,
-            task=task.text,
-            agent=task.agent,
-            parent_id=parent_id,
-            steps=run.steps,
-            success=reason is None,
-            final_answer=answer,
-            feedback=reason,
-            source=SOURCE,
-            group=task.family,
-            meta=meta,
-            created_at=start,
-        )
