@@ -68,26 +68,24 @@ class FlowmemCallbackHandler(BaseCallbackHandler):
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        with self._lock:
-            pending = self._pending.pop(run_id, None)
-        if pending is None:
-            return
-        run, action, args, started = pending
-        elapsed = (time.perf_counter() - started) * 1000
         if isinstance(output, ToolMessage):
             if output.status == "error":  # a ToolException the tool's handle_tool_error turned into text
-                run.step(action, args, error=str(output.text), duration_ms=elapsed)
+                self._close(run_id, error=str(output.text))
                 return
             output = output.content
-        run.step(action, args, observation=output, duration_ms=elapsed)
+        self._close(run_id, observation=output)
 
     def on_tool_error(
         self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
+        self._close(run_id, error=f"{type(error).__name__}: {error}")
+
+    def _close(self, run_id: UUID, *, observation: Any = None, error: str | None = None) -> None:
+        """Record the pending call `run_id` as a step with its result or error."""
         with self._lock:
             pending = self._pending.pop(run_id, None)
         if pending is None:
             return
         run, action, args, started = pending
         elapsed = (time.perf_counter() - started) * 1000
-        run.step(action, args, error=f"{type(error).__name__}: {error}", duration_ms=elapsed)
+        run.step(action, args, observation=observation, error=error, duration_ms=elapsed)
