@@ -16,6 +16,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from flowmem.induction.retrieve import ExampleIndex
 from flowmem.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.models import Workflow
@@ -36,6 +39,33 @@ class Hit:
     """Cosine similarity of the task and the workflow's nearest source task."""
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """The served versions as arrays, rebuilt when the store has new versions or stats."""
+
+    workflows: list[Workflow]
+    index: ExampleIndex
+    factors: npt.NDArray[np.float64]
+    """Per version: its rank factor."""
+    agents: npt.NDArray[np.object_]
+    scopes: npt.NDArray[np.object_]
+    trials: list[tuple[int, int]]
+    """(candidate on trial, its workflow's active version): the candidate is served instead
+    of the active version to a share of the requests."""
+
+    @classmethod
+    def of(cls, workflows: list[Workflow], index: ExampleIndex, params: LifecycleParams) -> _Snapshot:
+        active = {w.id: i for i, w in enumerate(workflows) if w.status == "active"}
+        return cls(
+            workflows,
+            index,
+            np.array([rank_factor(w.stats, params) for w in workflows], dtype=np.float64),
+            np.array([w.agent for w in workflows], dtype=object),
+            np.array([w.scope for w in workflows], dtype=object),
+            [(i, active[w.id]) for i, w in enumerate(workflows) if w.status != "active" and w.id in active],
+        )
+
+
 class ServedIndex:
     """The served workflows of one namespace, kept in memory and refreshed on new versions."""
 
@@ -51,9 +81,7 @@ class ServedIndex:
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._version: tuple[int, int, int] | None = None
-        self._workflows: list[Workflow] = []
-        self._index = ExampleIndex(store.embedder.embed([]), [], 0)
-        self._has_active: set[str] = set()
+        self._snapshot = _Snapshot.of([], ExampleIndex(store.embedder.embed([]), [], 0), params)
         self.reloads = 0
         """How many times the index was rebuilt."""
 
@@ -66,8 +94,8 @@ class ServedIndex:
         if version == self._version:
             return
         workflows, vectors, owners = self.store.workflow_index(namespace=self.namespace)
-        self._workflows, self._index = workflows, ExampleIndex(vectors, owners, len(workflows))
-        self._has_active = {w.id for w in workflows if w.status == "active"}
+        index = ExampleIndex(vectors, owners, len(workflows))
+        self._snapshot = _Snapshot.of(workflows, index, self.params)
         self._version = version
         self.reloads += 1
 
@@ -77,18 +105,22 @@ class ServedIndex:
         """The k best served workflows for a task (optionally of one agent or scope)."""
         with self._lock:
             self._refresh()
-            workflows, index, has_active = self._workflows, self._index, self._has_active
-        query = self.store.embedder.embed([task])[0]
-        best: dict[str, Hit] = {}
-        for i, similarity in index.search(query, len(workflows)):
-            w = workflows[i]
-            if (agent is not None and w.agent != agent) or (scope is not None and w.scope != scope):
-                continue
-            on_trial = w.status == "candidate" and w.id in has_active
-            if on_trial and not serve_candidate(task, w.id, w.version, self.params.candidate_share):
-                continue  # on trial: served to a share of the requests only
-            hit = Hit(w, similarity * rank_factor(w.stats, self.params), similarity)
-            if w.id not in best or (w.status == "candidate" and best[w.id].workflow.status == "active"):
-                best[w.id] = hit
-        hits = sorted(best.values(), key=lambda h: (-h.score, h.workflow.id))
-        return hits[:k]
+            snap = self._snapshot
+        if not snap.workflows:
+            return []
+        similarity = snap.index.similarities(self.store.embedder.embed([task])[0])
+        ok = np.isfinite(similarity)
+        if agent is not None:
+            ok &= snap.agents == agent
+        if scope is not None:
+            ok &= snap.scopes == scope
+        for candidate, active in snap.trials:  # on trial: served to a share of the requests only
+            w = snap.workflows[candidate]
+            if serve_candidate(task, w.id, w.version, self.params.candidate_share):
+                ok[active] = False
+            else:
+                ok[candidate] = False
+        scores = np.where(ok, similarity * snap.factors, -np.inf)
+        # Versions are in id order, so the stable sort breaks score ties by id.
+        top = [int(i) for i in np.argsort(-scores, kind="stable")[:k] if ok[i]]
+        return [Hit(snap.workflows[i], float(scores[i]), float(similarity[i])) for i in top]
