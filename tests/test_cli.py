@@ -189,3 +189,5 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     assert json.loads(run_in("b", "workflows", "list", "--json")[1]) == []
     with WorkflowMemory(Settings(db=str(db), namespace="b")) as memory:
         assert memory.context(task) == "" and memory.search(task) == []
+        # In-process code with the store in hand may name a namespace explicitly.
+        assert memory.search(task, namespace="a")[0].workflow.namespace == "a"

@@ -164,7 +164,7 @@ class WorkflowMemory:
         self._writer: _Writer | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._index: ServedIndex | None = None
+        self._indexes: dict[str, ServedIndex] = {}
         # Imports now, not in the writer at exit time, when Python no longer allows them.
         if settings.record_to == "store":
             self.store.prepare()
@@ -315,26 +315,40 @@ class WorkflowMemory:
 
     @property
     def index(self) -> ServedIndex:
-        """The in-process index of served workflows (built on first search, hot-reloaded)."""
+        """The in-process index of the configured namespace's served workflows (built on first
+        search, hot-reloaded)."""
+        return self.index_of(self.settings.namespace)
+
+    def index_of(self, namespace: str) -> ServedIndex:
+        """The in-process index of one namespace's served workflows."""
         with self._lock:
-            if self._index is None:
-                self._index = ServedIndex(self.store, self.settings.namespace)
-            return self._index
+            if namespace not in self._indexes:
+                self._indexes[namespace] = ServedIndex(self.store, namespace)
+            return self._indexes[namespace]
 
     def search(
-        self, task: str, k: int = 3, *, agent: str | None = None, scope: str | None = None
+        self,
+        task: str,
+        k: int = 3,
+        *,
+        agent: str | None = None,
+        scope: str | None = None,
+        namespace: str | None = None,
     ) -> list[Hit]:
-        """The k served workflows that fit a task best (optionally for one agent or scope).
+        """The k served workflows that fit a task best (optionally for one agent or scope; in
+        another namespace than the configured one).
 
         A newly committed induction run is seen within `check_every` (0.25 s) plus the rebuild,
         without reopening the store."""
-        return self.index.search(task, k=k, agent=agent, scope=scope)
+        return self.index_of(namespace or self.settings.namespace).search(task, k=k, agent=agent, scope=scope)
 
-    def context(self, task: str, k: int = 3, *, agent: str | None = None) -> str:
+    def context(
+        self, task: str, k: int = 3, *, agent: str | None = None, namespace: str | None = None
+    ) -> str:
         """The text block to put in an agent's instructions: the fitting workflows, each with
         when to use it, its steps with `{placeholders}`, where derived values come from, and
         its pitfalls. Inside a `record` block the served versions are noted on the run."""
-        hits = self.search(task, k, agent=agent)
+        hits = self.search(task, k, agent=agent, namespace=namespace)
         run = current_run()
         if run is not None:
             run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
