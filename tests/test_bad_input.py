@@ -545,3 +545,39 @@ def test_collect_stores_good_lines_quarantines_bad_ones_and_moves_files(
     third = collect(store, settings)
     assert (third.stored, third.files, third.rejected) == (4, 1, 0)
     assert store.count_trajectories() == 16 + e_lines
+
+
+def test_the_generated_malformed_lines_through_the_spool_collector(settings: Settings, store: Store) -> None:
+    """The generated malformed lines (and 200 templated ones) in spool files among valid
+    ones: the collect flow's function stores every valid line, quarantines every malformed
+    one with exactly the reason `parse_line` gives, at its file and line, and moves every file
+    to done/."""
+    limited = _limited(settings)
+    rng = random.Random(5)
+    generated = [x for made in generated_malformed().values() for x in made]
+    generated += [BAD_TEMPLATES[i % len(BAD_TEMPLATES)](rng) for i in range(200)]
+    lines = [x for x in generated if _ingestable(x) and b"\r" not in x]
+    assert len(lines) >= 1_100
+    good = _good("spool", 100)
+    mixed = [(x, True) for x in lines] + [(x, False) for x in good]
+    rng.shuffle(mixed)
+    spool = limited.spool_path
+    spool.mkdir(parents=True)
+    expected: dict[tuple[str, int], str] = {}
+    for k in range(5):
+        chunk = mixed[k::5]
+        name = f"part{k}.jsonl" + (".gz" if k % 2 else "")
+        body = b"\n".join(x for x, _ in chunk) + b"\n"
+        (spool / name).write_bytes(gzip.compress(body) if k % 2 else body)
+        for n, (x, bad) in enumerate(chunk, start=1):
+            if bad:
+                expected[(name, n)] = rejection_reason(x)
+
+    report = collect(store, limited)
+    assert (report.stored, report.rejected, report.files, report.failed_files) == (100, len(lines), 5, [])
+    got = {(Path(q["source"]).name, q["line"]): q["reason"] for q in _quarantined(limited)}
+    assert got == expected
+    assert store.count_trajectories() == 100
+    assert sorted(p.name for p in (spool / "done").iterdir()) == sorted(
+        f"part{k}.jsonl" + (".gz" if k % 2 else "") for k in range(5)
+    )
