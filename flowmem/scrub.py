@@ -53,13 +53,30 @@ Pure: no storage, network or SDK imports.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from typing import Any
 
 from flowmem.models import Step, Trajectory
+from flowmem.scrub_patterns import (
+    ASSIGNMENT,
+    AUTH_HEADER,
+    BEARER,
+    EMAIL,
+    KEY_HINTS,
+    KEYS,
+    MIN_CARD_INT,
+    PHONE,
+    URL_CREDENTIALS,
+    WORD_HINTS,
+    card_spans,
+    is_card,
+    is_credential_key,
+    is_phone,
+    kinds_in_dump,
+    literals_pattern,
+)
 from flowmem.settings import ScrubKind
 
 __all__ = ["MASKS", "scrub_text", "scrub_trajectory", "scrub_value"]
@@ -77,52 +94,8 @@ _ORDER: tuple[ScrubKind, ...] = ("secrets", "cards", "emails", "phones")
 cards and phones), cards before phones (a grouped card number is not a phone)."""
 
 _SECRET = MASKS["secrets"]
-_NOT_A_MASK = r"(?!\[(?:SECRET|CARD|EMAIL|PHONE)\])"
 
-# -- secrets ---------------------------------------------------------------------------------
-
-_PEM_BODY = r"[A-Za-z0-9+/=\s\\:,.-]"
-"""Characters of a PEM block's body (base64, line breaks, escaped ones, headers)."""
-_KEYS = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:"
-    r"sk-(?:proj-|ant-|live-|test-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"
-    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|gh[opusr]_[A-Za-z0-9]{30,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_-]{30,}"
-    r"|eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]*)?"
-    r")(?![A-Za-z0-9_-])"
-    r"|-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----" + _PEM_BODY + r"*?"
-    r"(?:-----END[A-Z0-9 ]*PRIVATE KEY-----|(?!" + _PEM_BODY + "))",
-    re.ASCII,
-)
-_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9])(bearer\s+)([A-Za-z0-9_.~+/-]{8,}=*)", re.ASCII)
-_AUTH_HEADER = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|bot)\s+)?+)"
-    + _NOT_A_MASK
-    + r"([^\s\"',;]+)",
-    re.ASCII,
-)
-_ASSIGNMENT = re.compile(
-    r"(?i)(?<![A-Za-z0-9_-])("  # one start per compound name: linear time
-    r"(?:(?:[A-Za-z0-9]*[_-])*(?:pass(?:word|wd|phrase)|pwd|api[_-]?key|client[_-]?secret"
-    r"|(?:secret|access|private)[_-]?key)|(?:[A-Za-z0-9]*[_-])+(?:token|secret))[\"']?\s*[:=]\s*"
-    r"|(?:token|secret|pass)(?:=|[\"']\s*:\s*)"
-    r")" + _NOT_A_MASK + r"(?:\"([^\"\n]+)\"|'([^'\n]+)'|([^\s\"',;&)}\]]+))",
-    re.ASCII,
-)
-_URL_CREDENTIALS = re.compile(
-    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)[^\s/:@\"']+:[^\s/@\"']+@", re.ASCII
-)
-_KEY_HINTS = (
-    *("sk-", "k_live_", "k_test_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox"),
-    *("akia", "asia", "aiza", "eyj", "-----begin", "://"),
-)
-"""Lower-cased substrings without which no key pattern can match."""
-_WORD_HINTS = ("bearer", "authorization", "pass", "pwd", "key", "token", "secret")
-"""Lower-cased substrings without which no header, bearer or assignment rule can match."""
+# -- the text rules of each kind (their patterns: flowmem.scrub_patterns) --------------------
 
 
 def _bearer(m: re.Match[str]) -> str | None:
@@ -141,9 +114,9 @@ def _assignment(m: re.Match[str]) -> str:
 
 
 _SECRET_RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None]], ...] = (
-    (_AUTH_HEADER, lambda m: m.group(1) + _SECRET),
-    (_BEARER, _bearer),
-    (_ASSIGNMENT, _assignment),
+    (AUTH_HEADER, lambda m: m.group(1) + _SECRET),
+    (BEARER, _bearer),
+    (ASSIGNMENT, _assignment),
 )
 
 
@@ -168,88 +141,21 @@ def _sub(
 
 def _secrets(text: str, counts: Counter[str]) -> str:
     low = text.lower()
-    if any(h in low for h in _KEY_HINTS):
-        text, n1 = _KEYS.subn(_SECRET, text)
-        text, n2 = _URL_CREDENTIALS.subn(r"\1" + _SECRET + "@", text)
+    if any(h in low for h in KEY_HINTS):
+        text, n1 = KEYS.subn(_SECRET, text)
+        text, n2 = URL_CREDENTIALS.subn(r"\1" + _SECRET + "@", text)
         if n1 + n2:
             counts["secrets"] += n1 + n2
-    if any(h in low for h in _WORD_HINTS):
+    if any(h in low for h in WORD_HINTS):
         for pattern, repl in _SECRET_RULES:
             text = _sub(pattern, repl, text, "secrets", counts)
     return text
 
 
-_KEY_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-_CREDENTIAL_LAST = {
-    "pass",
-    "password",
-    "passwd",
-    "pwd",
-    "passphrase",
-    "secret",
-    "token",
-    "credential",
-    "credentials",
-    "authorization",
-    "apikey",
-}
-_CREDENTIAL_PAIRS = {
-    ("api", "key"),
-    ("access", "key"),
-    ("private", "key"),
-    ("secret", "key"),
-    ("client", "secret"),
-}
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_credential_key(key: str) -> bool:
-    """Whether an argument or meta key names a credential (its whole value is a secret)."""
-    words = [w.lower() for w in _KEY_WORD.findall(key)]
-    if not words:
-        return False
-    return words[-1] in _CREDENTIAL_LAST or any(
-        p in _CREDENTIAL_PAIRS for p in zip(words, words[1:], strict=False)
-    )
-
-
-# -- cards -----------------------------------------------------------------------------------
-
-_CARD = re.compile(  # the first digit is matched before the look-behind: a fast scan for digits
-    r"\d(?<![\d.+]\d)(?:\d{12,18}"
-    r"|\d{3}(?P<s1>[ -])\d{4}(?P=s1)\d{4}(?P=s1)\d{1,7}"
-    r"|\d{3}(?P<s2>[ -])\d{6}(?P=s2)\d{4,5}"
-    r")(?!\d|\.\d)",
-    re.ASCII,
-)
-
-
-def _is_card(digits: str) -> bool:
-    if not 13 <= len(digits) <= 19 or digits[0] not in "3456" and not 2221 <= int(digits[:4]) <= 2720:
-        return False
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _card_spans(text: str) -> Iterator[tuple[int, int]]:
-    pos = 0
-    while (m := _CARD.search(text, pos)) is not None:
-        if _is_card(m.group(0).replace(" ", "").replace("-", "")):
-            yield m.span()
-            pos = m.end()
-        else:  # a card may start inside a candidate that is none ("2023 4111 1111 1111 1111")
-            pos = m.start() + 1
-
-
 def _cards(text: str, counts: Counter[str]) -> str:
     out: list[str] = []
     last = 0
-    for start, end in _card_spans(text):
+    for start, end in card_spans(text):
         out += (text[last:start], MASKS["cards"])
         last = end
         counts["cards"] += 1
@@ -259,57 +165,20 @@ def _cards(text: str, counts: Counter[str]) -> str:
     return "".join(out)
 
 
-# -- e-mail addresses ------------------------------------------------------------------------
-
-_EMAIL = re.compile(
-    r"[A-Za-z0-9_.%+-](?<![A-Za-z0-9_.%+-].)"
-    r"[A-Za-z0-9_.%+-]{0,63}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9-])"
-)
-
-
 def _emails(text: str, counts: Counter[str]) -> str:
     if "@" not in text:
         return text
-    text, n = _EMAIL.subn(MASKS["emails"], text)
+    text, n = EMAIL.subn(MASKS["emails"], text)
     counts["emails"] += n
     return text
 
 
-# -- phone numbers ---------------------------------------------------------------------------
-
-_PHONE = re.compile(  # the first character is matched before the look-behinds: a fast scan
-    r"[+(\d](?<![\w+.-][+(\d])(?:"
-    r"(?<=\+)(?P<intl>\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,6})"
-    r"|(?<=\()[2-9]\d{2}\) ?\d{3}-\d{4}"
-    r"|(?<=[2-9])\d{2}(?P<s1>[.-])\d{3}(?P=s1)\d{4}"
-    r"|(?<=0)(?P<trunk>[1-9]\d{0,3}(?P<s2>[ .-])\d{2,5}(?:(?P=s2)\d{2,5}){1,3})"
-    r")(?![\w+(]|[.-]\d)",
-    re.ASCII,
-)
-_DECIMAL = re.compile(r"\+\d+(?:\.\d+)?")
-
-
 def _phone(m: re.Match[str]) -> str | None:
-    return MASKS["phones"] if _is_phone(m) else None
-
-
-def _is_phone(m: re.Match[str]) -> bool:
-    found = m.group(0)
-    digits = sum(c.isdigit() for c in found)
-    if m.group("intl") is not None:
-        separators = set(found) - set("+0123456789")
-        if "." in separators and len(separators) > 1:  # "+1.5 01.02.2023": numbers, not a phone
-            return False
-        if _DECIMAL.fullmatch(found):
-            return 10 <= digits <= 15 and "." not in found
-        return 8 <= digits <= 15
-    if m.group("trunk") is not None:
-        return 10 <= digits <= 12
-    return True
+    return MASKS["phones"] if is_phone(m) else None
 
 
 def _phones(text: str, counts: Counter[str]) -> str:
-    return _sub(_PHONE, _phone, text, "phones", counts)
+    return _sub(PHONE, _phone, text, "phones", counts)
 
 
 _SCRUBBERS: dict[ScrubKind, Callable[[str, Counter[str]], str]] = {
@@ -321,43 +190,6 @@ _SCRUBBERS: dict[ScrubKind, Callable[[str, Counter[str]], str]] = {
 
 # -- values and trajectories -----------------------------------------------------------------
 
-_DUMP_HINTS = ("sk-", "github_pat_", "xox", "eyj", "://", *_WORD_HINTS, "credential")
-_STRIPE, _GITHUB, _AWS_GOOGLE = (
-    re.compile(p) for p in (r"k_(?:live|test)_", r"gh[pousr]_", r"A(?:KIA|SIA|Iza)")
-)
-"""Together: what a trajectory's JSON (lower-cased but for the last) holds if any secret rule
-or credential-named key can match in it. A PEM block holds "key"; one regex with a literal
-prefix costs what one substring test does, and fewer tests keep ingest fast."""
-_MIN_CARD_INT = 10**12
-"""The smallest 13-digit integer."""
-_DIGITS = bytes.maketrans(b"0123456789 -", b"0000000000ss")
-_CARD_SHAPES = (b"0" * 13, b"0000s0000s0000s0", b"0000s000000s0000")
-"""Every card candidate, with its digits as 0 and its separators as s, contains one of these."""
-
-
-def _may_match(t: Trajectory, kinds: tuple[ScrubKind, ...]) -> tuple[ScrubKind, ...]:
-    """The kinds that may match somewhere in the trajectory, decided at once on its JSON: most
-    trajectories need no more. The checks look only for characters that JSON never escapes,
-    and ask no more than a match needs (an escape may stand next to a card's digits)."""
-    dump = t.model_dump_json()
-    found: list[ScrubKind] = []
-    for kind in kinds:
-        if kind == "secrets":
-            low = dump.lower()
-            may = any(h in low for h in _DUMP_HINTS) or any(
-                p.search(s) is not None for p, s in ((_STRIPE, low), (_GITHUB, low), (_AWS_GOOGLE, dump))
-            )
-        elif kind == "cards":
-            shape = dump.encode().translate(_DIGITS)
-            may = any(c in shape for c in _CARD_SHAPES)
-        elif kind == "emails":
-            may = "@" in dump
-        else:
-            may = True  # phones: checked per text
-        if may:
-            found.append(kind)
-    return tuple(found)
-
 
 class _Scrubber:
     """One scrub: the kinds, the counts of masked values, the credential values to mask."""
@@ -365,12 +197,7 @@ class _Scrubber:
     def __init__(self, kinds: tuple[ScrubKind, ...], literals: Collection[str] = ()) -> None:
         self.kinds = kinds
         self.counts: Counter[str] = Counter()
-        longest_first = sorted(literals, key=len, reverse=True)
-        self.literals = (
-            re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, longest_first)) + r")(?!\w)")
-            if literals
-            else None
-        )
+        self.literals = literals_pattern(literals)
 
     def text(self, text: str) -> str:
         """The text scrubbed, again until nothing changes: a mask may make a neighbour a match
@@ -402,19 +229,14 @@ class _Scrubber:
         if isinstance(value, list | tuple):
             items = [self.value(v) for v in value]
             return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-        if (
-            "cards" in self.kinds
-            and isinstance(value, int)
-            and value >= _MIN_CARD_INT
-            and _is_card(str(value))
-        ):
+        if "cards" in self.kinds and isinstance(value, int) and value >= MIN_CARD_INT and is_card(str(value)):
             self.counts["cards"] += 1
             return MASKS["cards"]
         return value
 
     def item(self, key: Any, value: Any) -> Any:
         """A dict item's value scrubbed: the whole of it when its key names a credential."""
-        if "secrets" not in self.kinds or not isinstance(key, str) or not _is_credential_key(key):
+        if "secrets" not in self.kinds or not isinstance(key, str) or not is_credential_key(key):
             return self.value(value)
         if value is None or isinstance(value, bool) or value == "" or value == _SECRET:
             return value
@@ -447,7 +269,7 @@ def _credential_values(value: Any, found: set[str], *, under_credential: bool = 
     """Collect the scalar values (as text, 6+ characters) held by credential-named keys."""
     if isinstance(value, dict):
         for k, v in value.items():
-            _credential_values(v, found, under_credential=under_credential or _is_credential_key(str(k)))
+            _credential_values(v, found, under_credential=under_credential or is_credential_key(str(k)))
     elif isinstance(value, list | tuple):
         for v in value:
             _credential_values(v, found, under_credential=under_credential)
@@ -485,7 +307,7 @@ def scrub_trajectory(t: Trajectory, kinds: Collection[ScrubKind]) -> Trajectory:
     """
     chosen = _kinds(kinds)
     if chosen:
-        chosen = _may_match(t, chosen)
+        chosen = kinds_in_dump(t.model_dump_json(), chosen)
     if not chosen:
         return t
     literals: set[str] = set()
