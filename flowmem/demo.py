@@ -153,7 +153,7 @@ def run_loop(
             return [(h.workflow, h.similarity) for h in memory.search(text, k=3, agent=agent)]
 
         for r in range(1, rounds + 1):
-            served = len({w.id for w in memory.store.workflow_index()[0]})
+            served = len({w.id for w in memory.index.served()})
             explorer = ScriptedAgent(seed, skill=skill, persistence=persistence)
             follower = FollowerAgent(seed, search, skill=skill, persistence=persistence)
             base, mine = [], []

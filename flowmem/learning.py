@@ -36,18 +36,10 @@ def report_outcome(
     Raises:
         NotFoundError: if the namespace has no such run.
     """
-    before = store.get_trajectory(run_id, namespace=namespace)
-    store.set_outcome(run_id, success=success, feedback=feedback, namespace=namespace)
+    before = store.set_outcome(run_id, success=success, feedback=feedback, namespace=namespace)
     if not before.workflows_used or before.success is success:
         return
-    after = before.model_copy(update={"success": success})
-    old, new = usage_from([before]), usage_from([after])
-    delta = {
-        key: UsageStats(
-            served=0,
-            successes=new[key].successes - old[key].successes,
-            failures=new[key].failures - old[key].failures,
-        )
-        for key in new
-    }
-    store.add_usage(delta, namespace=namespace)
+    ok = int(success) - int(before.success is True)
+    bad = int(not success) - int(before.success is False)
+    change = UsageStats(served=0, successes=ok, failures=bad)
+    store.add_usage({(r.id, r.version): change for r in before.workflows_used}, namespace=namespace)

@@ -99,6 +99,12 @@ class ServedIndex:
         self._version = version
         self.reloads += 1
 
+    def served(self) -> list[Workflow]:
+        """The versions being served now (a workflow's candidate on trial too)."""
+        with self._lock:
+            self._refresh()
+            return list(self._snapshot.workflows)
+
     def search(
         self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None
     ) -> list[Hit]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import openai
@@ -235,24 +235,20 @@ def llm_from_settings(settings: Settings) -> OpenAILLM:
     """
     if settings.llm_model is None:
         raise ValueError("no LLM configured: set FLOWMEM_LLM_MODEL (or llm_model) to use the LLM inducer")
-    secret = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    return OpenAILLM(
-        settings.llm_model,
-        base_url=settings.llm_base_url,
-        api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
-        temperature=settings.llm_temperature,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    )
+    return OpenAILLM(settings.llm_model, temperature=settings.llm_temperature, **_endpoint(settings))
 
 
 def embedder_from_settings(settings: Settings) -> OpenAIEmbedder:
     """The OpenAI(-compatible) embedder the settings name (same endpoint and key as the LLM)."""
+    return OpenAIEmbedder(settings.embedding_model, **_endpoint(settings))
+
+
+def _endpoint(settings: Settings) -> dict[str, Any]:
+    """The endpoint, key, timeout and retries the LLM and the embedder share."""
     secret = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    return OpenAIEmbedder(
-        settings.embedding_model,
-        base_url=settings.llm_base_url,
-        api_key=secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    )
+    return {
+        "base_url": settings.llm_base_url,
+        "api_key": secret or os.environ.get("OPENAI_API_KEY") or NO_KEY,
+        "timeout": settings.llm_timeout,
+        "max_retries": settings.llm_max_retries,
+    }

@@ -105,19 +105,20 @@ class Store(LiveStateMixin, RunsMixin):
 
     def set_outcome(
         self, trajectory_id: str, *, success: bool, feedback: str | None = None, namespace: str | None = None
-    ) -> None:
-        """Record a run's outcome after the fact.
+    ) -> Trajectory:
+        """Record a run's outcome after the fact; returns the run as it was before.
 
         Raises:
             NotFoundError: if the namespace has no such trajectory.
         """
         ns = self._ns(namespace)
-        self.get_trajectory(trajectory_id, namespace=ns)
+        before = self.get_trajectory(trajectory_id, namespace=ns)
         where = f"namespace = {quote(ns)} AND id = {quote(trajectory_id)}"
         values: dict[str, Any] = {"success": success}
         if feedback is not None:
             values["feedback"] = scrub_text(feedback, self.settings.scrub)
         _retry(lambda: self._trajectories().update(where=where, values=values))
+        return before
 
     def iter_trajectories(self, *, namespace: str | None = None) -> Iterator[Trajectory]:
         """Every trajectory of a namespace, oldest first."""
