@@ -26,6 +26,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo
 
 typecheck: setup
 	$(BIN)/mypy --strict flowmem

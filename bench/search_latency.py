@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 
 from flowmem.agents import WorkflowMemory
+from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
 VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update", "export"]
 THINGS = ["invoice", "meeting", "report", "ticket", "customer", "contract", "task", "budget", "survey"]
@@ -56,7 +56,7 @@ def measure(n: int) -> tuple[float, float, float]:
     """p50 ms of memory.search, LanceDB brute force, LanceDB with IVF_PQ (nan below 5,000)."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=f"{tmp}/db")
-        store = Store(settings)
+        store = store_from(settings)
         store.commit_run(InductionRun(id="bench"), workflows(n))
         tasks = [f"{VERBS[i % 9]} the {THINGS[i % 7]} for team {i}" for i in range(200)]
         with WorkflowMemory(settings) as memory:

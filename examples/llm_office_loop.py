@@ -5,7 +5,7 @@ tasks with the office's tools (`flowmem.sim.TOOLS`: mail, contacts, calendar, CR
 Each round, new tasks are solved on fresh copies of one world. The memory arm gets
 `memory.context(task)` in its system prompt and is recorded (`memory.record`, one `run.step`
 per tool call); the world's goal check, not the model, says whether a task succeeded. Between
-rounds `flowmem.demo.direct_cycle` induces workflows from the recorded runs and folds the
+rounds `flowmem.jobs.cycle.cycle` collects, induces workflows from the recorded runs and folds the
 outcomes into the versions' stats, so later rounds are served what earlier rounds learned.
 With --compare each task is also solved without memory (no context, not recorded).
 
@@ -40,7 +40,7 @@ import openai
 from openai.types.chat import ChatCompletionFunctionToolParam
 
 from flowmem.agents import WorkflowMemory
-from flowmem.demo import direct_cycle
+from flowmem.jobs.cycle import cycle
 from flowmem.settings import Settings
 from flowmem.sim import SINGLE_FAMILIES, TOOLS, Task, ToolError, World, make_tasks
 
@@ -237,7 +237,7 @@ def run_rounds(
             if progress is not None:
                 progress(summary)
             if r < rounds:
-                direct_cycle(settings)
+                cycle(memory.store, settings)
     return summaries
 
 

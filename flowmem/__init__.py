@@ -5,6 +5,7 @@ when a store or memory is first used.
 """
 
 from flowmem.agents import Run, WorkflowMemory, current_run
+from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Step, Trajectory, Workflow, WorkflowRef, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -21,6 +22,7 @@ __all__ = [
     "WorkflowRef",
     "WorkflowStep",
     "current_run",
+    "store_from",
 ]
 
 __version__ = "0.1.0"

@@ -13,10 +13,12 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from flowmem import cli_demo, cli_server, render
+from flowmem import cli_demo, cli_server
+from flowmem import cli_render as render
 from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
-from flowmem.induction.rule import Inducer
-from flowmem.ingest import ingest_files
+from flowmem.induction.base import Inducer
+from flowmem.jobs.factories import inducer_from, store_from
+from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 from flowmem.storage import Store, StoreError
 
@@ -35,7 +37,7 @@ app.add_typer(workflows_app, name="workflows")
 
 
 def _store() -> Store:
-    return Store(Settings())
+    return store_from(Settings())
 
 
 @app.command()
@@ -48,7 +50,7 @@ def ingest(
     Exit status 0 when every line was stored (or was already stored), 1 when any was rejected.
     """
     settings = Settings()
-    store = Store(settings)
+    store = store_from(settings)
     sizes = {p: p.stat().st_size if p.is_file() else 0 for p in files}
     with Progress(
         TextColumn("[bold]ingest[/bold] {task.description}"),
@@ -87,7 +89,7 @@ def ingest(
 def trajectories_count(as_json: JsonOpt = False) -> None:
     """How many trajectories the namespace holds."""
     settings = Settings()
-    n = Store(settings).count_trajectories()
+    n = store_from(settings).count_trajectories(namespace=settings.namespace)
     print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
 
 
@@ -216,20 +218,11 @@ def workflows_rollback(
 
 
 def _inducer(kind: str, settings: Settings) -> Inducer:
-    """The rule-based inducer, or the LLM inducer on the configured OpenAI-compatible endpoint."""
-    from flowmem.induction.rule import RuleInducer
-
-    if kind == "rule":
-        return RuleInducer()
-    if kind == "llm":
-        from flowmem.induction.llm import LLMInducer
-        from flowmem.providers.openai import llm_from_settings
-
-        try:
-            return LLMInducer(llm_from_settings(settings))
-        except ValueError as e:
-            raise fail(str(e)) from None
-    raise fail(f"unknown inducer {kind!r}: use rule or llm")
+    """The inducer of a kind, or a one-line error."""
+    try:
+        return inducer_from(kind, settings)
+    except ValueError as e:
+        raise fail(str(e)) from None
 
 
 @app.command()
@@ -244,10 +237,12 @@ def induce(
 
     Only clusters whose runs changed since the last run are induced; with nothing new, nothing
     is done."""
-    from flowmem.runner import induce_namespace
+    from flowmem.jobs.induce import induce as induce_job
 
     settings = Settings()
-    report = induce_namespace(Store(settings), settings, _inducer(inducer, settings), force=every)
+    report = induce_job(
+        store_from(settings), settings, _inducer(inducer, settings), namespace=settings.namespace, force=every
+    )
     s = report.summary()
     if as_json:
         print_json(s)
@@ -274,27 +269,12 @@ def search(
 ) -> None:
     """The served workflows that fit a task best, as an agent would get them."""
     from flowmem.agents import WorkflowMemory
+    from flowmem.server.payloads import hit_payload
 
-    settings = Settings()
-    memory = WorkflowMemory(settings)
-    hits = memory.search(task, k, agent=agent)
+    with WorkflowMemory(Settings()) as memory:
+        hits = memory.search(task, k, agent=agent)
     if as_json:
-        print_json(
-            [
-                {
-                    "id": h.workflow.id,
-                    "version": h.workflow.version,
-                    "name": h.workflow.name,
-                    "description": h.workflow.description,
-                    "steps": [s.model_dump(mode="json", exclude_none=True) for s in h.workflow.steps],
-                    "parameters": h.workflow.parameters,
-                    "pitfalls": h.workflow.pitfalls,
-                    "score": round(h.score, 4),
-                    "similarity": round(h.similarity, 4),
-                }
-                for h in hits
-            ]
-        )
+        print_json([hit_payload(h) for h in hits])
         return
     if not hits:
         typer.echo("no workflow fits")
@@ -313,7 +293,7 @@ def eval_command(
 ) -> None:
     """Induce from TRAIN in a temporary store, retrieve for each TEST task, and compare with
     retrieving raw successful trajectories (metrics: docs/metrics.md)."""
-    from flowmem.evaluation import evaluate, load
+    from flowmem.jobs.evaluate import evaluate, load
 
     settings = Settings()
     report = evaluate(

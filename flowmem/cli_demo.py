@@ -7,11 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
-from flowmem import render
+from flowmem import cli_render as render
 from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
 from flowmem.settings import Settings
+from flowmem.storage import Store
 
-__all__ = ["demo", "generate"]
+__all__ = ["demo", "generate", "prefect_cycle"]
+
+
+def prefect_cycle(store: Store, settings: Settings) -> dict[str, Any]:
+    """The Prefect `cycle` flow on the settings' store and namespace (the demo's default)."""
+    from flowmem.flows.pipeline import cycle
+
+    return cycle(db=settings.db, namespace=settings.namespace)
 
 
 def generate(
@@ -21,7 +29,7 @@ def generate(
     skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The scripted agent's skill.")] = 0.7,
 ) -> None:
     """Write trajectories of flowmem's scripted agent in its simulated office (demo data)."""
-    from flowmem.demo import generate_file
+    from flowmem.sim.demo import generate_file
 
     n = generate_file(out_path, tasks=tasks, seed=seed, skill=skill)
     typer.echo(f"wrote {n} trajectories to {out_path}")
@@ -44,7 +52,8 @@ def demo(
     the memory arm's runs are recorded through the hooks and the cycle flow (collect, induce,
     learn) runs between rounds. Prints success rate and mean tool calls per round and saves a
     learning-curve PNG. The agent is simulated (flowmem.sim), not an LLM."""
-    from flowmem.demo import direct_cycle, plot, prefect_cycle, run_loop
+    from flowmem.jobs.cycle import cycle as direct_cycle
+    from flowmem.sim.demo import plot, run_loop
 
     if engine not in ("prefect", "direct"):
         raise fail(f"unknown engine {engine!r}: use prefect or direct")

@@ -10,11 +10,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowmem.induction.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
+from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
-__all__ = ["DEFAULT_SCRUB", "ScrubKind", "Settings"]
-
-ScrubKind = Literal["secrets", "cards", "emails", "phones"]
-DEFAULT_SCRUB: tuple[ScrubKind, ...] = ("secrets", "cards")
+__all__ = ["Settings"]
 
 
 class Settings(BaseSettings):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -26,7 +27,7 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def store(settings: Settings) -> Store:
     """A fresh, empty store."""
-    return Store(settings)
+    return store_from(settings)
 
 
 def make_workflow(

@@ -18,9 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from flowmem.interchange import RecordError, loads, parse_line
+from flowmem.jobs.factories import store_from
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
-from flowmem.storage import Store
 from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
 from tests.test_induction import forward
 from tests.test_retrieval import induced
@@ -94,7 +94,7 @@ def test_writes_need_the_token_which_is_never_echoed(
         assert r.json() == {"detail": "missing or invalid bearer token"}
         r = api.post("/v1/runs/api-1/outcome", json={"success": True}, headers=headers)
         assert r.status_code == 401
-    assert Store(settings).count_trajectories() == 0
+    assert store_from(settings).count_trajectories() == 0
     # A token with the right prefix is still wrong (the comparison is over the whole token).
     assert (
         api.post("/v1/trajectories", json=[], headers={"Authorization": f"Bearer {TOKEN[:-1]}"}).status_code
@@ -138,7 +138,7 @@ def test_posting_trajectories_in_each_format(settings: Settings) -> None:
     assert api.post("/v1/trajectories", json={"task": "t"}, headers=AUTH).status_code == 400
     too_many = api.post("/v1/trajectories", json=[record(i) for i in range(1_001)], headers=AUTH)
     assert too_many.status_code == 413
-    store = Store(settings)
+    store = store_from(settings)
     assert store.count_trajectories() == 5 and store.count_trajectories(namespace="other") == 0
     quarantined = settings.quarantine_path.read_text().splitlines()
     assert len(quarantined) == 4 and all(json.loads(q)["source"] == "api" for q in quarantined)
@@ -149,7 +149,7 @@ def test_reporting_an_outcome(settings: Settings) -> None:
     api.post("/v1/trajectories", json=[record(1)], headers=AUTH)
     r = api.post("/v1/runs/api-1/outcome", json={"success": False, "feedback": "wrong email"}, headers=AUTH)
     assert r.json() == {"id": "api-1", "success": False}
-    stored = Store(settings).get_trajectory("api-1")
+    stored = store_from(settings).get_trajectory("api-1")
     assert (stored.success, stored.feedback) == (False, "wrong email")
     assert api.post("/v1/runs/nope/outcome", json={"success": True}, headers=AUTH).status_code == 404
     bad = api.post("/v1/runs/api-1/outcome", json={"success": "maybe", "x": TOKEN}, headers=AUTH)
@@ -208,7 +208,7 @@ def test_a_thousand_malformed_records_through_the_api(settings: Settings) -> Non
         expected = [(i, reason) for i, (_, reason) in enumerate(chunk) if reason is not None]
         assert [(x["index"], x["reason"]) for x in got["rejected"]] == expected
         stored += got["stored"]
-    assert stored == len(good) == Store(limited).count_trajectories()
+    assert stored == len(good) == store_from(limited).count_trajectories()
 
     # The decodable ones, as records of a JSON array, are rejected one by one too.
     objects = [line for line in lines if isinstance(_decoded(line), dict)][:999]
@@ -279,4 +279,4 @@ def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -
             proc.wait(timeout=30)
     text = log.read_text(encoding="utf-8")
     assert "POST /v1/trajectories" in text and TOKEN not in text and "guess" not in text
-    assert Store(Settings(db=str(tmp_path / "db"))).count_trajectories() == 1
+    assert store_from(Settings(db=str(tmp_path / "db"))).count_trajectories() == 1

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from flowmem.ingest import ingest_files
 from flowmem.interchange import RecordError, dump_record, parse_line
+from flowmem.jobs.collect import collect
+from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
-from flowmem.spool import collect
 from flowmem.storage import Store
 
 LIMITS: dict[str, Any] = {

@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun
 from flowmem.settings import Settings
-from flowmem.storage import Store
 from tests.conftest import WORKBENCH, make_workflow
 
 runner = CliRunner()
@@ -80,7 +80,7 @@ def test_ingest_100_valid_20_malformed(tmp_path: Path) -> None:
     assert all(r["reason"] and r["source"] == str(src) for r in rejected)
     assert invoke(db, "trajectories", "count") == (0, "100\n")
     # Unknown keys survived in meta; the same file again stores nothing new.
-    store = Store(Settings(db=str(db)))
+    store = store_from(Settings(db=str(db)))
     assert {t.meta["custom_field"] for t in store.list_trajectories(limit=None)} == set(range(100))
     code, output = invoke(db, "ingest", "--json", str(src))
     assert code == 1 and json.loads(output)["stored"] == 0 and json.loads(output)["duplicates"] == 100
@@ -110,7 +110,7 @@ def test_trajectory_list_and_show(tmp_path: Path) -> None:
 
 def test_workflow_commands(tmp_path: Path) -> None:
     db = tmp_path / "db"
-    store = Store(Settings(db=str(db)))
+    store = store_from(Settings(db=str(db)))
     store.commit_run(InductionRun(id="r1"), [make_workflow(version=1)])
     store.commit_run(InductionRun(id="r2"), [make_workflow(version=2, steps=3, pitfalls=["check the date"])])
     code, output = invoke(db, "workflows", "list", "--json")
@@ -143,7 +143,7 @@ def test_ingest_workbench_twice_counts_4197(tmp_path: Path) -> None:
     code, output = invoke(db, "ingest", str(WORKBENCH))
     assert code == 0 and "stored 0 (4197 already stored)" in output
     assert invoke(db, "trajectories", "count") == (0, "4197\n")
-    t = Store(Settings(db=str(db))).get_trajectory("workbench/email/gpt-4_domains/050")
+    t = store_from(Settings(db=str(db))).get_trajectory("workbench/email/gpt-4_domains/050")
     assert t.group == "email/t05" and t.meta["slots"]["recipient_name"] == "olga" and t.success is True
 
 
@@ -159,15 +159,15 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     """Workflows induced in namespace a are never shown, searched or served in namespace b."""
     from flowmem.agents import WorkflowMemory
     from flowmem.induction.rule import RuleInducer
-    from flowmem.runner import induce_namespace
+    from flowmem.jobs.induce import induce
     from tests.test_induction import cancel, forward
 
     db = tmp_path / "db"
     settings = Settings(db=str(db), namespace="a")
-    store = Store(settings)
+    store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     store.add_trajectories([t.model_copy(update={"namespace": "a"}) for t in runs])
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [wid, *_] = [w.id for w in store.list_workflows(namespace="a")]
 
     def run_in(namespace: str, *args: str) -> tuple[int, str]:

@@ -20,7 +20,8 @@ import lancedb
 import pytest
 
 from flowmem.induction.rule import RuleInducer
-from flowmem.runner import RunReport, induce_namespace
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
@@ -64,18 +65,18 @@ INDUCE_SCRIPT = textwrap.dedent(
     import sys
     import time
 
-    from flowmem.induction.pipeline import induce_cluster
+    from flowmem.induction.drafts import induce_cluster
     from flowmem.induction.rule import RuleInducer
-    from flowmem.runner import commit_outcomes, prepare_run
+    from flowmem.jobs.induce import commit_outcomes, prepare_run
     from flowmem.settings import Settings
-    from flowmem.storage import Store
+    from flowmem.jobs.factories import store_from
 
     settings = Settings(db=sys.argv[1])
-    store = Store(settings)
+    store = store_from(settings)
     store.prepare()
     print("ready", flush=True)
     sys.stdin.readline()
-    plan = prepare_run(store, settings)
+    plan = prepare_run(store, settings, namespace=settings.namespace)
     print("prepared", len(plan.changed), flush=True)
     outcomes = [induce_cluster(c, RuleInducer()) for c in plan.changed]
     commit_run = store.commit_run
@@ -148,7 +149,7 @@ def _check_store(db: str, *, histories: bool = True) -> tuple[int, int, list[str
     run record is not (a commit interrupted halfway); the caller asserts there is none.
     `histories=False` reads the versions in one query instead of one history per workflow
     (fast enough for after every kill)."""
-    store = Store(Settings(db=db))
+    store = store_from(Settings(db=db))
     runs = store.list_runs()
     assert all(r.kind == "induce" and r.tag == r.id and r.table_version is not None for r in runs)
     if histories:
@@ -187,7 +188,7 @@ def _assert_committed_state(db: str, *, histories: bool = True) -> tuple[int, in
 def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     settings = Settings(db=db)
-    store = Store(settings)
+    store = store_from(settings)
     env = _env(db, FLOWMEM_FLUSH_BATCH="100", FLOWMEM_FLUSH_INTERVAL="0.05")
     writers = [
         _spawn(WRITER_SCRIPT, str(k), str(PER_WRITER), cwd=tmp_path, env=env, name=f"writer{k}")
@@ -202,7 +203,7 @@ def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothi
             _go(p)
         # Induction runs commit on the same store until every writer is done.
         while any(p.poll() is None for p in writers):
-            reports.append(induce_namespace(store, settings, RuleInducer()))
+            reports.append(induce(store, settings, RuleInducer(), namespace=settings.namespace))
             if reports[-1].plan.skipped:
                 time.sleep(0.05)
         outputs = [p.communicate(timeout=120)[0] for p in writers]
@@ -217,7 +218,7 @@ def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothi
         assert out.strip() == f"recorded {PER_WRITER}"
         assert "flowmem: storing" not in err, err  # no batch needed the writer's own retries
 
-    fresh = Store(settings)
+    fresh = store_from(settings)
     assert fresh.count_trajectories() == WRITERS * PER_WRITER == 10_000
     stored = fresh.list_trajectories(limit=None)
     assert all(1 <= len(t.steps) <= 2 for t in stored)
@@ -278,10 +279,10 @@ def _kill(p: subprocess.Popen[str]) -> None:
 def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     settings = Settings(db=db)
-    store = Store(settings)
+    store = store_from(settings)
     seeds = iter(range(1, 100))
     store.add_trajectories(simulate(40, seed=next(seeds)))
-    first = induce_namespace(store, settings, RuleInducer())
+    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     state = _check_store(db, histories=False)
     assert first.versions and state == (1, len(first.versions), [])
     store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
@@ -325,9 +326,9 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(tmp_p
     # A run to completion afterwards works, drops what interrupted commits left (never seen
     # by readers), and stores no version twice; the next run stores nothing.
     runs, versions, _ = _check_store(db)
-    report = induce_namespace(store, settings, RuleInducer())
+    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     after = _check_store(db)
     assert after == (runs + 1, versions + len(report.versions), [])
-    again = induce_namespace(store, settings, RuleInducer())
+    again = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert again.plan.skipped and again.versions == []
     assert _check_store(db) == after

@@ -9,11 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
-from flowmem.demo import prefect_cycle, run_loop
+from flowmem.cli_demo import prefect_cycle
+from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
+from flowmem.sim.demo import run_loop
 from flowmem.sim.follower import bind
-from flowmem.storage import Store
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -55,7 +56,7 @@ def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     assert last["with_memory"]["mean_steps"] < last["without_memory"]["mean_steps"]
     assert last["followed"] > 0.5 and last["workflows"] > 10
     assert Path(report["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    store = Store(Settings(db=report["db"]))
+    store = store_from(Settings(db=report["db"]))
     runs = list(store.iter_trajectories())
     assert len(runs) > 8 * 40  # the memory arm's runs, sub-runs included, recorded through the hooks
     served = [t for t in runs if t.workflows_used]
@@ -73,7 +74,7 @@ def test_demo_runs_the_cycle_flow_between_rounds(tmp_path: Path) -> None:
     assert [r.round for r in report.rounds] == [1, 2]
     [cycle] = report.cycles
     assert cycle["induce"]["versions_created"] > 0
-    store = Store(settings)
+    store = store_from(settings)
     assert store.list_runs() and store.list_workflows()
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
 

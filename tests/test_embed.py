@@ -67,13 +67,117 @@ def test_the_store_cache_spans_processes(tmp_path: object) -> None:
     from flowmem.induction import CachedEmbedder, MemoryCache
     from flowmem.settings import Settings
     from flowmem.storage import Store
-    from flowmem.storage.cache import StoreVectorCache
+    from flowmem.storage.vector_cache import StoreVectorCache
 
     settings = Settings(db=f"{tmp_path}/db")
     asked: list[list[str]] = []
     for _ in range(2):  # two store instances stand for two processes
-        store, inner = Store(settings), Counting()
-        store._embedder = CachedEmbedder(inner, MemoryCache(), StoreVectorCache(store))
+        inner = Counting()
+        cache = StoreVectorCache(settings.db, inner.name, inner.dim)
+        store = Store(settings, embedder=CachedEmbedder(inner, MemoryCache(), cache))
         store.embedder.embed(["forward the email", "cancel the meeting"])
         asked.append(inner.asked)
     assert asked == [["forward the email", "cancel the meeting"], []]
+
+
+# Equivalence with the scikit-learn implementation that wrote the stored `hashing-v2-*` vectors.
+
+CORPUS = [
+    *TEXTS,
+    "Schedule a meeting with the marketing team for next Tuesday at 3pm",
+    "Reply to Bob's invoice e-mail: 'Paid, thanks!' and archive the thread",
+    "FORWARD THE LATEST EMAIL ABOUT THE BUDGET TO OLGA",
+    "Über naïve café résumé Straße ÉCOLE İstanbul ǅemal",
+    "日本語のテキストを要約して 中文文本 русский текст العربية हिन्दी ภาษาไทย",
+    "🚀 launch 🔥🔥 the 👍🏽 thing 👨‍👩‍👧 ok",
+    "!!! ??? ... --- ;;; ()[]{}",
+    "123 4567 8 9 10 3.14 2024-05-01 #42",
+    "a b c d e f g I x y",
+    "tabs\tand\nnewlines\r\n\n  and   runs \u00a0of\u2003\u3000whitespace\x0b\x0c\x1c\x85end",
+    "   leading and trailing spaces   ",
+    " ",
+    "\t\n",
+    "x",
+    "under_score snake_case_name camelCaseName x1y2",
+    "ad1u66pi collides with the sign bit",  # mmh3.hash("ad1u66pi") == -2**31
+    " ".join(f"word{i % 97} token{i % 13}" for i in range(2_000)) + " " + "z" * 5_000,
+]
+
+
+def _sklearn_reference(texts: list[str], dim: int) -> np.ndarray:  # type: ignore[type-arg]
+    """The HashingEmbedder of flowmem <= 0.1, built on scikit-learn, verbatim."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    common = {"n_features": dim, "alternate_sign": True, "norm": None, "lowercase": True}
+    words = HashingVectorizer(analyzer="word", ngram_range=(1, 2), **common).transform(texts)
+    chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 3), **common).transform(texts)
+    dense = np.asarray((words * 2.0 + chars * 0.5).toarray(), dtype=np.float32)
+    norms = np.linalg.norm(dense, axis=1, keepdims=True)
+    np.divide(dense, norms, out=dense, where=norms > 0)
+    return dense
+
+
+def _assert_same(new: np.ndarray, old: np.ndarray) -> None:  # type: ignore[type-arg]
+    assert new.shape == old.shape and new.dtype == np.float32
+    assert np.array_equal(new != 0, old != 0)
+    assert np.allclose(new, old, atol=1e-6, rtol=0)
+
+
+def test_the_corpus_embeds_as_scikit_learn_did(monkeypatch: object) -> None:
+    import mmh3
+
+    import flowmem.induction.embed as embed_module
+
+    assert mmh3.hash("ad1u66pi") == -(2**31)
+    for dim in (384, 37):
+        old = _sklearn_reference(CORPUS, dim)
+        _assert_same(HashingEmbedder(dim).embed(CORPUS), old)
+        for i, text in enumerate(CORPUS):  # one at a time, as an agent's search does
+            _assert_same(HashingEmbedder(dim).embed([text]), old[i : i + 1])
+    # Texts are hashed in chunks; chunk boundaries must not matter.
+    monkeypatch.setattr(embed_module, "_CHUNK", 3)  # type: ignore[attr-defined]
+    _assert_same(HashingEmbedder(37).embed(CORPUS), _sklearn_reference(CORPUS, 37))
+
+
+def test_a_single_string_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError):
+        HashingEmbedder().embed("not a list")
+
+
+def test_random_unicode_embeds_as_scikit_learn_did() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    # Lone surrogates are not text: both implementations refuse them (see the test below).
+    anything = st.characters(exclude_categories=["Cs"])
+    chars = st.one_of(anything, st.sampled_from(" \t\n\u00a0\u3000aAbÉ_1"))
+    texts = st.lists(st.text(chars, max_size=40), min_size=1, max_size=4)
+
+    @settings(max_examples=100, deadline=None, derandomize=True)
+    @given(texts=texts, dim=st.sampled_from([384, 37, 1]))
+    def check(texts: list[str], dim: int) -> None:
+        _assert_same(HashingEmbedder(dim).embed(texts), _sklearn_reference(texts, dim))
+
+    check()
+
+
+def test_lone_surrogates_are_refused_as_scikit_learn_did() -> None:
+    import pytest
+
+    for text in ["ab\ud800cd", "\udfff", "x \ud83d"]:
+        with pytest.raises(UnicodeEncodeError):
+            _sklearn_reference([text], 37)
+        with pytest.raises(UnicodeEncodeError):
+            HashingEmbedder(37).embed([text])
+
+
+def test_embedding_imports_neither_sklearn_nor_scipy() -> None:
+    code = (
+        "import sys; from flowmem.induction.embed import HashingEmbedder; "
+        "HashingEmbedder().embed(['Forward the latest email to Olga']); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
+    assert out.stdout.strip() == "[]"

@@ -7,20 +7,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from flowmem.induction.llm import LLMError
-from flowmem.induction.rule import ClusterInput, RuleInducer
+from flowmem.induction.base import ClusterInput, Induced, LLMError, Usage
+from flowmem.induction.rule import RuleInducer
+from flowmem.interchange import write_spool_file
+from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from flowmem.spool import write_spool_file
-from flowmem.storage import Store
 from tests.conftest import WORKBENCH
 from tests.test_induction import forward
 
@@ -29,20 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class CountingInducer(RuleInducer):
-    """The rule inducer standing in for an LLM inducer: it counts its calls as one counts
-    requests (`calls` per instance, `total` over all)."""
+    """The rule inducer standing in for an LLM inducer: each cluster costs one call, counted
+    in its usage and in `total` (over all instances)."""
 
     kind = "llm"
     total = 0
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def induce(self, cluster: ClusterInput) -> list[Workflow]:
-        self.calls += 1
+    def induce(self, cluster: ClusterInput) -> Induced:
         CountingInducer.total += 1
-        return super().induce(cluster)
+        return Induced(super().induce(cluster).workflows, Usage(calls=1))
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> type[CountingInducer]:
     from flowmem.flows import pipeline
 
     CountingInducer.total = 0
-    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: CountingInducer())
+    monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: CountingInducer())
     return CountingInducer
 
 
@@ -70,15 +64,15 @@ def test_collect_is_idempotent_and_quarantines_bad_lines(settings: Settings) -> 
     write_spool_file(settings.spool_path, runs)  # the same runs again, and ten new ones
     again = collect(db=settings.db)
     assert (again["stored"], again["duplicates"]) == (len(runs) - 10, 10)
-    assert Store(settings).count_trajectories() == len(runs) + 1
+    assert store_from(settings).count_trajectories() == len(runs) + 1
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
 def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(settings: Settings) -> None:
     from flowmem.flows.pipeline import induce
-    from flowmem.ingest import ingest_files
+    from flowmem.jobs.ingest import ingest_files
 
-    store = Store(settings)
+    store = store_from(settings)
     ingest_files([WORKBENCH], store, settings)
     first = induce(db=settings.db)
     assert first["new_trajectories"] == 4197 and first["clusters_changed"] == first["clusters"] > 60
@@ -99,7 +93,7 @@ def test_llm_induction_calls_per_changed_cluster_only(
     from flowmem.flows.pipeline import induce
     from tests.test_induction import cancel
 
-    store = Store(settings)
+    store = store_from(settings)
     store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
     first = induce(db=settings.db, inducer="llm")
     assert counting.total == first["llm_calls"] == first["clusters_changed"] == 2
@@ -138,20 +132,20 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
     from flowmem.flows import pipeline
 
     class Down(RuleInducer):
-        def induce(self, cluster: ClusterInput) -> list[Workflow]:
+        def induce(self, cluster: ClusterInput) -> Induced:
             if "Forward" in cluster.successes[0].task:
                 raise ConnectionError("LLM endpoint unreachable")
             return super().induce(cluster)
 
     from tests.test_induction import cancel
 
-    Store(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: Down())
-    monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
+    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Down())
+    monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     broken = pipeline.induce(db=settings.db, inducer="llm")
     assert list(broken["failed_clusters"]) == ["agent-c0"] or len(broken["failed_clusters"]) == 1
     assert broken["versions_created"] == 1  # the healthy cluster still lands
-    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: RuleInducer())
+    monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: RuleInducer())
     healed = pipeline.induce(db=settings.db, inducer="llm")
     assert (
         healed["clusters_changed"] == 1 and healed["versions_created"] == 1 and not healed["failed_clusters"]
@@ -165,19 +159,13 @@ class Rejecting(RuleInducer):
     kind = "llm"
     failures = 0
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = self.retries = 0
-        self.rejected_outputs: Counter[str] = Counter()
-
-    def induce(self, cluster: ClusterInput) -> list[Workflow]:
-        self.calls, self.retries = self.calls + 2, self.retries + 1
-        self.rejected_outputs["leak"] += 1
+    def induce(self, cluster: ClusterInput) -> Induced:
+        usage = Usage(calls=2, retries=1, rejected={"leak": 1})
         if "Forward" in cluster.successes[0].task and Rejecting.failures > 0:
             Rejecting.failures -= 1
-            self.rejected_outputs["invented_tool"] += 1
-            raise LLMError("no valid workflow after a retry", reason="rejected")
-        return super().induce(cluster)
+            usage += Usage(rejected={"invented_tool": 1})
+            raise LLMError("no valid workflow after a retry", reason="rejected", usage=usage)
+        return Induced(super().induce(cluster).workflows, usage)
 
 
 def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
@@ -186,15 +174,15 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     from flowmem.flows import pipeline
     from tests.test_induction import cancel
 
-    Store(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    monkeypatch.setattr(pipeline, "make_inducer", lambda kind, settings: Rejecting())
-    monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
+    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Rejecting())
+    monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     Rejecting.failures = 3  # the task's three attempts all fail
     broken = pipeline.induce(db=settings.db, inducer="llm")
     assert list(broken["failed_clusters"].values()) == ["LLMError: no valid workflow after a retry"]
     assert (broken["llm_calls"], broken["llm_retries"]) == (3 * 2 + 2, 3 + 1)
     assert broken["llm_rejected"] == {"invented_tool": 3, "leak": 4}
-    Rejecting.failures = 1  # next run: Prefect's retry of the first failed attempt succeeds
+    Rejecting.failures = 1  # next run: the task's second attempt succeeds
     healed = pipeline.induce(db=settings.db, inducer="llm")
     assert healed["clusters_changed"] == 1 and not healed["failed_clusters"]
     assert (healed["llm_calls"], healed["llm_retries"], healed["llm_rejected"]) == (
@@ -205,11 +193,31 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     artifact = _latest_artifact("flowmem-induce")
     assert "| LLM calls / retries / tokens | 4 / 2 / 0 |" in artifact
     assert "| LLM outputs rejected | invented_tool: 1, leak: 2 |" in artifact
-    assert not pipeline._EARLIER
+
+
+def test_a_crashing_task_is_retried_by_prefect_then_reported(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowmem.flows import pipeline
+    from tests.test_induction import cancel
+
+    built: list[str] = []
+
+    def crash(kind: str, settings: Settings) -> RuleInducer:
+        built.append(kind)
+        raise ValueError("no LLM configured")
+
+    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    monkeypatch.setattr(pipeline, "inducer_from", crash)
+    monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
+    broken = pipeline.induce(db=settings.db, inducer="llm")
+    assert len(built) == 2 * 3  # each cluster's task, run again twice by Prefect
+    assert set(broken["failed_clusters"].values()) == {"ValueError: no LLM configured"}
+    assert (broken["clusters_changed"], broken["llm_calls"], broken["versions_created"]) == (2, 0, 0)
 
 
 def _workflows(settings: Settings) -> list[dict[str, Any]]:
-    return [w.model_dump(exclude={"created_at", "provenance"}) for w in Store(settings).list_workflows()]
+    return [w.model_dump(exclude={"created_at", "provenance"}) for w in store_from(settings).list_workflows()]
 
 
 def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
@@ -220,7 +228,7 @@ def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
     runs = simulate(150, seed=5)
     plain, dask = (Settings(db=str(tmp_path / name / "db")) for name in ("plain", "dask"))
     for s in (plain, dask):
-        Store(s).add_trajectories(runs)
+        store_from(s).add_trajectories(runs)
     induce(db=plain.db)
     runner = DaskTaskRunner(
         cluster_kwargs={
@@ -239,7 +247,7 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
     from flowmem.flows.pipeline import learn
     from flowmem.models import WorkflowRef
 
-    store = Store(settings)
+    store = store_from(settings)
     store.put_workflow(forward_workflow := _one_workflow())
     used = [WorkflowRef(id=forward_workflow.id, version=1)]
     store.add_trajectories(
@@ -301,7 +309,7 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 240
-        while Store(settings).count_trajectories() < len(runs):  # a scheduled collect ran
+        while store_from(settings).count_trajectories() < len(runs):  # a scheduled collect ran
             assert process.poll() is None and time.monotonic() < deadline, "no scheduled run"
             time.sleep(2)
         process.send_signal(signal.SIGINT)

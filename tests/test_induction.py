@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
+from flowmem.induction.base import ClusterInput, Usage
 from flowmem.induction.cluster import ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.drafts import induce, merge_duplicates, plan_versions
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
-from flowmem.induction.pipeline import induce, merge_duplicates, plan_versions
+from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.render import render_workflow
-from flowmem.induction.retrieve import ExampleIndex
-from flowmem.induction.rule import ClusterInput, RuleInducer
+from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from tests.conftest import make_workflow
 
@@ -113,7 +114,9 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
     failures = [forward(i, skip_lookup=True, success=False) for i in range(6, 10)]
     index = LiteralIndex.build([*successes, *failures, *[cancel(i) for i in range(40)]])
     cluster = ClusterInput("default", "agent", 4, "subtask", successes, failures, index)
-    [w] = RuleInducer().induce(cluster)
+    induced = RuleInducer().induce(cluster)
+    [w] = induced.workflows
+    assert induced.usage == Usage()  # no LLM, nothing spent
     assert w.id == "agent-c4" and w.cluster_id == 4 and w.provenance.inducer == "rule"
     assert w.actions == ["mail.search", "contacts.lookup", "mail.forward"]
     assert w.steps[0].args == {"query": "{query}", "limit": 10}  # constant and common: literal

@@ -4,11 +4,13 @@ import pytest
 
 from flowmem.agents import WorkflowMemory
 from flowmem.induction.rule import RuleInducer
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
+from flowmem.jobs.learn import learn
 from flowmem.models import WorkflowRef
-from flowmem.runner import induce_namespace, learn_namespace
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from flowmem.storage import NotFoundError, Store
+from flowmem.storage import NotFoundError
 
 TASK = (
     "Onboard Ada Quist: mark them won, assign them to Maren Holmgren, "
@@ -20,9 +22,9 @@ SUBTASK = "Move Ada Quist to won in the CRM"
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory) -> WorkflowMemory:
     settings = Settings(db=str(tmp_path_factory.mktemp("lego") / "db"))
-    store = Store(settings)
+    store = store_from(settings)
     store.add_trajectories(simulate(300, seed=1))
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     return WorkflowMemory.open(settings)
 
 
@@ -48,9 +50,9 @@ def test_strategies_without_the_full_task_fall_back_to_dynamic(memory: WorkflowM
 
 
 def test_outcome_reported_later_reaches_the_stats(settings: Settings) -> None:
-    store = Store(settings)
+    store = store_from(settings)
     store.add_trajectories(simulate(60, seed=2))
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     w = store.list_workflows()[0]
     with WorkflowMemory.open(settings) as memory:
         with memory.record("a task", id="later") as run:
@@ -60,6 +62,6 @@ def test_outcome_reported_later_reaches_the_stats(settings: Settings) -> None:
             memory.report_outcome("never-recorded", success=True)
     t = store.get_trajectory("later")
     assert (t.success, t.feedback) == (False, "the user undid it")
-    learn_namespace(store)
+    learn(store, namespace=settings.namespace)
     stats = store.get_workflow(w.id).stats
     assert stats.failures >= 1 and stats.served >= 1

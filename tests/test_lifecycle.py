@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from flowmem.lifecycle import (
+from flowmem.models import UsageStats, Workflow
+from flowmem.policy.lifecycle import (
     LifecycleParams,
     Transition,
     decide,
@@ -13,7 +14,6 @@ from flowmem.lifecycle import (
     rank_factor,
     serve_candidate,
 )
-from flowmem.models import UsageStats, Workflow
 
 PARAMS = LifecycleParams()
 
@@ -78,7 +78,7 @@ def test_good_candidate_is_promoted_and_supersedes_the_active_version() -> None:
     assert transitions[0].reason == "superseded by v2"
     assert transitions[1].reason == "posterior mean 0.83 ≥ parent v1 0.67 − 0.10 after 10 outcomes"
     assert all(t.workflow_id == "wf" for t in transitions)
-    assert needs_reinduction(transitions) == set()
+    assert needs_reinduction(transitions, nothing_served=lambda _: True) == []
 
 
 def test_candidate_slightly_worse_than_parent_is_still_promoted() -> None:
@@ -101,7 +101,9 @@ def test_clearly_worse_candidate_is_deprecated() -> None:
     assert (t.version, t.old, t.new, t.cause) == (2, "candidate", "deprecated", "worse")
     assert t.reason.startswith("upper 90% bound 0.")
     assert t.reason.endswith("< parent v1 0.86 − 0.10 after 10 outcomes")
-    assert needs_reinduction([t]) == set()
+    # The worse candidate is a version's own failure, but v1 is still served: nothing to redo.
+    assert needs_reinduction([t], nothing_served=lambda _: False) == []
+    assert needs_reinduction([t], nothing_served=lambda _: True) == ["wf"]
     (t,) = decide([version(1, "candidate", 1, 7)])
     assert (t.new, t.reason) == ("deprecated", "posterior mean 0.20 < 0.35 after 8 outcomes")
 
@@ -115,11 +117,12 @@ def test_failing_active_version_is_deprecated_and_queued_for_reinduction() -> No
     (t,) = decide([version(1, "active", 1, 7)])
     assert (t.version, t.old, t.new, t.cause) == (1, "active", "deprecated", "failing")
     assert t.reason == "posterior mean 0.20 < 0.35 after 8 outcomes; no other version"
-    assert needs_reinduction([t]) == {"wf"}
+    assert needs_reinduction([t], nothing_served=lambda _: True) == ["wf"]
 
     (t,) = decide([version(1, "active", 1, 7), version(2, "candidate", 1, 0)])
     assert t.reason == "posterior mean 0.20 < 0.35 after 8 outcomes"
-    assert needs_reinduction([t]) == {"wf"}
+    # v2 is still on trial: the workflow is left to it rather than re-induced.
+    assert needs_reinduction([t], nothing_served=lambda _: False) == []
 
 
 def test_not_enough_trials_changes_nothing() -> None:
@@ -161,14 +164,15 @@ def test_decide_rejects_mixed_workflows() -> None:
         decide([version(1, "active"), version(1, "candidate")])
 
 
-def test_needs_reinduction_ignores_everything_but_failing_active_versions() -> None:
+def test_needs_reinduction_takes_own_failures_of_workflows_nothing_serves() -> None:
     transitions = [
         Transition("a", 1, "active", "deprecated", "superseded by v2", "superseded"),
         Transition("b", 2, "candidate", "deprecated", "worse", "worse"),
         Transition("c", 1, "active", "deprecated", "failing", "failing"),
         Transition("d", 1, "active", "deprecated", "by hand"),
     ]
-    assert needs_reinduction(transitions) == {"c"}
+    assert needs_reinduction(transitions, nothing_served=lambda _: True) == ["b", "c"]
+    assert needs_reinduction(transitions, nothing_served=lambda wid: wid != "b") == ["c"]
 
 
 def test_serve_candidate_is_deterministic_with_the_configured_share() -> None:

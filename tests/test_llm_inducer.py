@@ -4,10 +4,11 @@ from typing import Any, Literal
 
 import pytest
 
+from flowmem.induction.base import ClusterInput, LLMError, Usage
 from flowmem.induction.literals import LiteralIndex, find_literals
-from flowmem.induction.llm import PROMPT_HASH, FakeLLM, LLMError, LLMInducer, build_prompt, sample_runs
+from flowmem.induction.llm import PROMPT_HASH, LLMInducer, build_prompt, sample_runs
 from flowmem.induction.render import render_workflow
-from flowmem.induction.rule import ClusterInput
+from flowmem.induction.testing import FakeLLM
 from flowmem.induction.validate import (
     Arg,
     InducedSet,
@@ -100,7 +101,8 @@ def test_valid_reply_becomes_a_workflow_with_placeholders() -> None:
     cluster = make_cluster()
     llm = FakeLLM(InducedSet(workflows=[workflow()]))
     inducer = LLMInducer(llm)
-    [w] = inducer.induce(cluster)
+    induced = inducer.induce(cluster)
+    [w] = induced.workflows
     assert w.id == "emailer-c7" and w.name == "forward_latest_email" and w.scope == "subtask"
     assert w.actions == ["email.search_emails", "contacts.find", "email.forward_email"]
     assert w.steps[0].args == {"query": "{topic}", "folder": "inbox"}  # the constant stays literal
@@ -112,7 +114,8 @@ def test_valid_reply_becomes_a_workflow_with_placeholders() -> None:
     assert w.provenance.inducer == "llm" and w.provenance.model == "fake"
     assert w.provenance.prompt_hash == PROMPT_HASH and len(PROMPT_HASH) == 16
     assert find_literals(render_workflow(w), cluster.example_literals) == []
-    assert (inducer.calls, inducer.retries, inducer.rejected) == (1, 0, 0) and len(llm.prompts) == 1
+    usage = induced.usage
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (1, 0, 0) and len(llm.prompts) == 1
 
 
 def test_leaked_literal_is_retried_once_with_the_violation_named() -> None:
@@ -127,14 +130,16 @@ def test_leaked_literal_is_retried_once_with_the_violation_named() -> None:
     llm = FakeLLM(InducedSet(workflows=[leaky]), InducedSet(workflows=[workflow()]))
     inducer = LLMInducer(llm, model_name="gpt-test")
     assert "olga" in cluster.example_literals
-    [w] = inducer.induce(cluster)
+    induced = inducer.induce(cluster)
+    [w] = induced.workflows
     first, second = llm.prompts
     assert second.startswith(first)
     follow_up = second[len(first) :]
     assert "forward_latest_email" in follow_up and "example-specific values ('olga')" in follow_up
     assert "Olga" not in render_workflow(w) and w.steps[1].args == {"name": "{recipient_name}"}
-    assert (inducer.calls, inducer.retries, inducer.rejected) == (2, 1, 0)
-    assert inducer.rejected_outputs == {"leak": 1}
+    usage = induced.usage
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (2, 1, 0)
+    assert usage.rejected == {"leak": 1}
     assert w.provenance.model == "gpt-test"
 
 
@@ -152,9 +157,10 @@ def test_invented_tool_is_rejected_after_its_retry() -> None:
         inducer.induce(make_cluster())
     assert raised.value.reason == "rejected"
     assert "'email.auto_forward_all', which no successful run" in llm.prompts[1]
-    assert (inducer.calls, inducer.retries, inducer.rejected) == (2, 1, 1)
-    assert inducer.rejected_outputs == {"invented_tool": 2}
-    assert len(inducer.rejections) == 1 and "email.auto_forward_all" in inducer.rejections[0]
+    usage = raised.value.usage  # a failed cluster still reports what it spent
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (2, 1, 1)
+    assert usage.rejected == {"invented_tool": 2}
+    assert len(usage.dropped) == 1 and "email.auto_forward_all" in usage.dropped[0]
 
 
 def test_an_unusable_reply_is_asked_for_again_once() -> None:
@@ -162,12 +168,14 @@ def test_an_unusable_reply_is_asked_for_again_once() -> None:
         LLMError("gpt returned invalid JSON (EOF)", reason="truncated"), InducedSet(workflows=[workflow()])
     )
     inducer = LLMInducer(llm)
-    [w] = inducer.induce(make_cluster())
+    induced = inducer.induce(make_cluster())
+    [w] = induced.workflows
     assert w.name == "forward_latest_email"
     first, second = llm.prompts
     assert second.startswith(first) and "could not be used: gpt returned invalid JSON (EOF)" in second
-    assert (inducer.calls, inducer.retries, inducer.rejected) == (2, 1, 0)
-    assert inducer.rejected_outputs == {"truncated": 1}
+    usage = induced.usage
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (2, 1, 0)
+    assert usage.rejected == {"truncated": 1}
 
 
 def test_a_second_unusable_reply_fails_the_cluster_and_drops_what_the_first_got_wrong() -> None:
@@ -177,27 +185,31 @@ def test_a_second_unusable_reply_fails_the_cluster_and_drops_what_the_first_got_
         LLMError("gpt returned JSON off the schema", reason="schema"),
     )
     inducer = LLMInducer(llm)
-    [w] = inducer.induce(make_cluster())  # the valid workflow of the first answer stays
+    induced = inducer.induce(make_cluster())
+    [w] = induced.workflows  # the valid workflow of the first answer stays
     assert w.name == "forward_latest_email"
-    assert inducer.rejected == 1 and inducer.rejections[0].startswith("emailer-c7 leaky:")
-    assert inducer.rejected_outputs == {"leak": 1, "schema": 1}
+    usage = induced.usage
+    assert len(usage.dropped) == 1 and usage.dropped[0].startswith("emailer-c7 leaky:")
+    assert usage.rejected == {"leak": 1, "schema": 1}
 
     broken = LLMInducer(FakeLLM(LLMError("bad", reason="malformed"), LLMError("worse", reason="malformed")))
-    with pytest.raises(LLMError, match="no valid workflow after a retry: worse"):
+    with pytest.raises(LLMError, match="no valid workflow after a retry: worse") as raised:
         broken.induce(make_cluster())
-    assert (broken.calls, broken.retries, broken.rejected) == (2, 1, 1)
-    assert broken.rejected_outputs == {"malformed": 2}
+    usage = raised.value.usage
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (2, 1, 1)
+    assert usage.rejected == {"malformed": 2}
 
 
 def test_only_the_invalid_workflow_is_retried_and_the_valid_one_is_kept() -> None:
     second = workflow(name="look_up_then_forward", steps=[step("contacts.find", name="{recipient_name}")])
     llm = FakeLLM(InducedSet(workflows=[workflow(), second]), InducedSet(workflows=[]))
     inducer = LLMInducer(llm)
-    [w] = inducer.induce(make_cluster())
+    induced = inducer.induce(make_cluster())
+    [w] = induced.workflows
     assert w.name == "forward_latest_email"
     assert "it has one step" in llm.prompts[1]
     assert "Already accepted (do not repeat them): forward_latest_email." in llm.prompts[1]
-    assert inducer.rejected == 1 and "left out" in inducer.rejections[0]
+    assert len(induced.usage.dropped) == 1 and "left out" in induced.usage.dropped[0]
 
 
 def test_further_workflows_get_numbered_ids() -> None:
@@ -208,7 +220,7 @@ def test_further_workflows_get_numbered_ids() -> None:
             step("contacts.find", name="{recipient_name}"),
         ],
     )
-    [a, b] = LLMInducer(FakeLLM(InducedSet(workflows=[workflow(), other]))).induce(make_cluster())
+    [a, b] = LLMInducer(FakeLLM(InducedSet(workflows=[workflow(), other]))).induce(make_cluster()).workflows
     assert (a.id, b.id) == ("emailer-c7", "emailer-c7-1")
 
 
@@ -234,9 +246,10 @@ def test_instruction_injected_through_an_observation_never_reaches_a_workflow() 
         InducedSet(workflows=[obeying, exfiltrating]), InducedSet(workflows=[obeying, exfiltrating])
     )
     inducer = LLMInducer(llm)
-    with pytest.raises(LLMError, match="no valid workflow"):
+    with pytest.raises(LLMError, match="no valid workflow") as raised:
         inducer.induce(cluster)
-    assert inducer.rejected == 2 and inducer.rejected_outputs == {"injection": 4}
+    usage = raised.value.usage
+    assert len(usage.dropped) == 2 and usage.rejected == {"injection": 4}
     assert "pitfall 1 reads like text copied from the data" in llm.prompts[1]
     assert "step 3: to repeats instruction-like text of the data ('attacker@evil.com')" in llm.prompts[1]
     assert "'attacker@evil.com' is a literal that no successful run used" in llm.prompts[1]
@@ -286,8 +299,9 @@ def test_failure_only_cluster_returns_nothing_without_calling_the_llm() -> None:
     llm = FakeLLM()
     inducer = LLMInducer(llm)
     cluster = make_cluster([], [run("f1", "roadmap", "Sam", success=False, skip_lookup=True)])
-    assert inducer.induce(cluster) == []
-    assert llm.prompts == [] and inducer.calls == 0
+    induced = inducer.induce(cluster)
+    assert induced.workflows == []
+    assert llm.prompts == [] and induced.usage.calls == 0
 
 
 def test_prompt_contrasts_failed_runs_and_truncates_observations() -> None:
@@ -359,10 +373,44 @@ def test_task_scope_steps_carry_their_agent() -> None:
         pitfalls=[],
     )
     assert "orchestrator's plans" in build_prompt(cluster)
-    [w] = LLMInducer(FakeLLM(InducedSet(workflows=[plan]))).induce(cluster)
+    [w] = LLMInducer(FakeLLM(InducedSet(workflows=[plan]))).induce(cluster).workflows
     assert w.scope == "task" and [s.agent for s in w.steps] == ["analyst", "emailer"]
 
 
 def test_fake_llm_without_replies_raises() -> None:
     with pytest.raises(RuntimeError, match="no reply left"):
         FakeLLM().parse("prompt", InducedSet)
+
+
+def test_fake_llm_returns_each_reply_with_one_call_of_usage() -> None:
+    parsed = FakeLLM(InducedSet(workflows=[workflow()])).parse("prompt", InducedSet)
+    assert parsed.output.workflows[0].name == "forward_latest_email"
+    assert parsed.usage == Usage(calls=1)
+    with pytest.raises(LLMError) as raised:
+        FakeLLM(LLMError("bad", reason="schema")).parse("prompt", InducedSet)
+    assert raised.value.usage == Usage(calls=1)
+
+
+def test_usage_adds_up() -> None:
+    a = Usage(calls=1, prompt_tokens=100, completion_tokens=20, rejected={"leak": 1})
+    b = Usage(calls=1, retries=1, prompt_tokens=120, rejected={"leak": 1, "schema": 1}, dropped=("c1 x: y",))
+    assert a + b == Usage(
+        calls=2,
+        retries=1,
+        prompt_tokens=220,
+        completion_tokens=20,
+        rejected={"leak": 2, "schema": 1},
+        dropped=("c1 x: y",),
+    )
+    assert (a + b).tokens == 240 and a + Usage() == a and Usage().tokens == 0
+    assert LLMError("bad").usage == Usage()
+
+
+def test_a_failed_request_fails_the_cluster_and_reports_its_call() -> None:
+    invented = workflow(steps=[step("email.search_emails", query="{topic}"), step("x.y", to="{z}")])
+    llm = FakeLLM(InducedSet(workflows=[invented]), ConnectionError("endpoint down"))
+    with pytest.raises(LLMError, match="ConnectionError: endpoint down") as raised:
+        LLMInducer(llm).induce(make_cluster())
+    assert raised.value.reason == "unavailable" and isinstance(raised.value.__cause__, ConnectionError)
+    usage = raised.value.usage
+    assert (usage.calls, usage.retries, usage.rejected, usage.dropped) == (2, 1, {"invented_tool": 1}, ())

@@ -13,6 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from flowmem.jobs.factories import store_from
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -49,7 +50,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store where namespace a has two workflows (forward_latest in 2 versions) and a run,
     and namespace b has one workflow of its own."""
     path = tmp_path_factory.mktemp("mcp") / "db"
-    store = Store(Settings(db=str(path), namespace="a"))
+    store = store_from(Settings(db=str(path), namespace="a"))
     store.put_workflow(make_workflow("forward_latest", 1, namespace="a", status="active"))
     store.put_workflow(make_workflow("forward_latest", 2, steps=3, namespace="a", status="active"))
     store.put_workflow(cancel_workflow("a"))
@@ -59,7 +60,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def store_of(db: Path, namespace: str) -> Store:
-    return Store(Settings(db=str(db), namespace=namespace))
+    return store_from(Settings(db=str(db), namespace=namespace))
 
 
 def server(db: Path, namespace: str) -> Client:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 
 from flowmem.agents import WorkflowMemory
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import prepare_run
+from flowmem.jobs.learn import learn
 from flowmem.models import InductionRun, Trajectory, UsageStats, WorkflowRef
-from flowmem.runner import learn_namespace, prepare_run
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import make_workflow
@@ -25,11 +27,11 @@ def outcomes(store: Store, version: int, results: list[bool], *, tag: str) -> No
 
 
 def test_candidate_promoted_then_superseded_and_every_transition_recorded(settings: Settings) -> None:
-    store = Store(settings)
+    store = store_from(settings)
     store.commit_run(InductionRun(id="r1"), [make_workflow("agent-c0", cluster_id=0)])
     assert store.get_workflow("agent-c0").status == "candidate"
     outcomes(store, 1, [True] * 7 + [False], tag="a")
-    first = learn_namespace(store)
+    first = learn(store, namespace=settings.namespace)
     assert [(t["version"], t["old"], t["new"]) for t in first["transitions"]] == [(1, "candidate", "active")]
 
     store.commit_run(InductionRun(id="r2"), [make_workflow("agent-c0", 2, steps=3, cluster_id=0)])
@@ -37,7 +39,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
         served = {memory.search(f"{TASK} #{i}", k=1)[0].workflow.version for i in range(60)}
         assert served == {1, 2}  # the candidate is on trial for a share of the requests
         outcomes(store, 2, [True] * 9, tag="b")
-        second = learn_namespace(store)
+        second = learn(store, namespace=settings.namespace)
         time.sleep(0.3)  # the agent's index asks the store again after 0.25 s
         assert sorted((t["version"], t["new"]) for t in second["transitions"]) == [
             (1, "deprecated"),
@@ -51,16 +53,16 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
         (1, "deprecated", "superseded"),
         (2, "active", "promoted"),
     ]
-    assert all(r["reason"] for r in log) and learn_namespace(store)["transitions"] == []
+    assert all(r["reason"] for r in log) and learn(store, namespace=settings.namespace)["transitions"] == []
 
 
 def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:
-    store = Store(settings)
+    store = store_from(settings)
     store.add_trajectories([forward(i) for i in range(6)])
     from flowmem.induction.rule import RuleInducer
-    from flowmem.runner import induce_namespace
+    from flowmem.jobs.induce import induce
 
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [w] = store.list_workflows()
     used = [WorkflowRef(id=w.id, version=w.version)]
     failed = [
@@ -75,18 +77,18 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
         for i in range(8)
     ]
     store.add_trajectories(failed)
-    learnt = learn_namespace(store)
+    learnt = learn(store, namespace=settings.namespace)
     assert [(t["new"]) for t in learnt["transitions"]] == ["deprecated"] and learnt["reinduce"] == [w.id]
     assert store.get_workflow(w.id).status == "deprecated"
     with WorkflowMemory.open(settings) as memory:
         assert memory.search(TASK) == []  # a deprecated version is not served
-    plan = prepare_run(store, settings)
+    plan = prepare_run(store, settings, namespace=settings.namespace)
     assert [c.cluster_id for c in plan.changed] == [w.cluster_id]  # re-induced, failures included
     assert len(plan.changed[0].failures) == 8
 
 
 def test_finish_and_report_outcome_move_the_stats_at_once(settings: Settings) -> None:
-    store = Store(settings)
+    store = store_from(settings)
     store.commit_run(InductionRun(id="r1"), [make_workflow("agent-c0", cluster_id=0)])
     key = ("agent-c0", 1)
     with WorkflowMemory.open(settings) as memory:
@@ -104,5 +106,5 @@ def test_finish_and_report_outcome_move_the_stats_at_once(settings: Settings) ->
         time.sleep(0.3)  # the agent's index asks the store again after 0.25 s
         assert memory.search(TASK, k=1)[0].score > before  # the ranking moved without a learn run
     # The learn flow's exact recount agrees.
-    learn_namespace(store)
+    learn(store, namespace=settings.namespace)
     assert store.usage()[key] == UsageStats(served=3, successes=3, failures=0)

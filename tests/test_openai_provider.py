@@ -12,7 +12,9 @@ import openai
 import pytest
 from pydantic import SecretStr
 
-from flowmem.induction.llm import LLMError, LLMInducer
+from flowmem.induction.base import LLMError, Usage
+from flowmem.induction.drafts import induce_cluster
+from flowmem.induction.llm import LLMInducer
 from flowmem.induction.validate import InducedSet
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
@@ -69,7 +71,8 @@ def induced(*workflows: Any) -> httpx.Response:
 def test_llm_inducer_end_to_end(stub: Stub) -> None:
     stub.replies.append(induced(workflow()))
     llm = OpenAILLM("gpt-test", client=stub.client, temperature=0.3)
-    [w] = LLMInducer(llm).induce(make_cluster())
+    result = LLMInducer(llm).induce(make_cluster())
+    [w] = result.workflows
     assert w.id == "emailer-c7" and w.placeholders == [
         "topic",
         "recipient_name",
@@ -89,7 +92,8 @@ def test_llm_inducer_end_to_end(stub: Stub) -> None:
     schema = fmt["json_schema"]["schema"]
     assert schema["additionalProperties"] is False
     assert all(d["additionalProperties"] is False for d in schema["$defs"].values())
-    assert (llm.calls, llm.prompt_tokens, llm.completion_tokens) == (1, 100, 20)
+    usage = result.usage
+    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.tokens) == (1, 100, 20, 120)
 
 
 def test_leak_then_clean_reply_gives_one_workflow_after_one_retry(stub: Stub) -> None:
@@ -101,9 +105,12 @@ def test_leak_then_clean_reply_gives_one_workflow_after_one_retry(stub: Stub) ->
     )
     stub.replies += [induced(leaky), induced(workflow())]
     inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client))
-    [w] = inducer.induce(make_cluster())
+    result = inducer.induce(make_cluster())
+    [w] = result.workflows
     assert w.steps[0].args["query"] == "{topic}"
-    assert (inducer.calls, inducer.retries, inducer.rejected) == (2, 1, 0) and len(stub.requests) == 2
+    usage = result.usage
+    assert (usage.calls, usage.retries, len(usage.dropped)) == (2, 1, 0) and len(stub.requests) == 2
+    assert usage.tokens == 2 * 120  # both calls' tokens
     assert "example-specific values ('budget')" in stub.bodies()[1]["messages"][1]["content"]
 
 
@@ -116,10 +123,11 @@ def test_reply_inventing_a_tool_twice_is_rejected(stub: Stub) -> None:
     )
     stub.replies += [induced(invented), induced(invented)]
     inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client))
-    with pytest.raises(LLMError, match="no valid workflow after a retry"):
+    with pytest.raises(LLMError, match="no valid workflow after a retry") as raised:
         inducer.induce(make_cluster())
-    assert (inducer.retries, inducer.rejected) == (1, 1) and len(stub.requests) == 2
-    assert inducer.rejected_outputs == {"invented_tool": 2}
+    usage = raised.value.usage
+    assert (usage.retries, len(usage.dropped)) == (1, 1) and len(stub.requests) == 2
+    assert usage.rejected == {"invented_tool": 2} and usage.tokens == 2 * 120
 
 
 def test_unusable_replies_raise_llm_error_with_their_reason(stub: Stub) -> None:
@@ -132,20 +140,24 @@ def test_unusable_replies_raise_llm_error_with_their_reason(stub: Stub) -> None:
         chat(None, finish="content_filter"),
     ]
     llm = OpenAILLM("gpt-test", client=stub.client, max_retries=0)
-    reasons = []
+    reasons, usages = [], []
     for _ in range(5):
         with pytest.raises(LLMError) as raised:
             llm.parse("prompt", InducedSet)
         reasons.append(raised.value.reason)
+        usages.append(raised.value.usage)
     assert reasons == ["truncated", "malformed", "schema", "truncated", "refusal"]
-    assert len(stub.requests) == 5 and llm.calls == 5
+    assert len(stub.requests) == 5 and sum(u.calls for u in usages) == 5
+    # The SDK hands over the response of a reply cut by its length or content filter only.
+    assert [u.tokens for u in usages] == [0, 0, 0, 120, 120]
 
 
 def test_a_malformed_first_reply_is_asked_for_again(stub: Stub) -> None:
     stub.replies += [chat("{'workflows': []}"), induced(workflow())]
     inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client, max_retries=0))
-    [w] = inducer.induce(make_cluster())
-    assert w.name == "forward_latest_email" and inducer.rejected_outputs == {"malformed": 1}
+    result = inducer.induce(make_cluster())
+    [w] = result.workflows
+    assert w.name == "forward_latest_email" and result.usage.rejected == {"malformed": 1}
     follow_up = stub.bodies()[1]["messages"][1]["content"]
     assert "could not be used: gpt-test returned invalid JSON" in follow_up
 
@@ -154,7 +166,8 @@ def test_rate_limit_is_retried_by_the_client(stub: Stub) -> None:
     limited = httpx.Response(429, headers={"retry-after-ms": "1"}, json={"error": {"message": "slow down"}})
     stub.replies += [limited, induced(workflow())]
     llm = OpenAILLM("gpt-test", client=stub.client, max_retries=1)
-    assert len(llm.parse("prompt", InducedSet).workflows) == 1
+    parsed = llm.parse("prompt", InducedSet)
+    assert len(parsed.output.workflows) == 1 and parsed.usage.calls == 1  # one call, two requests
     assert len(stub.requests) == 2
 
     stub.replies += [limited, limited]
@@ -171,6 +184,22 @@ def test_refusal_and_empty_replies_raise_a_clear_error(stub: Stub) -> None:
     with pytest.raises(LLMError, match="returned no InducedSet") as empty:
         llm.parse("prompt", InducedSet)
     assert (refused.value.reason, empty.value.reason) == ("refusal", "empty")
+    assert refused.value.usage == empty.value.usage == Usage(calls=1, prompt_tokens=100, completion_tokens=20)
+
+
+def test_a_failed_request_fails_the_cluster_with_the_calls_it_made(stub: Stub) -> None:
+    limited = httpx.Response(429, headers={"retry-after-ms": "1"}, json={"error": {"message": "slow down"}})
+    stub.replies += [induced(workflow(steps=[step("email.bulk_export", to="{x}")])), limited]
+    inducer = LLMInducer(OpenAILLM("gpt-test", client=stub.client, max_retries=0))
+    with pytest.raises(LLMError) as raised:
+        inducer.induce(make_cluster())
+    assert raised.value.reason == "unavailable" and isinstance(raised.value.__cause__, openai.RateLimitError)
+    usage = raised.value.usage  # the answer, its retry, and the retry's failed request
+    assert (usage.calls, usage.retries, usage.tokens, usage.rejected) == (2, 1, 120, {"invented_tool": 1})
+    stub.replies.append(limited)
+    outcome = induce_cluster(make_cluster(), inducer)
+    assert outcome.error is not None and outcome.error.startswith("RateLimitError: Error code: 429")
+    assert outcome.usage == Usage(calls=1)
 
 
 VECTORS = {"alpha": [3.0, 4.0, 0.0], "beta": [0.0, 0.0, 2.0], "gamma": [1.0, 1.0, 1.0]}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from flowmem.agents import WorkflowMemory, current_run
+from flowmem.jobs.factories import store_from
 from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
 
 def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(settings: Settings) -> None:
@@ -36,7 +36,7 @@ def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(setti
         t.join()
     memory.close()
 
-    store = Store(settings)
+    store = store_from(settings)
     assert store.count_trajectories() == 40
     total = 0
     for t in store.list_trajectories(limit=None):
@@ -53,7 +53,7 @@ def test_exception_is_stored_as_failure_then_reraised(settings: Settings) -> Non
             with memory.record("look up the customer", id="boom") as run:
                 run.step("crm.find_customer", args={"name": "Ada"}, error="not found")
                 raise KeyError("Ada")
-    t = Store(settings).get_trajectory("boom")
+    t = store_from(settings).get_trajectory("boom")
     assert t.success is False and t.feedback == "KeyError: 'Ada'" and t.meta["error"] == "KeyError: 'Ada'"
     assert t.steps[0].error == "not found"
 
@@ -70,7 +70,7 @@ def test_nested_runs_are_subtasks_and_served_workflows_are_attached(settings: Se
             assert current_run() is plan
             plan.finish(success=True)
         assert current_run() is None
-    store = Store(settings)
+    store = store_from(settings)
     assert store.get_trajectory("sub").parent_id == "plan"
     assert store.get_trajectory("plan").workflows_used == [WorkflowRef(id="onboard", version=2)]
 
@@ -108,7 +108,7 @@ def test_decorators_record_sync_and_async_runs_and_tool_calls(settings: Settings
     assert add(1, 2) == 3  # outside a run: not recorded, still works
     memory.close()
 
-    by_task = {t.task: t for t in Store(settings).list_trajectories(limit=None)}
+    by_task = {t.task: t for t in store_from(settings).list_trajectories(limit=None)}
     calc = by_task["add two and three"]
     assert (calc.agent, calc.success, calc.final_answer) == ("calc", True, "5")
     assert [(s.action, s.args, s.observation, s.error) for s in calc.steps] == [
@@ -127,7 +127,7 @@ def test_odd_arguments_are_stored_as_text(settings: Settings) -> None:
                 "x", args={"path": Path("/tmp/a"), "obj": object(), "n": 1.5}, observation={"rows": [1, 2]}
             )
             run.finish(success=True)
-    step = Store(settings).get_trajectory("odd").steps[0]
+    step = store_from(settings).get_trajectory("odd").steps[0]
     assert step.args["path"] == "/tmp/a" and step.args["n"] == 1.5 and step.args["obj"].startswith("<object")
     assert step.observation == '{"rows": [1, 2]}'
 
@@ -140,7 +140,7 @@ def test_record_without_with_block_is_stored_on_finish(settings: Settings) -> No
     with pytest.raises(RuntimeError, match="already stored"):
         run.step("b")
     assert memory.flush(timeout=30)
-    assert Store(settings).get_trajectory("plain").actions == ["a"]
+    assert store_from(settings).get_trajectory("plain").actions == ["a"]
     memory.close()
     with pytest.raises(RuntimeError, match="closed"):
         with memory.record("late"):
@@ -160,11 +160,11 @@ def test_a_normal_interpreter_exit_loses_nothing(settings: Settings, tmp_path: P
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    assert Store(settings).count_trajectories() == 300
+    assert store_from(settings).count_trajectories() == 300
 
 
 def test_recording_through_the_spool_then_collecting(settings: Settings) -> None:
-    from flowmem.spool import collect
+    from flowmem.jobs.collect import collect
 
     spooled = settings.model_copy(update={"record_to": "spool"})
     with WorkflowMemory.open(spooled) as memory:
@@ -174,7 +174,7 @@ def test_recording_through_the_spool_then_collecting(settings: Settings) -> None
                 run.finish(success=True)
     files = list(settings.spool_path.glob("*.jsonl"))
     assert files and not list(settings.spool_path.glob("*.tmp"))
-    store = Store(settings)
+    store = store_from(settings)
     assert store.count_trajectories() == 0  # nothing reached the store directly
     report = collect(store, settings)
     assert (report.files, report.stored) == (len(files), 5) and store.count_trajectories() == 5

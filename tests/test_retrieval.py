@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 from flowmem.agents import WorkflowMemory
 from flowmem.cli import app
 from flowmem.induction.rule import RuleInducer
-from flowmem.lifecycle import rank_factor
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
 from flowmem.models import UsageStats
-from flowmem.runner import induce_namespace
+from flowmem.policy.lifecycle import rank_factor
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH
@@ -23,9 +24,9 @@ from tests.test_induction import cancel, forward
 
 
 def induced(settings: Settings) -> Store:
-    store = Store(settings)
+    store = store_from(settings)
     store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     return store
 
 
@@ -44,7 +45,7 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
             text = memory.context(run.task, k=1)
             run.finish(success=True)
         assert "mail.forward(email_id={email_id}, to={to})" in text and "{placeholder}" in text
-    served = Store(settings).get_trajectory("served").workflows_used
+    served = store_from(settings).get_trajectory("served").workflows_used
     assert [(r.id, r.version) for r in served] == [(hits[0].workflow.id, 1)]
 
 
@@ -61,8 +62,8 @@ def test_a_run_committed_by_another_process_is_served_within_a_second(settings: 
     assert before.workflow.version == 1 and memory.index.reloads == 1
     script = textwrap.dedent(
         f"""
-        from flowmem import Settings, Store, InductionRun
-        store = Store(Settings(db={settings.db!r}))
+        from flowmem import Settings, InductionRun, store_from
+        store = store_from(Settings(db={settings.db!r}))
         w = store.get_workflow({before.workflow.id!r})
         change = {{"version": 2, "parent_version": 1, "pitfalls": ["look before you cancel"]}}
         v2 = w.model_copy(update=change)

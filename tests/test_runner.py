@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from flowmem.induction.pipeline import task_key
+from flowmem.induction.drafts import task_key
 from flowmem.induction.rule import RuleInducer
-from flowmem.runner import induce_namespace, previous_clusters
+from flowmem.jobs.induce import induce, previous_clusters
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.test_induction import cancel, forward
@@ -10,30 +10,31 @@ from tests.test_induction import cancel, forward
 
 def test_runs_version_only_what_changed_and_keep_cluster_ids(settings: Settings, store: Store) -> None:
     store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    first = induce_namespace(store, settings, RuleInducer())
+    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert first.summary()["versions_created"] == 2 and first.run.tag == first.run.id
     ids = {tuple(w.actions): w.id for w in store.list_workflows()}
 
-    again = induce_namespace(store, settings, RuleInducer())
+    again = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert again.summary()["versions_created"] == 0 and again.summary()["skipped"]  # nothing new
 
     # Failed runs of forwarding tasks join that cluster: only it is re-induced, and only its
     # workflow gets a new version (with pitfalls), under the same id though clusters were refit.
     store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in range(6)])
-    third = induce_namespace(store, settings, RuleInducer())
+    third = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert third.summary()["clusters_changed"] == 1 and third.summary()["new_trajectories"] == 6
     [changed] = third.versions
     assert changed.id == ids[("mail.search", "contacts.lookup", "mail.forward")]
     assert (changed.version, changed.parent_version) == (2, 1) and changed.pitfalls
     assert {tuple(w.actions): w.id for w in store.list_workflows()} == ids
     assert [r.id for r in store.list_runs()] == [first.run.id, third.run.id]
-    forced = induce_namespace(store, settings, RuleInducer(), force=True)
+    forced = induce(store, settings, RuleInducer(), namespace=settings.namespace, force=True)
     assert forced.summary()["clusters_changed"] == 2 and forced.versions == []
 
 
 def test_previous_clusters_come_from_the_current_workflows(settings: Settings, store: Store) -> None:
     runs = [forward(i) for i in range(6)]
     store.add_trajectories(runs)
-    induce_namespace(store, settings, RuleInducer())
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [w] = store.list_workflows()
     assert previous_clusters([w], runs) == {"agent": {w.cluster_id: {task_key(t.task) for t in runs}}}
+

@@ -12,14 +12,16 @@ import pytest
 
 from flowmem.agents import WorkflowMemory
 from flowmem.induction.rule import RuleInducer
-from flowmem.ingest import ingest_files
 from flowmem.interchange import read_trajectories
+from flowmem.jobs.collect import collect
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import ingest_files, store_trajectories
+from flowmem.jobs.outcome import report_outcome
 from flowmem.models import Trajectory
-from flowmem.runner import induce_namespace
-from flowmem.scrub import scrub_text, scrub_trajectory, scrub_value
+from flowmem.policy.scrub import ScrubKind, scrub_text, scrub_trajectory, scrub_value
 from flowmem.server.service import Service
-from flowmem.settings import ScrubKind, Settings
-from flowmem.spool import collect
+from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH
 
@@ -261,9 +263,10 @@ def test_long_adversarial_texts_take_linear_time() -> None:
     assert time.perf_counter() - started < 10  # about 0.5 s; quadratic patterns took minutes
 
 
-def test_outcome_feedback_is_scrubbed_too(store: Store) -> None:
-    store.add_trajectories([run()])
-    store.set_outcome("r1", success=False, feedback=f"charged {CARD} twice, Bearer {hexof('z', 20)}")
+def test_outcome_feedback_is_scrubbed_too(settings: Settings, store: Store) -> None:
+    store_trajectories(store, [run()], settings.scrub)
+    feedback = f"charged {CARD} twice, Bearer {hexof('z', 20)}"
+    report_outcome(store, "r1", success=False, feedback=feedback, namespace="default", scrub=settings.scrub)
     assert store.get_trajectory("r1").feedback == "charged [CARD] twice, Bearer [SECRET]"
 
 
@@ -376,10 +379,10 @@ def store_through_every_path(settings: Settings, tmp_path: Path) -> list[str]:
                         )
                     hook.finish(success=r["success"], final_answer=r["final_answer"])
             assert memory.flush(timeout=30)
-    assert collect(Store(settings), settings).stored == 3
+    assert collect(store_from(settings), settings).stored == 3
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records[1::3]), encoding="utf-8")
-    report = ingest_files([path], Store(settings), settings)
+    report = ingest_files([path], store_from(settings), settings)
     assert report.stored == 6 and not report.rejected
     assert Service(settings).record(records[2::3])["stored"] == 6
     return [records[f * 6]["task"] for f in range(3)]
@@ -387,7 +390,7 @@ def store_through_every_path(settings: Settings, tmp_path: Path) -> list[str]:
 
 def served(settings: Settings, tasks: list[str]) -> Iterator[tuple[str, str]]:
     """(where, text) for everything induction and serving produce."""
-    store, service = Store(settings), Service(settings)
+    store, service = store_from(settings), Service(settings)
     workflows = store.list_workflows()
     assert len(workflows) >= 3
     for w in workflows:
@@ -405,7 +408,7 @@ def served(settings: Settings, tasks: list[str]) -> Iterator[tuple[str, str]]:
 
 
 def stored(settings: Settings) -> list[str]:
-    runs = Store(settings).list_trajectories(limit=None)
+    runs = store_from(settings).list_trajectories(limit=None)
     assert len(runs) == 18
     return [t.model_dump_json() for t in runs]
 
@@ -420,7 +423,7 @@ def test_planted_secrets_and_personal_data_reach_no_store_workflow_context_or_ap
     texts = stored(settings)
     assert all("[SECRET]" in t and "[EMAIL]" in t and "[PHONE]" in t for t in texts)
     assert sum("[CARD]" in t for t in texts) == 6
-    report = induce_namespace(Store(settings), settings, RuleInducer())
+    report = induce(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
     assert report.summary()["versions_created"] >= 3
     places = [("stored trajectory", t) for t in texts] + list(served(settings, tasks))
     leaks = [(where, value) for where, text in places for value in planted() if value in text]
@@ -436,7 +439,7 @@ def test_default_scrub_masks_secrets_and_cards_and_despecification_keeps_emails_
     secret = set(planted()) - people
     assert [v for t in texts for v in secret if v in t] == []
     assert {v for t in texts for v in people if v in t} == people  # kept in storage, as configured
-    induce_namespace(Store(settings), settings, RuleInducer())
+    induce(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
     leaks = [(where, v) for where, text in served(settings, tasks) for v in planted() if v in text]
     assert leaks == []
 
@@ -456,7 +459,7 @@ def test_spool_files_and_the_quarantine_hold_no_secret(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"task": 5, "steps": [], "note": f"Bearer {key}"}) + "\n{broken " + key + "\n")
-    report = ingest_files([bad], Store(settings), settings)
+    report = ingest_files([bad], store_from(settings), settings)
     assert len(report.rejected) == 2
     text = settings.quarantine_path.read_text()
     assert key not in text and text.count("[SECRET]") == 2
@@ -479,8 +482,8 @@ def test_a_masked_value_becomes_a_placeholder_not_a_constant(settings: Settings,
         )
         for i in range(5)
     ]
-    store.add_trajectories(runs)
-    induce_namespace(store, settings, RuleInducer())
+    store_trajectories(store, runs, settings.scrub)
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [w] = store.list_workflows()
     assert w.steps[0].args["key"].startswith("{") and w.steps[0].args["verbose"] is True
     assert "[SECRET]" not in w.model_dump_json()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from flowmem.induction import HashingEmbedder
+from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, StoreError, VersionConflictError
@@ -58,7 +59,7 @@ def test_workflow_history_v1_v2_v3_with_parents_and_diff(store: Store) -> None:
 
 
 def test_changed_step_is_aligned_with_the_changed_args() -> None:
-    from flowmem.diff import diff_workflows
+    from flowmem.induction.diff import diff_workflows
     from flowmem.models import WorkflowStep
 
     a = make_workflow(steps=3)
@@ -131,7 +132,7 @@ def test_unknown_lookups_raise_not_found(store: Store) -> None:
 
 
 def test_a_store_refuses_vectors_of_another_embedder(settings: Settings) -> None:
-    Store(settings).add_trajectories([traj(1)])
+    store_from(settings).add_trajectories([traj(1)])
     other = Store(settings, embedder=HashingEmbedder(dim=64))
     with pytest.raises(StoreError, match="embedder"):
         other.count_trajectories()

@@ -34,23 +34,27 @@ def for_orchestrator(memory: WorkflowMemory, task: str, k: int = 5) -> list[Hit]
 def _vanilla(memory: WorkflowMemory, agent: str, plans: Sequence[Hit], k: int) -> list[Hit]:
     plan_runs = {i for h in plans for i in h.workflow.source_trajectory_ids}
     children = {
-        t.id for t in memory.store.list_trajectories(agent=agent, limit=None) if t.parent_id in plan_runs
+        t.id
+        for t in memory.store.list_trajectories(namespace=memory.settings.namespace, agent=agent, limit=None)
+        if t.parent_id in plan_runs
     }
-    found = []
-    for w in memory.store.list_workflows():
-        if w.agent == agent and w.scope == "subtask" and w.status != "deprecated":
+    found: dict[str, Hit] = {}
+    for w in memory.index.served():  # a workflow's newest served version comes first
+        if w.agent == agent and w.scope == "subtask" and w.id not in found:
             overlap = len(children & set(w.source_trajectory_ids))
             if overlap:
-                found.append(Hit(w, float(overlap), 0.0))
-    found.sort(key=lambda h: (-h.score, h.workflow.id))
-    return found[:k]
+                found[w.id] = Hit(w, float(overlap), 0.0)
+    return sorted(found.values(), key=lambda h: (-h.score, h.workflow.id))[:k]
 
 
 def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequence[Hit]) -> list[str]:
     """The subtasks the agent got in the past run nearest to the task, among the best plan's runs."""
     if not plans:
         return []
-    runs = [memory.store.get_trajectory(i) for i in plans[0].workflow.source_trajectory_ids[:50]]
+    ns = memory.settings.namespace
+    runs = [
+        memory.store.get_trajectory(i, namespace=ns) for i in plans[0].workflow.source_trajectory_ids[:50]
+    ]
     if not runs:
         return []
     vectors = memory.store.embedder.embed([task, *(r.task for r in runs)])

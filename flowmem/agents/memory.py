@@ -1,8 +1,9 @@
 """`WorkflowMemory`: the object a running agent holds.
 
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
-stores them from a background writer in batches. `close()` — called at interpreter exit for
-every memory still open — flushes everything, so a normal exit loses nothing.
+stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
+at interpreter exit for every memory still open — flushes everything, so a normal exit loses
+nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import atexit
 import functools
 import inspect
-import logging
 import threading
 import time
 import uuid
@@ -21,18 +21,15 @@ from typing import Any, TypeVar, cast, overload
 from flowmem.agents import legomem
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
+from flowmem.agents.writer import Writer
 from flowmem.induction.render import render_workflow
-from flowmem.interchange import dump_record
-from flowmem.learning import report_outcome, usage_from
-from flowmem.models import Trajectory, WorkflowRef
-from flowmem.scrub import scrub_trajectory
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.outcome import report_outcome
+from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
-from flowmem.spool import write_spool_file
 from flowmem.storage import Store
 
 __all__ = ["WorkflowMemory"]
-
-log = logging.getLogger("flowmem.memory")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,109 +40,6 @@ _open_memories: weakref.WeakSet[WorkflowMemory] = weakref.WeakSet()
 def _close_all() -> None:
     for memory in list(_open_memories):
         memory.close()
-
-
-class _Writer(threading.Thread):
-    """Stores finished runs in batches; never loses one: on persistent failure, the runs go
-    to a JSONL file next to the store that `flowmem ingest` takes back."""
-
-    def __init__(self, store: Store, settings: Settings) -> None:
-        super().__init__(name="flowmem-writer", daemon=True)
-        self.store, self.settings = store, settings
-        self._cond = threading.Condition()
-        self._queue: list[Run] = []
-        self._pending = 0
-        self._closing = False
-
-    def submit(self, run: Run) -> None:
-        with self._cond:
-            if self._closing and not self.is_alive():
-                raise RuntimeError("this WorkflowMemory is closed")
-            self._queue.append(run)
-            self._pending += 1
-            if len(self._queue) >= self.settings.flush_batch:
-                self._cond.notify_all()
-
-    def flush(self, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._cond.notify_all()
-            while self._pending:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def stop(self) -> None:
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._closing:
-                    self._cond.wait(self.settings.flush_interval)
-                batch = self._queue[: self.settings.flush_batch]
-                del self._queue[: len(batch)]
-                done = self._closing and not self._queue and not batch
-            if done:
-                return
-            if batch:
-                self._write(batch)
-                with self._cond:
-                    self._pending -= len(batch)
-                    self._cond.notify_all()
-
-    def _write(self, batch: list[Run]) -> None:
-        trajectories: list[Trajectory] = []
-        for run in batch:
-            try:
-                trajectories.append(run.to_trajectory())
-            except Exception:  # a bad record must not sink the batch
-                log.exception("flowmem: run %s could not be turned into a trajectory", run.id)
-        for attempt in range(3):
-            try:
-                if self.settings.record_to == "spool":  # scrubbed before it touches the disk
-                    write_spool_file(self.settings.spool_path, self._scrubbed(trajectories))
-                else:
-                    stored = self.store.add_trajectories(trajectories)
-                    if stored == len(trajectories):  # with duplicates, the learn flow recounts
-                        self._count_outcomes(trajectories)
-                return
-            except Exception:
-                log.exception("flowmem: storing %d runs failed (attempt %d)", len(trajectories), attempt + 1)
-                time.sleep(0.2 * 2**attempt)
-        self._spill(trajectories)
-
-    def _count_outcomes(self, trajectories: list[Trajectory]) -> None:
-        """Fold the new runs' outcomes into the served versions' stats now (best effort)."""
-        by_namespace: dict[str, list[Trajectory]] = {}
-        for t in trajectories:
-            if t.workflows_used:
-                by_namespace.setdefault(t.namespace, []).append(t)
-        for namespace, runs in by_namespace.items():
-            try:
-                self.store.add_usage(usage_from(runs), namespace=namespace)
-            except Exception:
-                log.exception("flowmem: counting outcomes failed; the learn flow will count them")
-
-    def _scrubbed(self, trajectories: list[Trajectory]) -> list[Trajectory]:
-        kinds = self.settings.scrub
-        return [scrub_trajectory(t, kinds) for t in trajectories] if kinds else trajectories
-
-    def _spill(self, trajectories: list[Trajectory]) -> None:
-        import json
-
-        path = self.settings.quarantine_path.with_name(
-            self.settings.quarantine_path.name.replace("quarantine", "unsaved")
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as fh:
-            for t in self._scrubbed(trajectories):
-                fh.write(json.dumps(dump_record(t), ensure_ascii=False) + "\n")
-        log.error("flowmem: %d runs written to %s; `flowmem ingest` it later", len(trajectories), path)
 
 
 class WorkflowMemory:
@@ -160,8 +54,8 @@ class WorkflowMemory:
 
     def __init__(self, settings: Settings, *, store: Store | None = None) -> None:
         self.settings = settings
-        self.store = store if store is not None else Store(settings)
-        self._writer: _Writer | None = None
+        self.store = store if store is not None else store_from(settings)
+        self._writer: Writer | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._indexes: dict[str, ServedIndex] = {}
@@ -180,7 +74,7 @@ class WorkflowMemory:
             if self._closed:
                 raise RuntimeError("this WorkflowMemory is closed")
             if self._writer is None:
-                self._writer = _Writer(self.store, self.settings)
+                self._writer = Writer(self.store, self.settings)
                 self._writer.start()
             writer = self._writer
         writer.submit(run)
@@ -381,7 +275,12 @@ class WorkflowMemory:
         versions the run was served change at once."""
         self.flush()
         report_outcome(
-            self.store, run_id, success=success, feedback=feedback, namespace=self.settings.namespace
+            self.store,
+            run_id,
+            success=success,
+            feedback=feedback,
+            namespace=self.settings.namespace,
+            scrub=self.settings.scrub,
         )
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.retrieve import ExampleIndex
-from flowmem.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.induction.nearest import ExampleIndex
 from flowmem.models import Workflow
+from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.storage import Store
 
 __all__ = ["Hit", "ServedIndex"]

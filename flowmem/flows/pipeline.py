@@ -1,51 +1,37 @@
 """The scheduled flows: collect → induce → learn, and cycle (all three).
 
-Thin Prefect tasks around the pure functions of `flowmem.spool`, `flowmem.runner` and
-`flowmem.learning`; each flow reads top to bottom like the pipeline it runs. Flows take only
-plain parameters (a store URI and a namespace override), build one `Settings`, and pass it down.
+Thin Prefect tasks around the use cases of `flowmem.jobs` (collect, induce, learn); each flow
+reads top to bottom like the pipeline it runs. Flows take only plain parameters (a store URI
+and a namespace override), build one `Settings`, and pass it down.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from typing import Any
 
 from prefect import flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 from prefect.concurrency.sync import concurrency
-from prefect.context import TaskRunContext
 from prefect.futures import PrefectFuture
 
-from flowmem.induction.pipeline import ClusterOutcome, induce_cluster
-from flowmem.induction.rule import ClusterInput, Inducer, RuleInducer, workflow_id
-from flowmem.runner import RunPlan, RunReport, commit_outcomes, learn_namespace, prepare_run
+from flowmem.induction.base import ClusterInput, Inducer, Usage, workflow_id
+from flowmem.induction.drafts import ClusterOutcome, induce_cluster
+from flowmem.jobs.collect import collect as collect_spool
+from flowmem.jobs.factories import inducer_from, store_from
+from flowmem.jobs.induce import RunPlan, RunReport, commit_outcomes, prepare_run
+from flowmem.jobs.learn import learn as learn_job
 from flowmem.settings import Settings
-from flowmem.spool import collect as collect_spool
-from flowmem.storage import Store
 
 __all__ = ["collect", "cycle", "induce", "learn"]
 
 LLM_LIMIT = "flowmem-llm"
 """Global concurrency limit on LLM calls (create it with `prefect gcl create flowmem-llm --limit N`)."""
 
-
-class ClusterFailedError(RuntimeError):
-    """Raised by the per-cluster task so Prefect retries it; carries the failed cluster's
-    outcome, so its LLM usage is reported after the last retry too."""
-
-    def __init__(self, outcome: ClusterOutcome) -> None:
-        super().__init__(outcome.error or outcome.key)
-        self.outcome = outcome
-
-    def __reduce__(self) -> tuple[type[ClusterFailedError], tuple[ClusterOutcome]]:
-        return type(self), (self.outcome,)  # picklable, for task runners in other processes
-
-
-_EARLIER: dict[tuple[str, str], ClusterOutcome] = {}
-"""(task run id, cluster key) -> the outcome of a cluster's failed attempt that Prefect will
-retry: its LLM usage is added to the next attempt's (the attempts of a task run share a process)."""
+RETRY_DELAYS: tuple[float, ...] = (1, 10)
+"""Seconds before each further attempt at a cluster whose LLM induction failed: three in all.
+A cluster still failing after them is reported and induced again by the next run."""
 
 
 def _settings(db: str | None, namespace: str | None) -> Settings:
@@ -53,70 +39,45 @@ def _settings(db: str | None, namespace: str | None) -> Settings:
     return Settings(**overrides)  # type: ignore[arg-type]
 
 
-def make_inducer(kind: str, settings: Settings) -> Inducer:
-    """The inducer of a kind, built where it runs (an LLM client does not travel to workers)."""
-    if kind == "llm":
-        from flowmem.induction.llm import LLMInducer
-        from flowmem.providers.openai import llm_from_settings
-
-        return LLMInducer(llm_from_settings(settings))
-    if kind != "rule":
-        raise ValueError(f"unknown inducer {kind!r}: use rule or llm")
-    return RuleInducer()
-
-
 @task(cache_policy=NONE)
 def collect_files(settings: Settings) -> dict[str, Any]:
     """Ingest the spool and the import paths."""
-    report = collect_spool(Store(settings), settings)
-    return {
-        "files": report.files,
-        "stored": report.stored,
-        "duplicates": report.duplicates,
-        "rejected": report.rejected,
-        "failed_files": report.failed_files,
-    }
+    return collect_spool(store_from(settings), settings).summary()
 
 
 @task(cache_policy=NONE)
 def plan_run(settings: Settings, force: bool) -> RunPlan:
     """Count what is new, refit the clusters, pick the changed ones."""
-    return prepare_run(Store(settings), settings, force=force)
+    return prepare_run(store_from(settings), settings, namespace=settings.namespace, force=force)
 
 
 # No task timeout: these run in worker threads, where Prefect cannot interrupt them; the LLM
-# client bounds each request with its own timeout and retries.
+# client bounds each request with its own timeout and retries. Prefect's retries are for the
+# task itself failing (a cluster that fails is an outcome, attempted again in `_attempts`).
 @task(cache_policy=NONE, retries=2, retry_delay_seconds=[1, 10])
 def induce_batch(clusters: list[ClusterInput], settings: Settings, kind: str) -> list[ClusterOutcome]:
-    """Induce some clusters. With the LLM inducer a batch is one cluster, its calls wait for
-    the global concurrency limit, and a failure raises so that Prefect retries it."""
-    inducer = make_inducer(kind, settings)
+    """Induce some clusters; a cluster that fails is reported in its outcome, not raised. With
+    the LLM inducer a batch is one cluster, attempted again after a failure (`RETRY_DELAYS`),
+    each attempt waiting for the global concurrency limit."""
+    inducer = inducer_from(kind, settings)
     if kind != "llm":
         return [induce_cluster(c, inducer) for c in clusters]
-    run = TaskRunContext.get()
-    run_id = str(run.task_run.id) if run else ""
-    last_attempt = run is None or run.task_run.run_count > run.task.retries
-    outcomes = []
-    for cluster in clusters:
+    return [_attempts(c, inducer) for c in clusters]
+
+
+def _attempts(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
+    """The outcome of the first attempt that succeeds, or of the last one, with the LLM usage
+    of every attempt added up."""
+    spent = Usage()
+    for delay in (0, *RETRY_DELAYS):
+        time.sleep(delay)
         with concurrency(LLM_LIMIT, occupy=1, strict=False):
             outcome = induce_cluster(cluster, inducer)
-        earlier = _EARLIER.pop((run_id, outcome.key), None)
-        if earlier is not None:
-            _add_usage(outcome, earlier)
-        if outcome.error is not None:
-            if not last_attempt:
-                _EARLIER[(run_id, outcome.key)] = outcome
-            raise ClusterFailedError(outcome)
-        outcomes.append(outcome)
-    return outcomes
-
-
-def _add_usage(outcome: ClusterOutcome, earlier: ClusterOutcome) -> None:
-    """Add an earlier attempt's LLM usage to `outcome`."""
-    outcome.llm_calls += earlier.llm_calls
-    outcome.llm_tokens += earlier.llm_tokens
-    outcome.llm_retries += earlier.llm_retries
-    outcome.llm_rejected = dict(Counter(outcome.llm_rejected) + Counter(earlier.llm_rejected))
+        spent += outcome.usage
+        if outcome.error is None:
+            break
+    outcome.usage = spent
+    return outcome
 
 
 def batches(clusters: list[ClusterInput], kind: str, size: int) -> list[list[ClusterInput]]:
@@ -130,27 +91,25 @@ def batches(clusters: list[ClusterInput], kind: str, size: int) -> list[list[Clu
 @task(cache_policy=NONE)
 def commit(settings: Settings, plan: RunPlan, outcomes: list[ClusterOutcome]) -> RunReport:
     """Version what changed and commit the whole run at once (one tag)."""
-    return commit_outcomes(Store(settings), plan, outcomes)
+    return commit_outcomes(store_from(settings), plan, outcomes)
 
 
 @task(cache_policy=NONE)
 def fold_outcomes(settings: Settings) -> dict[str, Any]:
     """Recompute each served version's stats from the stored outcomes; promote and demote."""
-    return learn_namespace(Store(settings))
+    return learn_job(store_from(settings), namespace=settings.namespace)
 
 
 def _gather(
     groups: list[list[ClusterInput]], futures: list[PrefectFuture[list[ClusterOutcome]]]
 ) -> list[ClusterOutcome]:
-    """Every cluster's outcome; a failed cluster is reported (with its LLM usage, when its
-    task got as far as inducing it) and retried next run."""
+    """Every cluster's outcome (a failed cluster is induced again next run); a task that
+    itself failed, after its retries, reports its clusters failed, with no LLM usage known."""
     outcomes = []
     for group, future in zip(groups, futures, strict=True):
         try:
             outcomes += future.result()
-        except ClusterFailedError as err:  # after its retries
-            outcomes.append(err.outcome)
-        except Exception as err:  # the task itself failed: no outcome, no LLM usage known
+        except Exception as err:
             for cluster in group:
                 key = workflow_id(cluster.agent, cluster.cluster_id)
                 outcomes.append(ClusterOutcome(key, error=f"{type(err).__name__}: {err}"))

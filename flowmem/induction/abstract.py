@@ -16,7 +16,7 @@ from typing import Any
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, mask, scalars
 from flowmem.models import Trajectory, WorkflowStep
-from flowmem.scrub import MASKS
+from flowmem.policy.scrub import MASKS
 
 __all__ = ["Abstraction", "abstract_runs", "task_pattern"]
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import mmh3
 import numpy as np
 import numpy.typing as npt
 
@@ -39,20 +42,19 @@ class HashingEmbedder:
     Stateless and deterministic: MurmurHash3 of each n-gram picks a signed coordinate, so the
     same text gives the same vector in every process and every run, with no model to download
     and nothing to fit. It captures lexical, not semantic, similarity.
+
+    The vectors are exactly those of scikit-learn's `HashingVectorizer` (word analyzer with
+    ngram_range=(1, 2), char_wb analyzer with ngram_range=(3, 3), lowercase, alternate_sign,
+    norm=None), which this class used until importing scikit-learn and scipy (~2 s) proved too
+    slow for agent processes; stores written then stay valid. tests/test_embed.py checks the
+    equivalence against scikit-learn.
     """
 
     VERSION = 2
     """Bumped whenever the vectors it produces would change."""
 
     def __init__(self, dim: int = 384) -> None:
-        # sklearn is imported here, not at module import, so importing flowmem stays cheap.
-        from sklearn.feature_extraction.text import HashingVectorizer
-
         self._dim = dim
-        common = {"n_features": dim, "alternate_sign": True, "norm": None, "lowercase": True}
-        self._words = HashingVectorizer(analyzer="word", ngram_range=(1, 2), **common)
-        # Trigrams only: 3–4-grams retrieved no better on WorkBench and halved the speed.
-        self._chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 3), **common)
 
     @property
     def name(self) -> str:
@@ -66,15 +68,74 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts; an empty text gives the zero vector."""
+        if isinstance(texts, str):
+            raise ValueError("Expected a sequence of texts, got a single string.")
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        words = self._words.transform(texts)
-        chars = self._chars.transform(texts)
         # Words carry most meaning; character n-grams make inflections and typos still match.
-        dense = np.asarray((words * 2.0 + chars * 0.5).toarray(), dtype=np.float32)
+        dense = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for start in range(0, len(texts), _CHUNK):
+            chunk = texts[start : start + _CHUNK]
+            dense[start : start + len(chunk)] = _hashed_counts(chunk, self._dim)
         norms = np.linalg.norm(dense, axis=1, keepdims=True)
         np.divide(dense, norms, out=dense, where=norms > 0)
         return dense
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+"""scikit-learn's default `token_pattern`: words of two or more word characters."""
+
+_WORD_WEIGHT, _CHAR_WEIGHT = 2.0, 0.5
+
+_CHUNK = 4096
+"""Texts hashed together; bounds the float64 scratch array to _CHUNK × dim."""
+
+
+def _hashed_counts(texts: Sequence[str], dim: int) -> npt.NDArray[np.float64]:
+    """`words * 2.0 + chars * 0.5` of scikit-learn's two `HashingVectorizer`s, dense.
+
+    Word features: tokens of the lowercased text, then each adjacent pair joined by one space.
+    Character features (char_wb): each whitespace-separated word of the lowercased text,
+    padded with one space either side, cut into all its trigrams. (scikit-learn first squeezes
+    runs of whitespace; that changes no word, as `re`'s `\\s` and `str.split` agree.)
+    A feature lands at `abs(h) % dim` with sign `+1 if h >= 0 else -1`, h the signed 32-bit
+    MurmurHash3 (seed 0) of its UTF-8 bytes; collisions add up. All values are multiples of
+    0.5, so float64 sums are exact whatever the order.
+    """
+    words: list[str] = []
+    word_counts: list[int] = []
+    padded: list[str] = []
+    for text in texts:
+        lowered = text.lower()
+        tokens = _TOKEN.findall(lowered)
+        words += tokens
+        words += map(" ".join, zip(tokens, tokens[1:], strict=False))
+        word_counts.append(max(2 * len(tokens) - 1, 0))
+        # " w1  w2 ": every trigram inside a padded word, and none across two (those hold "  ").
+        split = lowered.split()
+        padded.append(f" {'  '.join(split)} " if split else "")
+    row_of_word = np.repeat(np.arange(len(texts)), word_counts)
+
+    joined = "".join(padded)
+    spaces = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32) == 32
+    double = spaces[:-1] & spaces[1:]
+    starts = np.flatnonzero(~(double[:-1] | double[1:]))
+    row_of_char = np.repeat(np.arange(len(texts)), [len(p) for p in padded])[starts]
+    slices = map(slice, starts.tolist(), (starts + 3).tolist())
+    trigrams = map(joined.__getitem__, slices)
+
+    hashes = np.fromiter(
+        itertools.chain(map(mmh3.hash, words), map(mmh3.hash, trigrams)),
+        dtype=np.int64,
+        count=len(words) + len(starts),
+    )
+    rows = np.concatenate([row_of_word, row_of_char])
+    weights = np.repeat([_WORD_WEIGHT, _CHAR_WEIGHT], [len(words), len(starts)])
+    np.negative(weights, out=weights, where=hashes < 0)
+    # np.abs of -2**31 is 2**31 in int64, which is what scikit-learn's special case computes.
+    flat = rows * dim + np.abs(hashes) % dim
+    counts = np.bincount(flat, weights=weights, minlength=len(texts) * dim)
+    return counts.astype(np.float64, copy=False).reshape(len(texts), dim)  # float64 already
 
 
 class VectorCache(Protocol):

@@ -6,7 +6,8 @@ validated (`flowmem.induction.validate`); one retry names the violations; what i
 is dropped. A reply that cannot be used at all (malformed, truncated or off-schema JSON, a
 refusal) is asked for again once; a cluster left with no valid workflow fails, so the versions
 served before stay served. Observations are data: a workflow that repeats instruction-like text
-from them is rejected. Pure: no SDK here, `flowmem.providers.openai.OpenAILLM` implements `LLM`.
+from them is rejected. Each `induce` returns the `Usage` of its calls (a failure carries it in
+its `LLMError`). Pure: no SDK here, `flowmem.providers.openai.OpenAILLM` implements `LLM`.
 """
 
 from __future__ import annotations
@@ -18,70 +19,30 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import chain, zip_longest
 from string import Template
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
-
+from flowmem.induction.base import (
+    LLM,
+    ClusterInput,
+    Induced,
+    LLMError,
+    Usage,
+    with_agent,
+    workflow_id,
+)
 from flowmem.induction.injection import tainted_destinations
 from flowmem.induction.literals import scalars
-from flowmem.induction.rule import ClusterInput, workflow_id
 from flowmem.induction.validate import InducedSet, InducedWorkflow, check, reason_of
 from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep, placeholders_in
 
 __all__ = [
-    "LLM",
     "PROMPT_HASH",
-    "FakeLLM",
-    "LLMError",
     "LLMInducer",
     "build_prompt",
     "retry_prompt",
     "sample_runs",
     "unusable_prompt",
 ]
-
-M = TypeVar("M", bound=BaseModel)
-
-
-class LLM(Protocol):
-    """A chat model that answers a prompt with an instance of a pydantic model."""
-
-    def parse(self, prompt: str, output: type[M]) -> M:
-        """Answer `prompt` with structured output of type `output`."""
-        ...
-
-
-class LLMError(RuntimeError):
-    """The model gave no usable answer (a refusal, an empty, truncated or malformed reply).
-
-    `reason` says which: `refusal`, `empty`, `truncated`, `malformed` (not JSON), `schema`
-    (JSON off the schema), or `rejected` (no valid workflow after the retry).
-    """
-
-    def __init__(self, message: str, *, reason: str = "empty") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class FakeLLM:
-    """An `LLM` for tests: replies come from a queue (an exception is raised), prompts are kept."""
-
-    model = "fake"
-
-    def __init__(self, *replies: BaseModel | Exception) -> None:
-        self.replies: list[BaseModel | Exception] = list(replies)
-        self.prompts: list[str] = []
-
-    def parse(self, prompt: str, output: type[M]) -> M:
-        """Record the prompt and return the next queued reply, validated as `output`."""
-        self.prompts.append(prompt)
-        if not self.replies:
-            raise LLMError("FakeLLM has no reply left")
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return output.model_validate(reply.model_dump())
-
 
 # The prompt.
 
@@ -233,14 +194,16 @@ def unusable_prompt(prompt: str, error: LLMError) -> str:
     return UNUSABLE.substitute(prompt=prompt, problem=_clip(str(error), 300))
 
 
+_Answer = tuple[list[InducedWorkflow], list[tuple[InducedWorkflow, list[str]]], LLMError | None, Usage]
+"""One prompt's answer: valid workflows, rejected ones with their violations, the error of an
+unusable reply, and the call's usage (rejected outputs included)."""
+
+
 class LLMInducer:
     """Induces a cluster's workflows with an LLM, validated; one retry names the violations.
 
-    Counters (over the inducer's lifetime): `calls` to the LLM, `retries` (follow-up prompts),
-    `rejected` outputs dropped for good (a workflow still invalid after its retry or left out
-    by it, a reply still unusable after its retry) with `rejections`, why; and
-    `rejected_outputs`, every rejected output, first answers and retries alike, by reason
-    (`flowmem.induction.validate.REASONS` for a workflow, `LLMError.reason` for a whole reply).
+    Holds no counters: each `induce` returns the `Usage` of its calls (`calls`, `retries`,
+    tokens, `rejected` outputs by reason, outputs `dropped` for good and why).
     """
 
     kind = "llm"
@@ -253,28 +216,30 @@ class LLMInducer:
         self.max_failures = max_failures
         named: Any = getattr(llm, "model", None)
         self.model: str | None = model_name or (named if isinstance(named, str) else None)
-        self.calls = 0
-        self.retries = 0
-        self.rejected = 0
-        self.rejections: list[str] = []
-        self.rejected_outputs: Counter[str] = Counter()
 
-    def induce(self, cluster: ClusterInput) -> list[Workflow]:
-        """The cluster's valid workflows; [] without calling the LLM when no run succeeded.
+    def induce(self, cluster: ClusterInput) -> Induced:
+        """The cluster's valid workflows and the usage of the calls; no call when no run succeeded.
 
         Raises:
             LLMError: if, after the retry, the model gave no valid workflow but rejected ones
-                or unusable replies (`reason` "rejected"); the cluster then counts as failed.
+                or unusable replies (`reason` "rejected"; the cluster then counts as failed),
+                or if a request failed (`reason` "unavailable"); its `usage` is what the
+                cluster's calls spent.
         """
         if not any(t.steps for t in cluster.successes):
-            return []
+            return Induced([], Usage())
         prompt = build_prompt(cluster, max_successes=self.max_successes, max_failures=self.max_failures)
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
-        accepted, bad, unusable = self._ask(prompt, cluster, tainted)
+        accepted, bad, unusable, usage = self._ask(prompt, cluster, tainted)
         if bad or unusable:
-            self.retries += 1
+            usage += Usage(retries=1)
             follow_up = unusable_prompt(prompt, unusable) if unusable else retry_prompt(prompt, bad, accepted)
-            fixed, still_bad, unusable = self._ask(follow_up, cluster, tainted)
+            try:
+                fixed, still_bad, unusable, more = self._ask(follow_up, cluster, tainted)
+            except LLMError as err:  # the request failed: report the first call too
+                err.usage = usage + err.usage
+                raise
+            usage += more
             accepted += fixed
             dropped = [f"{w.name}: {'; '.join(found)}" for w, found in still_bad]
             if unusable:  # what the first answer got wrong stays unfixed
@@ -282,33 +247,40 @@ class LLMInducer:
             else:
                 dropped += ["left out after the retry"] * max(0, len(bad) - len(fixed) - len(still_bad))
             wid = workflow_id(cluster.agent, cluster.cluster_id)
-            self.rejections += [f"{wid} {d}" for d in dropped]
-            self.rejected += len(dropped)
+            usage += Usage(dropped=tuple(f"{wid} {d}" for d in dropped))
             if not accepted and dropped:
                 raise LLMError(
-                    f"no valid workflow after a retry: {_clip('; '.join(dropped), 300)}", reason="rejected"
+                    f"no valid workflow after a retry: {_clip('; '.join(dropped), 300)}",
+                    reason="rejected",
+                    usage=usage,
                 )
-        return [self._workflow(w, cluster, i) for i, w in enumerate(accepted)]
+        return Induced([self._workflow(w, cluster, i) for i, w in enumerate(accepted)], usage)
 
-    def _ask(
-        self, prompt: str, cluster: ClusterInput, tainted: set[str]
-    ) -> tuple[list[InducedWorkflow], list[tuple[InducedWorkflow, list[str]]], LLMError | None]:
-        """(valid workflows, rejected ones with their violations, the error of an unusable reply)."""
-        self.calls += 1
+    def _ask(self, prompt: str, cluster: ClusterInput, tainted: set[str]) -> _Answer:
+        """Ask once and check the answer.
+
+        Raises:
+            LLMError: `reason` "unavailable", if the request failed (not the reply): the
+                original error is its cause.
+        """
         try:
-            reply = self.llm.parse(prompt, InducedSet)
+            parsed = self.llm.parse(prompt, InducedSet)
         except LLMError as err:
-            self.rejected_outputs[err.reason] += 1
-            return [], [], err
+            return [], [], err, err.usage + Usage(rejected={err.reason: 1})
+        except Exception as err:  # e.g. rate limited after the client's retries: the cluster fails
+            raise LLMError(
+                f"{type(err).__name__}: {err}", reason="unavailable", usage=Usage(calls=1)
+            ) from err
         accepted, bad = [], []
-        for w in reply.workflows:
+        rejected: Counter[str] = Counter()
+        for w in parsed.output.workflows:
             problems = check(w, cluster, tainted=tainted)
             if problems:
-                self.rejected_outputs[reason_of(problems)] += 1
+                rejected[reason_of(problems)] += 1
                 bad.append((w, [message for _, message in problems]))
             else:
                 accepted.append(w)
-        return accepted, bad, None
+        return accepted, bad, None, parsed.usage + Usage(rejected=dict(rejected))
 
     def _workflow(self, induced: InducedWorkflow, cluster: ClusterInput, index: int) -> Workflow:
         steps = [
@@ -316,7 +288,7 @@ class LLMInducer:
             for s in induced.steps
         ]
         if cluster.scope == "task":
-            steps = [_with_agent(s) for s in steps]
+            steps = [with_agent(s) for s in steps]
         described = {p.name: p.description.strip() for p in induced.parameters}
         used = placeholders_in([[s.args, s.note or ""] for s in steps])
         base = workflow_id(cluster.agent, cluster.cluster_id)
@@ -335,11 +307,3 @@ class LLMInducer:
             source_trajectory_ids=sorted(t.id for t in [*cluster.successes, *cluster.failures]),
             provenance=Provenance(inducer=self.kind, model=self.model, prompt_hash=PROMPT_HASH),
         )
-
-
-def _with_agent(step: WorkflowStep) -> WorkflowStep:
-    """A plan step delegated to the agent its literal `agent` argument names."""
-    agent = step.args.get("agent")
-    if isinstance(agent, str) and "{" not in agent:
-        return step.model_copy(update={"agent": agent})
-    return step

@@ -2,61 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
 
 from flowmem.induction.abstract import abstract_runs, name_from, task_pattern
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
+from flowmem.induction.base import ClusterInput, Induced, Usage, with_agent, workflow_id
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
-from flowmem.induction.literals import LiteralIndex, find_literals
+from flowmem.induction.literals import find_literals
 from flowmem.induction.render import render_workflow
-from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep
+from flowmem.models import Provenance, Trajectory, Workflow
 
-__all__ = ["ClusterInput", "Inducer", "RuleInducer", "workflow_id"]
-
-
-@dataclass(frozen=True)
-class ClusterInput:
-    """One cluster of one agent's runs, ready for an inducer."""
-
-    namespace: str
-    """The namespace the runs belong to."""
-    agent: str
-    """The agent whose runs these are."""
-    cluster_id: int
-    """Stable cluster id."""
-    scope: Literal["task", "subtask"]
-    """`task` for an orchestrator's plans, `subtask` for a task agent."""
-    successes: list[Trajectory]
-    """Successful runs."""
-    failures: list[Trajectory]
-    """Failed runs."""
-    literals: LiteralIndex = field(default_factory=LiteralIndex)
-    """Argument value counts of the whole namespace (for the de-specification check)."""
-
-    @property
-    def example_literals(self) -> set[str]:
-        """Values no workflow of this cluster may contain."""
-        return self.literals.example_literals([*self.successes, *self.failures])
-
-
-class Inducer(Protocol):
-    """Turns one cluster into workflow drafts (version 1; merging assigns versions)."""
-
-    kind: str
-    """`rule` or `llm`: recorded in each workflow's provenance."""
-
-    def induce(self, cluster: ClusterInput) -> list[Workflow]:
-        """Induce the cluster's workflows; [] when it has no successful run."""
-        ...
-
-
-def workflow_id(agent: str, cluster_id: int) -> str:
-    """The stable id of the workflow induced from a cluster."""
-    return re.sub(r"[^A-Za-z0-9_.:-]+", "_", agent) + f"-c{cluster_id}"
+__all__ = ["RuleInducer", "consensus", "variants", "without_failed_calls"]
 
 
 class RuleInducer:
@@ -68,11 +25,12 @@ class RuleInducer:
         self.max_pitfalls = max_pitfalls
         self.min_variant_runs = min_variant_runs
 
-    def induce(self, cluster: ClusterInput) -> list[Workflow]:
-        """One workflow per way the cluster's successful runs solve its tasks (see `variants`)."""
+    def induce(self, cluster: ClusterInput) -> Induced:
+        """One workflow per way the cluster's successful runs solve its tasks (see `variants`);
+        no LLM, so no usage."""
         runs = [t for t in cluster.successes if t.steps]
         if not runs:
-            return []
+            return Induced([], Usage())
         literals = cluster.example_literals
         pattern = task_pattern([t.task for t in [*cluster.successes, *cluster.failures]], literals)
         base_id = workflow_id(cluster.agent, cluster.cluster_id)
@@ -83,7 +41,7 @@ class RuleInducer:
             abstraction = abstract_runs(template, members, cluster.literals, literals)
             steps, parameters = abstraction.steps, abstraction.parameters
             if cluster.scope == "task":
-                steps = [_with_agent(s) for s in steps]
+                steps = [with_agent(s) for s in steps]
             workflow = Workflow(
                 id=base_id if j == 0 else f"{base_id}-{j + 1}",
                 name=name_from(pattern, template.actions),
@@ -111,7 +69,7 @@ class RuleInducer:
                     f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}"
                 )
             out.append(workflow)
-        return out
+        return Induced(out, Usage())
 
 
 def variants(
@@ -158,15 +116,3 @@ def without_failed_calls(run: Trajectory) -> Trajectory:
 
 def _dice(a: Sequence[str], b: Sequence[str]) -> float:
     return 2 * lcs_len(a, b) / (len(a) + len(b)) if a or b else 1.0
-
-
-def _with_agent(step: WorkflowStep) -> WorkflowStep:
-    agent = step.args.get("agent")
-    if isinstance(agent, str) and "{" not in agent:
-        return step.model_copy(update={"agent": agent})
-    return step
-
-
-def split_outcomes(runs: Sequence[Trajectory]) -> tuple[list[Trajectory], list[Trajectory]]:
-    """(successes, failures); runs with an unknown outcome are in neither."""
-    return [t for t in runs if t.success is True], [t for t in runs if t.success is False]

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from flowmem.induction.base import ClusterInput
 from flowmem.induction.injection import destinations, find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalar_text, scalars
-from flowmem.induction.rule import ClusterInput
 from flowmem.models import placeholders_in
 
 __all__ = [

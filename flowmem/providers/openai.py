@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import openai
 import pydantic
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
+from flowmem.induction.base import LLMError, M, Parsed, Usage
 from flowmem.induction.embed import Vectors
-from flowmem.induction.llm import LLMError, M
 
 if TYPE_CHECKING:
     from flowmem.settings import Settings
@@ -41,24 +41,37 @@ def _client(
     return made, True
 
 
+def _usage(completion: ChatCompletion | None) -> Usage:
+    """One call, with the tokens its response reported (none without a usage block)."""
+    reported = completion.usage if completion is not None else None
+    if reported is None:
+        return Usage(calls=1)
+    return Usage(calls=1, prompt_tokens=reported.prompt_tokens, completion_tokens=reported.completion_tokens)
+
+
 def _unusable(model: str, err: pydantic.ValidationError) -> LLMError:
-    """The `LLMError` for a reply whose content does not parse as the requested output."""
+    """The `LLMError` for a reply whose content does not parse as the requested output (the
+    SDK raises before handing the response over, so the call's tokens are unknown)."""
     first = err.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
         # pydantic says "EOF while parsing ..." when the JSON stops before its end.
         reason = "truncated" if "EOF" in first["msg"] else "malformed"
-        return LLMError(f"{model} returned invalid JSON ({first['msg'][:120]})", reason=reason)
+        return LLMError(
+            f"{model} returned invalid JSON ({first['msg'][:120]})", reason=reason, usage=_usage(None)
+        )
     where = ".".join(str(part) for part in first["loc"]) or "the answer"
     return LLMError(
         f"{model} returned JSON off the schema ({err.error_count()} errors; {where}: {first['msg'][:120]})",
         reason="schema",
+        usage=_usage(None),
     )
 
 
 class OpenAILLM:
     """An `LLM` backed by chat completions with structured output (`chat.completions.parse`).
 
-    Counters: `calls` made, `prompt_tokens` and `completion_tokens` used.
+    Holds no counters: each `parse` returns (or its `LLMError` carries) one call's `Usage`,
+    with the tokens the response reported.
     """
 
     def __init__(
@@ -88,16 +101,15 @@ class OpenAILLM:
         self.temperature = temperature
         self.system = system
         self.client, self._owned = _client(client, base_url, api_key, timeout, max_retries)
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
 
-    def parse(self, prompt: str, output: type[M]) -> M:
-        """Answer `prompt` with an instance of `output` (its JSON schema is sent, strict).
+    def parse(self, prompt: str, output: type[M]) -> Parsed[M]:
+        """Answer `prompt` with an instance of `output` (its JSON schema is sent, strict), and
+        the call's usage.
 
         Raises:
             LLMError: if the model refused, stopped early or returned nothing parseable; its
-                `reason` is `refusal`, `truncated`, `malformed`, `schema` or `empty`.
+                `reason` is `refusal`, `truncated`, `malformed`, `schema` or `empty`, its
+                `usage` the call (with the tokens, when the response is at hand).
             openai.APIError: if the request failed after the client's retries (timeouts, 429
                 after waiting as its Retry-After asks, 5xx).
         """
@@ -105,30 +117,33 @@ class OpenAILLM:
             {"role": "system", "content": self.system},
             {"role": "user", "content": prompt},
         ]
-        self.calls += 1
         try:
             completion = self.client.chat.completions.parse(
                 model=self.model, messages=messages, response_format=output, temperature=self.temperature
             )
         except openai.LengthFinishReasonError as err:
             raise LLMError(
-                f"{self.model} stopped before a complete answer: {err}", reason="truncated"
+                f"{self.model} stopped before a complete answer: {err}",
+                reason="truncated",
+                usage=_usage(err.completion),
             ) from err
         except openai.ContentFilterFinishReasonError as err:
-            raise LLMError(f"{self.model} stopped by its content filter: {err}", reason="refusal") from err
+            raise LLMError(
+                f"{self.model} stopped by its content filter: {err}",
+                reason="refusal",
+                usage=_usage(err.completion),
+            ) from err
         except pydantic.ValidationError as err:
             raise _unusable(self.model, err) from err
-        if completion.usage is not None:
-            self.prompt_tokens += completion.usage.prompt_tokens
-            self.completion_tokens += completion.usage.completion_tokens
+        usage = _usage(completion)
         if not completion.choices:
-            raise LLMError(f"{self.model} returned no choices")
+            raise LLMError(f"{self.model} returned no choices", usage=usage)
         message = completion.choices[0].message
         if message.refusal:
-            raise LLMError(f"{self.model} refused: {message.refusal[:200]}", reason="refusal")
+            raise LLMError(f"{self.model} refused: {message.refusal[:200]}", reason="refusal", usage=usage)
         if message.parsed is None:
-            raise LLMError(f"{self.model} returned no {output.__name__}")
-        return message.parsed
+            raise LLMError(f"{self.model} returned no {output.__name__}", usage=usage)
+        return Parsed(message.parsed, usage)
 
     def close(self) -> None:
         """Close the client if this object made it."""

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem import __version__
 from flowmem.interchange import RecordError, loads
-from flowmem.server.service import MAX_BATCH, Service, workflow_payload
+from flowmem.server.payloads import workflow_payload
+from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError
 

@@ -12,50 +12,22 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from flowmem.agents.retrieval import Hit, ServedIndex
-from flowmem.induction.render import render_workflow
-from flowmem.ingest import quarantine
+from flowmem.agents.retrieval import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
-from flowmem.learning import report_outcome
-from flowmem.models import Trajectory, Workflow
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import quarantine, store_trajectories
+from flowmem.jobs.outcome import report_outcome
+from flowmem.models import Trajectory
+from flowmem.server.payloads import hit_payload, workflow_payload
 from flowmem.settings import Settings
-from flowmem.storage import NotFoundError, Store
+from flowmem.storage import Store, pick_version
 
-__all__ = ["MAX_BATCH", "Service", "hit_payload", "workflow_payload"]
+__all__ = ["MAX_BATCH", "Service"]
 
 MAX_BATCH = 1_000
 """Most trajectories accepted in one request."""
 
 T = TypeVar("T")
-
-
-def workflow_payload(w: Workflow) -> dict[str, Any]:
-    """A workflow version as JSON: what an agent needs to follow it, and its state."""
-    return {
-        "id": w.id,
-        "version": w.version,
-        "name": w.name,
-        "description": w.description,
-        "status": w.status,
-        "scope": w.scope,
-        "agent": w.agent,
-        "steps": [s.model_dump(mode="json", exclude_none=True) for s in w.steps],
-        "parameters": w.parameters,
-        "pitfalls": w.pitfalls,
-        "stats": w.stats.model_dump(mode="json"),
-        "parent_version": w.parent_version,
-        "created_at": w.created_at.isoformat(),
-    }
-
-
-def hit_payload(h: Hit) -> dict[str, Any]:
-    """A search result as JSON: the served version, its score and its prompt text."""
-    return {
-        **workflow_payload(h.workflow),
-        "score": round(h.score, 4),
-        "similarity": round(h.similarity, 4),
-        "text": render_workflow(h.workflow, description=True),
-    }
 
 
 class Service:
@@ -64,7 +36,7 @@ class Service:
     def __init__(self, settings: Settings, *, store: Store | None = None) -> None:
         self.settings = settings
         self.namespace = settings.namespace
-        self.store = store if store is not None else Store(settings)
+        self.store = store if store is not None else store_from(settings)
         self._index: ServedIndex | None = None
         self._lock = threading.Lock()
 
@@ -87,15 +59,7 @@ class Service:
             NotFoundError: if the namespace has no such workflow or version.
         """
         history = self.store.history(workflow_id, namespace=self.namespace)
-        if not history:
-            raise NotFoundError(f"no workflow {workflow_id!r}")
-        if version is None:
-            chosen = history[-1]
-        else:
-            found = [w for w in history if w.version == version]
-            if not found:
-                raise NotFoundError(f"workflow {workflow_id!r} has no version {version}")
-            chosen = found[0]
+        chosen = pick_version(history, version)
         return {
             **workflow_payload(chosen),
             "versions": [
@@ -147,7 +111,7 @@ class Service:
             except RecordError as exc:
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else repr(item)
                 rejected.append(Rejection(source=origin, line=i + 1, reason=str(exc), raw=raw[:10_000]))
-        stored = self.store.add_trajectories(valid) if valid else 0
+        stored = store_trajectories(self.store, valid, self.settings.scrub) if valid else 0
         quarantine(rejected, self.settings.quarantine_path, self.settings.scrub)
         return {
             "received": len(items),
@@ -163,5 +127,12 @@ class Service:
         Raises:
             NotFoundError: if the namespace has no such run.
         """
-        report_outcome(self.store, run_id, success=success, feedback=feedback, namespace=self.namespace)
+        report_outcome(
+            self.store,
+            run_id,
+            success=success,
+            feedback=feedback,
+            namespace=self.namespace,
+            scrub=self.settings.scrub,
+        )
         return {"id": run_id, "success": success}

@@ -19,7 +19,7 @@ from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.storage import rows
 
-__all__ = ["NotFoundError", "StoreBase", "StoreError", "VersionConflictError", "Vector", "quote"]
+__all__ = ["NotFoundError", "StoreBase", "StoreError", "VersionConflictError", "Vector", "quote", "select"]
 
 T = TypeVar("T")
 Vector = npt.NDArray[np.float32]
@@ -60,26 +60,28 @@ def _retry(op: Callable[[], T], *, attempts: int = 8) -> T:
     raise AssertionError("unreachable")
 
 
+def select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
+    """The rows of a table that match a filter (all when `where` is empty), as Arrow."""
+    query = table.search()
+    if where:
+        query = query.where(where)
+    if columns is not None:
+        query = query.select(list(columns))
+    return query.limit(None).to_arrow()
+
+
 class StoreBase:
     """Connection and tables; the verbs are in `Store` and its mixins."""
 
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, settings: Settings, *, embedder: Embedder) -> None:
         self.settings = settings
-        self._embedder = embedder
+        self.embedder = embedder
+        """The embedder whose vectors the tables hold (`flowmem.jobs.factories.store_from`
+        builds the one the settings select)."""
         self._db: Any = None
         self._tables: dict[str, Any] = {}
 
     # -- plumbing -----------------------------------------------------------------------
-
-    @property
-    def embedder(self) -> Embedder:
-        """The embedder whose vectors the tables hold (built on first use)."""
-        if self._embedder is None:
-            from flowmem.embedders import embedder_from
-            from flowmem.storage.cache import StoreVectorCache
-
-            self._embedder = embedder_from(self.settings, persistent=StoreVectorCache(self))
-        return self._embedder
 
     @property
     def db(self) -> Any:
@@ -87,8 +89,12 @@ class StoreBase:
         if self._db is None:
             import lancedb
 
+            from flowmem.storage.migrations import migrate
+
             # A zero interval: every read sees what other processes committed before it.
-            self._db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0))
+            db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0))
+            migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
+            self._db = db
         return self._db
 
     def prepare(self) -> None:
@@ -134,12 +140,7 @@ class StoreBase:
 
     @staticmethod
     def _select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
-        query = table.search()
-        if where:
-            query = query.where(where)
-        if columns is not None:
-            query = query.select(list(columns))
-        return query.limit(None).to_arrow()
+        return select(table, where, columns)
 
     def _versions(self, table: Any, namespace: str, ids: Iterable[str]) -> dict[str, list[int]]:
         id_list = sorted(set(ids))

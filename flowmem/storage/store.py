@@ -12,14 +12,14 @@ Tables:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from flowmem.diff import WorkflowDiff, diff_workflows
+from flowmem.induction.diff import WorkflowDiff, diff_workflows
 from flowmem.models import Trajectory, Workflow, now
-from flowmem.scrub import scrub_text, scrub_trajectory
+from flowmem.policy.serving import served_versions
 from flowmem.storage import rows
 from flowmem.storage.base import (
     NotFoundError,
@@ -29,31 +29,45 @@ from flowmem.storage.base import (
     _retry,
     quote,
 )
-from flowmem.storage.live import LiveStateMixin
 from flowmem.storage.runs import RunsMixin
+from flowmem.storage.version_state import VersionStateMixin
 
-__all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "quote"]
+__all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "pick_version", "quote"]
 
 _BATCH = 1_000
 
 
-class Store(LiveStateMixin, RunsMixin):
+def pick_version(history: Sequence[Workflow], version: int | None) -> Workflow:
+    """The given version among a workflow's versions (oldest first), or the latest.
+
+    Raises:
+        NotFoundError: if there is no such version.
+    """
+    if version is None:
+        return history[-1]
+    for w in history:
+        if w.version == version:
+            return w
+    raise NotFoundError(f"workflow {history[-1].id!r} has no version {version}")
+
+
+class Store(VersionStateMixin, RunsMixin):
     """Trajectories, workflow versions and runs, in one LanceDB database."""
 
     # -- trajectories -------------------------------------------------------------------
 
     def add_trajectories(self, trajectories: Iterable[Trajectory]) -> int:
-        """Store trajectories, skipping any (namespace, id) already stored; returns how many
-        were new. Each is scrubbed first (`settings.scrub`, see `flowmem.scrub`), so every
-        input path stores only masked secrets and personal data. Writes go in batches of
-        1,000, one commit each."""
-        kinds = self.settings.scrub
+        """Store trajectories as given, skipping any (namespace, id) already stored; returns
+        how many were new. Writes go in batches of 1,000, one commit each.
+
+        Every input path stores through `flowmem.jobs.ingest.store_trajectories`, which
+        scrubs them first: the store keeps what it is given."""
         stored = 0
         batch: dict[tuple[str, str], Trajectory] = {}
         for trajectory in trajectories:
             key = (trajectory.namespace, trajectory.id)
             if key not in batch:
-                batch[key] = scrub_trajectory(trajectory, kinds) if kinds else trajectory
+                batch[key] = trajectory
             if len(batch) >= _BATCH:
                 stored += self._insert_trajectories(list(batch.values()))
                 batch.clear()
@@ -106,7 +120,8 @@ class Store(LiveStateMixin, RunsMixin):
     def set_outcome(
         self, trajectory_id: str, *, success: bool, feedback: str | None = None, namespace: str | None = None
     ) -> Trajectory:
-        """Record a run's outcome after the fact; returns the run as it was before.
+        """Record a run's outcome after the fact (the feedback as given: callers scrub it);
+        returns the run as it was before.
 
         Raises:
             NotFoundError: if the namespace has no such trajectory.
@@ -116,7 +131,7 @@ class Store(LiveStateMixin, RunsMixin):
         where = f"namespace = {quote(ns)} AND id = {quote(trajectory_id)}"
         values: dict[str, Any] = {"success": success}
         if feedback is not None:
-            values["feedback"] = scrub_text(feedback, self.settings.scrub)
+            values["feedback"] = feedback
         _retry(lambda: self._trajectories().update(where=where, values=values))
         return before
 
@@ -143,13 +158,7 @@ class Store(LiveStateMixin, RunsMixin):
         Raises:
             NotFoundError: if there is no such workflow or version.
         """
-        history = self.history(workflow_id, namespace=namespace)
-        if version is None:
-            return history[-1]
-        for w in history:
-            if w.version == version:
-                return w
-        raise NotFoundError(f"workflow {workflow_id!r} has no version {version}")
+        return pick_version(self.history(workflow_id, namespace=namespace), version)
 
     def history(self, workflow_id: str, *, namespace: str | None = None) -> list[Workflow]:
         """Every stored version of a workflow, oldest first.
@@ -201,26 +210,15 @@ class Store(LiveStateMixin, RunsMixin):
         return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
 
     def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector, list[int]]:
-        """The served versions with their retrieval vectors and the index of the version each
-        vector belongs to: the makings of an in-process index.
-
-        Per workflow: its latest active version, and its latest candidate newer than that (a
-        search serves the candidate to a share of requests); deprecated versions are not served.
-        """
+        """The served versions (`flowmem.policy.serving.served_versions`) with their retrieval
+        vectors and the index of the version each vector belongs to: the makings of an
+        in-process index."""
         ns = self._ns(namespace)
         found = self.committed_rows(
             rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
         )
         by_key = {(r["id"], r["version"]): r for r in found}
-        live = self.live([rows.workflow_from_row(r) for r in found], namespace=ns)
-        chosen: dict[str, list[Workflow]] = {}
-        for w in sorted(live, key=lambda w: (w.id, -w.version)):
-            picked = chosen.setdefault(w.id, [])
-            if w.status == "deprecated" or any(p.status == "active" for p in picked):
-                continue
-            if w.status == "active" or not picked:
-                picked.append(w)
-        served = [w for _, versions in sorted(chosen.items()) for w in versions]
+        served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
         owners, vectors = [], []
         for i, w in enumerate(served):
             r = by_key[(w.id, w.version)]

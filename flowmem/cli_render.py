@@ -12,11 +12,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from flowmem.diff import WorkflowDiff
+from flowmem.induction.diff import WorkflowDiff
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
 
 if TYPE_CHECKING:
-    from flowmem.demo import DemoReport
+    from flowmem.sim.demo import DemoReport
 
 __all__ = [
     "diff_text",

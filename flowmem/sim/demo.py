@@ -20,16 +20,18 @@ from typing import Any
 
 from flowmem.agents import WorkflowMemory
 from flowmem.interchange import write_jsonl
+from flowmem.jobs.cycle import cycle as run_cycle
 from flowmem.models import Trajectory, Workflow, WorkflowRef
 from flowmem.settings import Settings
 from flowmem.sim import NOW, ScriptedAgent, World, make_tasks, simulate
 from flowmem.sim.follower import FollowerAgent
 from flowmem.storage import Store
 
-__all__ = ["Arm", "DemoReport", "Round", "direct_cycle", "generate_file", "run_loop"]
+__all__ = ["Arm", "Cycle", "DemoReport", "Round", "generate_file", "plot", "run_loop"]
 
-Cycle = Callable[[Settings], dict[str, Any]]
-"""Runs collect + induce + learn on the settings' store; returns a summary."""
+Cycle = Callable[[Store, Settings], dict[str, Any]]
+"""Runs collect + induce + learn on the store; returns a summary (`flowmem.jobs.cycle.cycle`,
+or the Prefect `cycle` flow)."""
 
 
 def generate_file(path: Path, *, tasks: int, seed: int, skill: float) -> int:
@@ -101,23 +103,6 @@ def _record(memory: WorkflowMemory, t: Trajectory, used: Sequence[WorkflowRef]) 
         run.finish(success=t.success, final_answer=t.final_answer, feedback=t.feedback)
 
 
-def direct_cycle(settings: Settings) -> dict[str, Any]:
-    """Induce and learn in this process (what the `cycle` flow runs, without Prefect)."""
-    from flowmem.induction.rule import RuleInducer
-    from flowmem.runner import induce_namespace, learn_namespace
-
-    store = Store(settings)
-    report = induce_namespace(store, settings, RuleInducer())
-    return {"induce": report.summary(), "learn": learn_namespace(store)}
-
-
-def prefect_cycle(settings: Settings) -> dict[str, Any]:
-    """Run the Prefect `cycle` flow on the settings' store and namespace."""
-    from flowmem.flows.pipeline import cycle
-
-    return cycle(db=settings.db, namespace=settings.namespace)
-
-
 def run_loop(
     settings: Settings,
     *,
@@ -126,7 +111,7 @@ def run_loop(
     seed: int = 0,
     skill: float = 0.5,
     persistence: int = 3,
-    cycle: Cycle = direct_cycle,
+    cycle: Cycle = run_cycle,
     fresh: bool = True,
     progress: Callable[[Round], None] | None = None,
 ) -> DemoReport:
@@ -171,7 +156,7 @@ def run_loop(
             if progress is not None:
                 progress(done)
             if r < rounds:
-                report.cycles.append(cycle(settings))
+                report.cycles.append(cycle(memory.store, settings))
     return report
 
 

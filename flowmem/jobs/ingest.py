@@ -1,4 +1,4 @@
-"""Ingest interchange files into the store: every valid line stored, every bad one quarantined."""
+"""Ingest: every input path stores trajectories here, scrubbed; bad lines are quarantined."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flowmem.interchange import Rejection, read_trajectories
+from flowmem.interchange import Rejection, read_trajectories, write_lines
 from flowmem.models import Trajectory
-from flowmem.scrub import scrub_text
-from flowmem.settings import DEFAULT_SCRUB, ScrubKind, Settings
+from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_trajectory
+from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["IngestReport", "ingest_files", "quarantine"]
+__all__ = ["IngestReport", "ingest_files", "quarantine", "store_trajectories"]
 
 _BATCH = 1_000
 
@@ -47,20 +47,25 @@ class IngestReport:
         return line
 
 
+def store_trajectories(store: Store, trajectories: Iterable[Trajectory], scrub: Collection[ScrubKind]) -> int:
+    """Scrub trajectories (`scrub` kinds, see `flowmem.policy.scrub`) and store them, skipping
+    ids already stored; returns how many were new. Every input path — files, the spool, the
+    hooks, the API, the MCP server — stores through here, so only masked secrets and
+    personal data reach the store."""
+    if scrub:
+        trajectories = (scrub_trajectory(t, scrub) for t in trajectories)
+    return store.add_trajectories(trajectories)
+
+
 def quarantine(
     rejections: Iterable[Rejection], path: Path, scrub: Collection[ScrubKind] = DEFAULT_SCRUB
 ) -> int:
     """Append rejections to the quarantine file, their raw lines scrubbed like stored
     trajectories (`scrub` kinds); returns how many were written."""
-    items = list(rejections)
-    if not items:
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        for r in items:
-            raw = scrub_text(r.raw, scrub) if scrub else r.raw
-            fh.write(dataclasses.replace(r, raw=raw).to_json() + "\n")
-    return len(items)
+    lines = [
+        dataclasses.replace(r, raw=scrub_text(r.raw, scrub) if scrub else r.raw).to_json() for r in rejections
+    ]
+    return write_lines(path, lines, append=True) if lines else 0
 
 
 def ingest_files(
@@ -78,7 +83,7 @@ def ingest_files(
     batch: list[Trajectory] = []
 
     def flush() -> None:
-        report.stored += store.add_trajectories(batch)
+        report.stored += store_trajectories(store, batch, settings.scrub)
         batch.clear()
 
     for path in paths:

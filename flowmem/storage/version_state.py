@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flowmem.lifecycle import Transition
 from flowmem.models import UsageStats, Workflow, now
+from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase, _retry
 
-__all__ = ["LiveStateMixin"]
+__all__ = ["VersionStateMixin"]
 
 
-class LiveStateMixin(StoreBase):
+class VersionStateMixin(StoreBase):
     """Usage stats and the lifecycle log of workflow versions."""
 
     def _usage_table(self, namespace: str) -> Any:

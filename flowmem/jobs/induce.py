@@ -1,20 +1,22 @@
-"""Induction runs over a namespace of the store: incremental, versioned, committed at once.
+"""Induce: one incremental induction run over a namespace, versioned, committed at once.
 
 A run (1) counts the trajectories stored since the last run and stops there when nothing is
 new and no cluster is waiting for a retry; (2) refits the clusters, keeping their ids; (3)
 induces only the clusters whose member runs changed since the last run (or whose induction
 failed then); (4) stores changed workflows as new versions in one commit tagged with the run
-id. The Prefect flows (`flowmem/flows/`) run the same steps, one task each.
+id. `induce` runs it in this process; the Prefect flow runs `prepare_run`, `induce_cluster`
+per cluster and `commit_outcomes` as tasks.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowmem.induction.pipeline import (
+from flowmem.induction.base import ClusterInput, Inducer, workflow_id
+from flowmem.induction.drafts import (
     ClusterOutcome,
     ClusterPlan,
     InductionResult,
@@ -24,10 +26,8 @@ from flowmem.induction.pipeline import (
     plan_versions,
     task_key,
 )
-from flowmem.induction.rule import ClusterInput, Inducer, workflow_id
-from flowmem.learning import usage_from
-from flowmem.lifecycle import DEFAULT_PARAMS, LifecycleParams, Transition, decide
 from flowmem.models import InductionRun, Trajectory, Workflow
+from flowmem.policy.lifecycle import Transition, needs_reinduction
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
 
@@ -35,9 +35,9 @@ __all__ = [
     "RunPlan",
     "RunReport",
     "commit_outcomes",
-    "induce_namespace",
+    "induce",
     "key_vectors",
-    "learn_namespace",
+    "nothing_served",
     "prepare_run",
     "previous_clusters",
 ]
@@ -129,22 +129,18 @@ def _memberships(state: Mapping[str, Any]) -> dict[str, dict[int, set[str]]] | N
 REJECTED = "llm_rejected_"
 """Prefix of the run counts of rejected LLM outputs, one per reason (`llm_rejected_leak`)."""
 
-FAILING = ("failing", "worse")
-"""Deprecation causes that are a version's own failures (not being superseded)."""
 
+def nothing_served(store: Store, namespace: str) -> Callable[[str], bool]:
+    """Whether every version of a workflow is deprecated (False for an unknown id), read from
+    the store: the `nothing_served` of `needs_reinduction`."""
 
-def _nothing_served(store: Store, workflow_id: str) -> bool:
-    try:
-        return all(w.status == "deprecated" for w in store.history(workflow_id))
-    except NotFoundError:
-        return False
+    def check(workflow_id: str) -> bool:
+        try:
+            return all(w.status == "deprecated" for w in store.history(workflow_id, namespace=namespace))
+        except NotFoundError:
+            return False
 
-
-def _reinduce(transitions: list[Transition], store: Store) -> list[str]:
-    """Workflows a version of which was deprecated for its own failures, and of which no
-    version is served any more: their clusters go back to induction, failures included."""
-    ids = {t.workflow_id for t in transitions if t.new == "deprecated" and t.cause in FAILING}
-    return sorted(wid for wid in ids if _nothing_served(store, wid))
+    return check
 
 
 def _cluster_key(workflow_id: str) -> str:
@@ -153,34 +149,40 @@ def _cluster_key(workflow_id: str) -> str:
     return head if tail.isdigit() and "-c" in head else workflow_id
 
 
-def _last_induction(store: Store) -> InductionRun | None:
-    runs = [r for r in store.list_runs() if r.kind == "induce"]
+def _last_induction(store: Store, namespace: str) -> InductionRun | None:
+    runs = [r for r in store.list_runs(namespace=namespace) if r.kind == "induce"]
     return runs[-1] if runs else None
 
 
-def prepare_run(store: Store, settings: Settings, *, force: bool = False) -> RunPlan:
-    """Decide what the next run induces (`force`: every cluster)."""
-    last = _last_induction(store)
-    total = store.count_trajectories()
+def _logged(row: Mapping[str, Any]) -> Transition:
+    return Transition(row["id"], row["version"], row["old"], row["new"], row["reason"], row["cause"])
+
+
+def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool = False) -> RunPlan:
+    """Decide what the next run of `namespace` induces (`force`: every cluster).
+
+    `settings` gives the clustering parameters; every read and the run itself use `namespace`.
+    """
+    last = _last_induction(store, namespace)
+    total = store.count_trajectories(namespace=namespace)
     seen = int(last.counts.get("trajectories", 0)) if last else 0
     pending = set(last.state.get("failed", [])) if last else set()
     # A version deprecated for its own failures since the last run: re-induce its cluster,
     # failures included, so a better workflow can replace it.
     since = last.finished_at if last else None
-    failed_ids = {
-        t["id"] for t in store.transitions() if t["cause"] in FAILING and (since is None or t["at"] > since)
-    }
-    pending |= {_cluster_key(wid) for wid in failed_ids if _nothing_served(store, wid)}
+    logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
+    reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
+    pending |= {_cluster_key(wid) for wid in reinduce}
     plan = RunPlan(
-        run=InductionRun(id=Store.new_run_id(), namespace=settings.namespace),
+        run=InductionRun(id=Store.new_run_id(), namespace=namespace),
         total=total,
         new_trajectories=max(0, total - seen),
         last=last,
     )
     if last is not None and not force and plan.new_trajectories == 0 and not pending:
         return plan
-    trajectories = store.list_trajectories(limit=None)
-    plan.current = {w.id: w for w in store.list_workflows()}
+    trajectories = store.list_trajectories(namespace=namespace, limit=None)
+    plan.current = {w.id: w for w in store.list_workflows(namespace=namespace)}
     plan.clusters = plan_clusters(
         trajectories,
         params=settings.cluster_params,
@@ -217,15 +219,15 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         return RunReport(last, result, [], plan)
     prints = plan.clusters.fingerprints()
     failed = sorted(result.failed)
-    rejected = [Counter(o.llm_rejected) for o in outcomes]
+    usage = result.usage
     counts = {
         "trajectories": plan.total,
         "new_trajectories": plan.new_trajectories,
         "clusters_changed": len(plan.changed),
-        "llm_calls": sum(o.llm_calls for o in outcomes),
-        "llm_tokens": sum(o.llm_tokens for o in outcomes),
-        "llm_retries": sum(o.llm_retries for o in outcomes),
-        **{REJECTED + reason: n for reason, n in sorted(sum(rejected, Counter()).items())},
+        "llm_calls": usage.calls,
+        "llm_tokens": usage.tokens,
+        "llm_retries": usage.retries,
+        **{REJECTED + reason: n for reason, n in sorted(usage.rejected.items())},
         **result.counts,
     }
     state = {
@@ -243,31 +245,9 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     return RunReport(committed, result, versions, plan)
 
 
-def induce_namespace(store: Store, settings: Settings, inducer: Inducer, *, force: bool = False) -> RunReport:
-    """One whole induction run in this process (the flows run the same steps as tasks)."""
-    plan = prepare_run(store, settings, force=force)
+def induce(
+    store: Store, settings: Settings, inducer: Inducer, *, namespace: str, force: bool = False
+) -> RunReport:
+    """One whole induction run of `namespace` in this process (the flow runs the same steps as tasks)."""
+    plan = prepare_run(store, settings, namespace=namespace, force=force)
     return commit_outcomes(store, plan, [induce_cluster(c, inducer) for c in plan.changed])
-
-
-def learn_namespace(store: Store, params: LifecycleParams = DEFAULT_PARAMS) -> dict[str, Any]:
-    """Fold the outcomes of served runs into per-version stats, then apply the promotion and
-    demotion rules and record every transition in the lifecycle log."""
-    usage = usage_from(store.iter_trajectories())
-    store.put_usage(usage)
-    transitions = []
-    for wid in sorted({i for i, _ in usage}):
-        try:
-            versions = store.history(wid)
-        except NotFoundError:  # outcomes of a workflow that is not stored (rolled back)
-            continue
-        transitions += decide(versions, params)
-    store.record_transitions(transitions)
-    return {
-        "versions_with_outcomes": len(usage),
-        "runs_served": sum(u.served for u in usage.values()),
-        "transitions": [
-            {"id": t.workflow_id, "version": t.version, "old": t.old, "new": t.new, "reason": t.reason}
-            for t in transitions
-        ],
-        "reinduce": _reinduce(transitions, store),
-    }

@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,6 +35,7 @@ __all__ = [
     "parse_record",
     "read_trajectories",
     "write_jsonl",
+    "write_lines",
 ]
 
 _STEP_KEYS = set(Step.model_fields)
@@ -283,13 +285,32 @@ def dump_record(trajectory: Trajectory) -> dict[str, Any]:
     return data
 
 
-def write_jsonl(path: Path, trajectories: Iterable[Trajectory]) -> int:
-    """Write trajectories as JSONL (gzipped when the name ends in .gz); returns the count."""
+def write_lines(path: Path, lines: Iterable[str], *, append: bool = False, durable: bool = False) -> int:
+    """Write JSON lines to a file: the one JSONL writer (input files, spool files, the
+    quarantine and the unsaved-runs file all go through it).
+
+    Gzipped when the name ends in .gz; appended to when `append`, else replaced; flushed to
+    the disk (fsync) before returning when `durable`. Returns how many lines were written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if path.suffix == ".gz" else open
+    mode = "at" if append else "wt"
+    opened = (
+        gzip.open(path, mode, encoding="utf-8") if path.suffix == ".gz" else path.open(mode, encoding="utf-8")
+    )
     count = 0
-    with opener(path, "wt", encoding="utf-8") as fh:
-        for trajectory in trajectories:
-            fh.write(json.dumps(dump_record(trajectory), ensure_ascii=False) + "\n")
+    with cast(IO[str], opened) as fh:
+        for line in lines:
+            fh.write(line + "\n")
             count += 1
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
     return count
+
+
+def write_jsonl(
+    path: Path, trajectories: Iterable[Trajectory], *, append: bool = False, durable: bool = False
+) -> int:
+    """Write trajectories in the interchange format (see `write_lines`); returns the count."""
+    lines = (json.dumps(dump_record(t), ensure_ascii=False) for t in trajectories)
+    return write_lines(path, lines, append=append, durable=durable)

@@ -59,10 +59,11 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from flowmem.models import Step, Trajectory
-from flowmem.scrub_patterns import (
+from flowmem.policy.scrub_patterns import (
     ASSIGNMENT,
     AUTH_HEADER,
     BEARER,
+    DEFAULT_SCRUB,
     EMAIL,
     KEY_HINTS,
     KEYS,
@@ -70,6 +71,7 @@ from flowmem.scrub_patterns import (
     PHONE,
     URL_CREDENTIALS,
     WORD_HINTS,
+    ScrubKind,
     card_spans,
     is_card,
     is_credential_key,
@@ -77,9 +79,8 @@ from flowmem.scrub_patterns import (
     kinds_in_dump,
     literals_pattern,
 )
-from flowmem.settings import ScrubKind
 
-__all__ = ["MASKS", "scrub_text", "scrub_trajectory", "scrub_value"]
+__all__ = ["DEFAULT_SCRUB", "MASKS", "ScrubKind", "scrub_text", "scrub_trajectory", "scrub_value"]
 
 MASKS: dict[ScrubKind, str] = {
     "secrets": "[SECRET]",
@@ -95,7 +96,7 @@ cards and phones), cards before phones (a grouped card number is not a phone).""
 
 _SECRET = MASKS["secrets"]
 
-# -- the text rules of each kind (their patterns: flowmem.scrub_patterns) --------------------
+# -- the text rules of each kind (their patterns: flowmem.policy.scrub_patterns) --------------------
 
 
 def _bearer(m: re.Match[str]) -> str | None:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from flowmem.induction.base import ClusterInput, Inducer, LLMError, Usage, split_outcomes, workflow_id
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.rule import ClusterInput, Inducer, split_outcomes, workflow_id
 from flowmem.models import Trajectory, Workflow
 
 __all__ = [
@@ -47,6 +47,8 @@ class InductionResult:
     """Cluster -> why its induction failed (the others still count)."""
     memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
     """Agent -> stable cluster id -> its task keys (the `previous` of the next run)."""
+    usage: Usage = field(default_factory=Usage)
+    """The LLM usage of every cluster, failed ones included."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -94,14 +96,8 @@ class ClusterOutcome:
     """Pitfall notes, for a cluster with failed runs only."""
     error: str | None = None
     """Why induction failed, if it did."""
-    llm_calls: int = 0
-    """LLM requests it made."""
-    llm_tokens: int = 0
-    """LLM tokens it used."""
-    llm_retries: int = 0
-    """Follow-up prompts after rejected or unusable answers."""
-    llm_rejected: dict[str, int] = field(default_factory=dict)
-    """Rejected LLM outputs by reason (`flowmem.induction.validate.REASONS`, or why a reply was unusable)."""
+    usage: Usage = field(default_factory=Usage)
+    """The LLM usage of inducing it, a failed attempt included."""
 
 
 def task_key(task: str) -> str:
@@ -161,36 +157,32 @@ def plan_clusters(
     return plan
 
 
-def _llm_usage(inducer: Inducer) -> tuple[int, int, int, Counter[str]]:
-    """(calls, tokens, retries, rejected outputs by reason) so far; zeros for the rule inducer."""
-    llm = getattr(inducer, "llm", None)
-    tokens = getattr(llm, "prompt_tokens", 0) + getattr(llm, "completion_tokens", 0)
-    rejected = Counter(getattr(inducer, "rejected_outputs", {}))
-    return int(getattr(inducer, "calls", 0)), int(tokens), int(getattr(inducer, "retries", 0)), rejected
+def _failure(err: Exception) -> str:
+    """How a cluster's failure is reported: the error's type and message; for a request that
+    failed (`LLMError` "unavailable"), those of the request's own error."""
+    cause = err.__cause__ if isinstance(err, LLMError) and err.reason == "unavailable" else None
+    shown = cause if isinstance(cause, Exception) else err
+    return f"{type(shown).__name__}: {shown}"
 
 
 def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
-    """Induce one cluster; an error is reported in the outcome, never raised."""
+    """Induce one cluster; an error is reported in the outcome (with the LLM usage its
+    `LLMError` carries), never raised."""
     key = workflow_id(cluster.agent, cluster.cluster_id)
     outcome = ClusterOutcome(key)
-    calls, tokens, retries, rejected = _llm_usage(inducer)
     try:
-        drafts = inducer.induce(cluster)
+        induced = inducer.induce(cluster)
     except Exception as err:  # one bad cluster never sinks the run
         log.warning("induction of %s failed: %s", key, err)
-        outcome.error = f"{type(err).__name__}: {err}"
-        drafts = []
-    finally:
-        after_calls, after_tokens, after_retries, after_rejected = _llm_usage(inducer)
-        outcome.llm_calls, outcome.llm_tokens = after_calls - calls, after_tokens - tokens
-        outcome.llm_retries = after_retries - retries
-        outcome.llm_rejected = dict(after_rejected - rejected)
-    if outcome.error is not None:
+        outcome.error = _failure(err)
+        if isinstance(err, LLMError):
+            outcome.usage = err.usage
         return outcome
-    if not drafts and cluster.failures:
+    outcome.usage = induced.usage
+    if not induced.workflows and cluster.failures:
         outcome.notes = standalone_pitfalls(cluster.failures, cluster.example_literals)
     task_of = {t.id: t.task for t in [*cluster.successes, *cluster.failures]}
-    for w in drafts:
+    for w in induced.workflows:
         outcome.workflows.append(w)
         own = {task_of[i] for i in w.source_trajectory_ids if i in task_of}
         outcome.keys[w.id] = sorted(own or set(task_of.values()))
@@ -207,6 +199,7 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
             result.notes[outcome.key] = outcome.notes
         result.workflows += outcome.workflows
         result.keys.update(outcome.keys)
+        result.usage += outcome.usage
     result.workflows = merge_duplicates(result.workflows, result.keys)
     return result
 

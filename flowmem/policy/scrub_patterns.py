@@ -1,10 +1,10 @@
 """The scrubber's patterns: compiled regexes and pure predicates that find secrets, payment
 cards, e-mail addresses and phone numbers in text.
 
-The rules themselves are documented in `flowmem.scrub`, which applies these patterns and
+The rules themselves are documented in `flowmem.policy.scrub`, which applies these patterns and
 replaces each match with its typed mask. Nothing here builds a mask or counts a match, except
 that the free-text secret rules refuse to match the masks' own texts (`[SECRET]`, `[CARD]`,
-`[EMAIL]`, `[PHONE]`: keep them in step with `flowmem.scrub.MASKS`), so scrubbing twice
+`[EMAIL]`, `[PHONE]`: keep them in step with `flowmem.policy.scrub.MASKS`), so scrubbing twice
 changes nothing more.
 
 Pure: no storage, network or SDK imports.
@@ -15,8 +15,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Iterator
+from typing import Literal
 
-from flowmem.settings import ScrubKind
+ScrubKind = Literal["secrets", "cards", "emails", "phones"]
+"""What can be masked: credentials, payment cards, e-mail addresses, phone numbers."""
+
+DEFAULT_SCRUB: tuple[ScrubKind, ...] = ("secrets", "cards")
+"""What is masked unless the settings say otherwise."""
+
 
 __all__ = [
     "ASSIGNMENT",

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from flowmem.induction.base import Inducer
+from flowmem.induction.drafts import induce, plan_versions
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
     LeakChecker,
@@ -17,13 +19,13 @@ from flowmem.induction.metrics import (
     memory_metrics,
     slot_literals,
 )
-from flowmem.induction.pipeline import induce, plan_versions
+from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.render import render_trajectory, render_workflow
-from flowmem.induction.retrieve import ExampleIndex
-from flowmem.induction.rule import Inducer
 from flowmem.interchange import Rejection, read_trajectories
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import key_vectors
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory
-from flowmem.runner import key_vectors
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -49,9 +51,9 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="flowmem-eval-") as tmp:
         ns = settings.namespace
         run_settings = settings.model_copy(update={"db": str(Path(tmp) / "db")})
-        store = Store(run_settings)
+        store = store_from(run_settings)
         train = [t.model_copy(update={"namespace": ns}) for t in train]
-        store.add_trajectories(train)
+        store_trajectories(store, train, settings.scrub)
         timing["store_s"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -111,12 +113,10 @@ def evaluate(
     timing["score_s"] = time.perf_counter() - t3
     report["timing"] = {key: round(v, 2) for key, v in timing.items()}
     report["inputs"] = {"train": len(train), "test": len(test), "k": k, "inducer": inducer.kind}
-    llm = getattr(inducer, "llm", None)
-    if llm is not None:
-        report["flowmem"]["llm_calls"] = getattr(inducer, "calls", 0)
-        report["flowmem"]["llm_retries"] = getattr(inducer, "retries", 0)
-        report["flowmem"]["llm_rejected"] = getattr(inducer, "rejected", 0)
-        report["flowmem"]["llm_tokens"] = getattr(llm, "prompt_tokens", 0) + getattr(
-            llm, "completion_tokens", 0
-        )
+    if inducer.kind == "llm":
+        usage = result.usage  # every cluster's, failed ones included
+        report["flowmem"]["llm_calls"] = usage.calls
+        report["flowmem"]["llm_retries"] = usage.retries
+        report["flowmem"]["llm_rejected"] = len(usage.dropped)  # outputs dropped for good
+        report["flowmem"]["llm_tokens"] = usage.tokens
     return report

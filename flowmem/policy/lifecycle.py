@@ -1,18 +1,18 @@
 """The online loop's promotion and demotion rules (pure: no storage, no flows, no SDKs).
 
 A new version of a workflow starts as a `candidate` and is served to a share of the requests that
-match it (`serve_candidate`). Each version's outcomes (`flowmem.learning.usage_from`) give a Beta
+match it (`serve_candidate`). Each version's outcomes (`flowmem.policy.usage.usage_from`) give a Beta
 posterior over its success rate (`posterior`); search ranks by it (`rank_factor`), and `decide`
 turns the posteriors of all versions of one workflow into status transitions: a candidate that
 is not worse than the version it revises becomes `active` and supersedes the old active version,
 a candidate that is clearly worse is `deprecated`, and an active version that keeps failing is
-`deprecated` and its cluster queued for re-induction (`needs_reinduction`).
+`deprecated`; `needs_reinduction` says which clusters go back to induction.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,6 +21,7 @@ from flowmem.models import UsageStats, Workflow
 __all__ = [
     "Beta",
     "Cause",
+    "FAILING",
     "LifecycleParams",
     "Status",
     "Transition",
@@ -299,16 +300,22 @@ def _failing_changes(
     return {v: ("deprecated", reason + suffix, "failing") for v, reason in failing.items()}
 
 
-def needs_reinduction(transitions: Iterable[Transition]) -> set[str]:
-    """Workflow ids whose active version was deprecated for a low success rate (not superseded).
+FAILING: tuple[Cause, ...] = ("failing", "worse")
+"""Deprecation causes that are a version's own failures (not being superseded)."""
 
-    The caller queues their clusters for re-induction, with the failed runs as input.
+
+def needs_reinduction(
+    transitions: Iterable[Transition], *, nothing_served: Callable[[str], bool]
+) -> list[str]:
+    """The one re-induction rule: workflows a version of which was deprecated for its own
+    failures (`FAILING`), and of which no version is served any more (`nothing_served(id)`).
+
+    The caller sends their clusters back to induction, failed runs included, so a better
+    workflow can replace them; a workflow that still has a version on trial or active is
+    left to that version.
     """
-    return {
-        t.workflow_id
-        for t in transitions
-        if t.old == "active" and t.new == "deprecated" and t.cause == "failing"
-    }
+    ids = {t.workflow_id for t in transitions if t.new == "deprecated" and t.cause in FAILING}
+    return sorted(wid for wid in ids if nothing_served(wid))
 
 
 def serve_candidate(request_key: str, workflow_id: str, version: int, share: float) -> bool:

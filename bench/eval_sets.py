@@ -1,0 +1,54 @@
+"""`flowmem eval` on the shared sets, flowmem against raw trajectories, side by side.
+
+WorkBench is split by `meta.instance` (0-6 train, 7-9 test, as bench/workbench_split.py does),
+the tau2 oracle set by `meta.split`. Rule inducer, k=3, offline.
+
+Usage: python bench/eval_sets.py [DATA_DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from flowmem.induction.rule import RuleInducer
+from flowmem.interchange import Rejection, read_trajectories
+from flowmem.jobs.evaluate import evaluate
+from flowmem.models import Trajectory
+from flowmem.settings import Settings
+
+SPLITS = {
+    "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),
+    "tau2": ("tau2_oracle_trajectories.jsonl.gz", lambda t: t.meta["split"] == "train"),
+}
+KEYS = ("coverage", "step_precision", "utility_rate", "tokens_per_prompt", "leakage", "slot_leakage")
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
+    settings = Settings()
+    results = {}
+    for name, (file, is_train) in SPLITS.items():
+        path = data / file
+        if not path.exists():
+            print(f"{name}: {path} not found, skipped", file=sys.stderr)
+            continue
+        runs = [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
+        train: list[Trajectory] = [t for t in runs if is_train(t)]
+        test = [t for t in runs if not is_train(t)]
+        results[name] = evaluate(train, test, RuleInducer(), settings=settings, k=3)
+    if "--json" in sys.argv:
+        print(json.dumps(results))
+        return
+    for name, report in results.items():
+        print(f"\n{name}: train {report['inputs']['train']}, test {report['inputs']['test']}, k=3")
+        print(f"{'metric':<24}{'flowmem':>12}{'raw':>12}")
+        for key in [*KEYS, *(k for k in report["flowmem"] if k not in KEYS)]:
+            flow, raw = report["flowmem"].get(key, ""), report["raw"].get(key, "")
+            print(f"{key:<24}{flow!s:>12}{raw!s:>12}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The one place that chooses from the settings: the inducer, the embedder and the store.
+
+Each choice is a table from a name to a builder that imports what it needs only when it is
+called, so choosing the rule inducer never imports the OpenAI SDK and an agent process that
+opens a store imports no induction machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flowmem.induction.base import Inducer
+from flowmem.induction.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
+from flowmem.settings import Settings
+from flowmem.storage import Store
+
+__all__ = ["EMBEDDERS", "INDUCERS", "embedder_from", "inducer_from", "store_from"]
+
+
+def _rule_inducer(settings: Settings) -> Inducer:
+    from flowmem.induction.rule import RuleInducer
+
+    return RuleInducer()
+
+
+def _llm_inducer(settings: Settings) -> Inducer:
+    from flowmem.induction.llm import LLMInducer
+    from flowmem.providers.openai import llm_from_settings
+
+    return LLMInducer(llm_from_settings(settings))
+
+
+INDUCERS: dict[str, Callable[[Settings], Inducer]] = {"rule": _rule_inducer, "llm": _llm_inducer}
+"""Inducer name -> builder: `rule` (no LLM, the default) or `llm` (the configured endpoint)."""
+
+
+def _hashing_embedder(settings: Settings) -> Embedder:
+    # Hashing costs less than any lookup: an in-process cache only.
+    return CachedEmbedder(HashingEmbedder(settings.embedding_dim), MemoryCache(50_000))
+
+
+def _openai_embedder(settings: Settings) -> Embedder:
+    from flowmem.providers.openai import embedder_from_settings
+    from flowmem.storage.vector_cache import StoreVectorCache
+
+    # A network embedder also keeps its vectors in the store, so a text is embedded once
+    # across processes too.
+    inner = embedder_from_settings(settings)
+    return CachedEmbedder(inner, MemoryCache(), StoreVectorCache(settings.db, inner.name, inner.dim))
+
+
+EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {
+    "hashing": _hashing_embedder,
+    "openai": _openai_embedder,
+}
+"""Embedder name (`Settings.embedder`) -> builder, with its caches."""
+
+
+def inducer_from(kind: str, settings: Settings) -> Inducer:
+    """The inducer of a kind, built where it runs (an LLM client does not travel to workers).
+
+    Raises:
+        ValueError: if the kind is unknown, or `llm` is asked for without a configured model.
+    """
+    if kind not in INDUCERS:
+        raise ValueError(f"unknown inducer {kind!r}: use {' or '.join(INDUCERS)}")
+    return INDUCERS[kind](settings)
+
+
+def embedder_from(settings: Settings) -> Embedder:
+    """The embedder the settings select, wrapped so a text is never embedded twice."""
+    return EMBEDDERS[settings.embedder](settings)
+
+
+def store_from(settings: Settings) -> Store:
+    """The store the settings name, with the embedder they select."""
+    return Store(settings, embedder=embedder_from(settings))
