@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from flowmem.induction.cluster import cluster_tasks
 from flowmem.induction.drafts import task_key
 from flowmem.induction.rule import RuleInducer
+from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce, previous_clusters
 from flowmem.settings import Settings
+from flowmem.sim import simulate
 from flowmem.storage import Store
 from tests.test_induction import cancel, forward
 
@@ -38,3 +41,12 @@ def test_previous_clusters_come_from_the_current_workflows(settings: Settings, s
     [w] = store.list_workflows()
     assert previous_clusters([w], runs) == {"agent": {w.cluster_id: {task_key(t.task) for t in runs}}}
 
+
+def test_a_small_agent_whose_tasks_share_one_term_induces_without_error(settings: Settings) -> None:
+    # Release 0.1.0 crashed here: the orchestrator's few tasks shared a single term, and SVD
+    # needs two ("Found array with 1 feature(s)").
+    store = store_from(settings)
+    store.add_trajectories(simulate(14, seed=4, skill=0.6))
+    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    assert report.versions and not report.result.failed
+    assert cluster_tasks(["a b", "c d", "e f"]).labels.tolist() == [-1, -1, -1]

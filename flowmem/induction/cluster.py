@@ -96,8 +96,15 @@ def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> 
         )
         matrix = vectorizer.fit_transform(texts)
     except ValueError:  # no term shared by enough tasks: fall back to every term
+        matrix = None
+    if matrix is None or matrix.shape[1] < 2:  # SVD needs two terms at least
         vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-        matrix = vectorizer.fit_transform(texts)
+        try:
+            matrix = vectorizer.fit_transform(texts)
+        except ValueError:  # no word at all (e.g. only one-letter tokens)
+            matrix = None
+        if matrix is None or matrix.shape[1] < 2:
+            return Clustering(texts, np.full(len(texts), -1, dtype=np.int64))
     dims = max(1, min(p.dims, matrix.shape[1] - 1, len(texts) - 1))
     # Tiny inputs make sklearn's explained-variance ratio divide by zero; that figure is unused.
     with np.errstate(divide="ignore", invalid="ignore"):
