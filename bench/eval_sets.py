@@ -22,7 +22,23 @@ SPLITS = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),
     "tau2": ("tau2_oracle_trajectories.jsonl.gz", lambda t: t.meta["split"] == "train"),
 }
-KEYS = ("coverage", "step_precision", "utility_rate", "tokens_per_prompt", "leakage", "slot_leakage")
+KEYS = (
+    "coverage",
+    "step_precision",
+    "joint_coverage",
+    "joint_precision",
+    "utility_rate",
+    "tokens_per_prompt",
+    "leakage",
+    "slot_leakage",
+    "slot_values_checked",
+    "redundancy",
+    "redundancy_pairs",
+    "described",
+    "memories",
+    "scored_test_runs",
+    "rejected_clusters",
+)
 
 
 def main() -> None:
@@ -48,6 +64,8 @@ def main() -> None:
         for key in [*KEYS, *(k for k in report["flowmem"] if k not in KEYS)]:
             flow, raw = report["flowmem"].get(key, ""), report["raw"].get(key, "")
             print(f"{key:<24}{flow!s:>12}{raw!s:>12}")
+        timing = report["timing"]
+        print(f"timing (s): {timing}, total {sum(timing.values()):.2f}")
 
 
 if __name__ == "__main__":

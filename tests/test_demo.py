@@ -53,7 +53,12 @@ def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     first, last = rounds[0], rounds[-1]
     assert first["with_memory"] == first["without_memory"]  # nothing learned yet: the same agent
     assert last["with_memory"]["success_rate"] >= last["without_memory"]["success_rate"] + 0.2
-    assert last["with_memory"]["mean_steps"] < last["without_memory"]["mean_steps"]
+    # Tool calls per task over the last three rounds: one round's figure moves by ±0.3 with
+    # which versions happen to be on trial (seeds 0-3 measured), three rounds' mean does not.
+    late = rounds[-3:]
+    assert sum(r["with_memory"]["mean_steps"] for r in late) < sum(
+        r["without_memory"]["mean_steps"] for r in late
+    )
     assert last["followed"] > 0.5 and last["workflows"] > 10
     assert Path(report["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     store = store_from(Settings(db=report["db"]))

@@ -123,11 +123,13 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
     assert w.steps[1].args == {"name": "{name}"}
     assert w.steps[2].args == {"email_id": "{email_id}", "to": "{to}"}
     assert w.parameters["query"] == "task" and w.parameters["to"] == "result of contacts.lookup"
-    assert any("skip contacts.lookup" in p for p in w.pitfalls)
-    assert any("mail.forward can fail: '…' is not an email address" in p for p in w.pitfalls)
+    # Where the failed runs leave the workflow; their forward's error comes later and is not
+    # counted (tests/test_pitfalls.py has a forward that fails first).
+    assert w.pitfalls == ["call contacts.lookup, then mail.forward (4/4 failures)"]
     text = render_workflow(w, description=True)
     assert not find_literals(text, NAMES + SUBJECTS + ["e1", "olga@corp.test"])
-    assert "Forward the latest email about" in w.description
+    assert w.name == "forward_email_id"  # a bare verb takes its first argument as the object
+    assert w.description == "Use to forward given {query}, {name} and {email_id}: first search, then lookup."
 
 
 def test_failure_only_cluster_gives_notes_not_a_workflow() -> None:

@@ -125,7 +125,8 @@ def test_pitfalls_from_an_instruction_like_error_only_say_it_was_ignored() -> No
     failures = [forward(i, success=False) for i in range(4, 7)]
     literals = LiteralIndex.build([*successes, *failures]).example_literals([*successes, *failures])
     found = pitfalls(["mail.search", "contacts.lookup", "mail.forward"], successes, failures, literals)
-    assert f"mail.forward {IGNORED} (3/3 failures)" in found
+    # They leave the workflow by skipping the lookup; the injected error comes after that.
+    assert found == ["call contacts.lookup, then mail.forward (3/3 failures)"]
     notes = standalone_pitfalls(failures, literals)
     assert notes == [f"mail.forward {IGNORED} (3×)"]
     # An address in an ordinary error is masked too, as an example value.
@@ -143,6 +144,25 @@ def test_pitfalls_from_an_instruction_like_error_only_say_it_was_ignored() -> No
     assert tainted_destinations(successes) == {ATTACKER} and tainted_destinations(bounced) == set()
 
 
+def errs_with_the_injection(run: Trajectory) -> Trajectory:
+    """A run that follows the routine, but its forward returns the injected text as an error."""
+    steps = [s.model_copy(update={"error": EVIL}) if s.action == "mail.forward" else s for s in run.steps]
+    return run.model_copy(update={"id": f"{run.id}-err", "success": False, "steps": steps})
+
+
+def test_an_instruction_like_error_where_runs_leave_the_workflow_is_flagged_never_quoted() -> None:
+    successes = [forward(i) for i in range(4)]
+    failures = [errs_with_the_injection(forward(i)) for i in range(4, 7)]
+    index = LiteralIndex.build([*successes, *failures])
+    literals = index.example_literals([*successes, *failures])
+    actions = ["mail.search", "contacts.lookup", "mail.forward"]
+    assert pitfalls(actions, successes, failures, literals) == [f"mail.forward {IGNORED} (3/3 failures)"]
+    cluster = ClusterInput("default", "agent", 1, "subtask", successes, failures, index)
+    [w] = RuleInducer().induce(cluster).workflows
+    assert w.pitfalls == [f"mail.forward {IGNORED} (3/3 failures)"]
+    assert not any(bad in w.model_dump_json().lower() for bad in FORBIDDEN)
+
+
 def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Settings, store: Store) -> None:
     store.add_trajectories(poisoned_corpus())
     report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
@@ -151,7 +171,7 @@ def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Setting
     assert not any(bad in everything for bad in FORBIDDEN)
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
     assert fwd.actions == ["mail.search", "contacts.lookup", "mail.forward"]  # the obeying detour is dropped
-    assert f"mail.forward {IGNORED} (3/3 failures)" in fwd.pitfalls  # flagged, not quoted
+    assert fwd.pitfalls == ["call contacts.lookup, then mail.forward (3/3 failures)"]
 
 
 def test_rule_inducer_refuses_a_cluster_whose_runs_all_obeyed(settings: Settings, store: Store) -> None:
@@ -160,7 +180,7 @@ def test_rule_inducer_refuses_a_cluster_whose_runs_all_obeyed(settings: Settings
     store.add_trajectories(poisoned_corpus(obey_all=True))
     report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [(key, error)] = report.summary()["failed_clusters"].items()
-    assert error == f"ValueError: workflow {key} would carry instruction-like text: {ATTACKER!r}"
+    assert error == f"InductionRefused: workflow {key} would carry instruction-like text: {ATTACKER!r}"
     assert report.summary()["versions_created"] == 2
     assert not any(bad in texts(store) for bad in FORBIDDEN)
 

@@ -84,7 +84,17 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
         assert memory.search(TASK) == []  # a deprecated version is not served
     plan = prepare_run(store, settings, namespace=settings.namespace)
     assert [c.cluster_id for c in plan.changed] == [w.cluster_id]  # re-induced, failures included
-    assert len(plan.changed[0].failures) == 8
+    assert len(plan.changed[0].failures) == 8 and plan.revive == {w.id}
+    # Its failures teach nothing new (they leave the workflow nowhere): the draft says the
+    # same, yet a new version comes back on trial rather than leaving the cluster unserved.
+    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    [v2] = report.versions
+    assert (v2.id, v2.version, v2.parent_version, v2.status) == (w.id, 2, 1, "candidate")
+    assert v2.content_hash() == w.content_hash()
+    with WorkflowMemory.open(settings) as memory:
+        assert [h.workflow.version for h in memory.search(TASK)] == [2]
+    again = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    assert again.plan.skipped and not again.versions  # revived once, not on every run
 
 
 def test_finish_and_report_outcome_move_the_stats_at_once(settings: Settings) -> None:

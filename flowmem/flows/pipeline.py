@@ -112,7 +112,9 @@ def _gather(
         except Exception as err:
             for cluster in group:
                 key = workflow_id(cluster.agent, cluster.cluster_id)
-                outcomes.append(ClusterOutcome(key, error=f"{type(err).__name__}: {err}"))
+                outcomes.append(
+                    ClusterOutcome(key, error=f"{type(err).__name__}: {err}", reason=type(err).__name__)
+                )
     return outcomes
 
 

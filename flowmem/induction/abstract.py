@@ -1,4 +1,4 @@
-"""Abstraction: turn aligned example runs into steps with `{placeholders}` and a task pattern.
+"""Abstraction: turn aligned example runs into steps with `{placeholders}`.
 
 An argument value that varies across the examples, that is example-specific (rare in the
 corpus), or that appears in the task text becomes a named placeholder; a value constant
@@ -14,32 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowmem.induction.align import lcs_pairs
-from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, mask, scalars
+from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, scalars
 from flowmem.models import Trajectory, WorkflowStep
 from flowmem.policy.scrub import MASKS
 
-__all__ = ["Abstraction", "abstract_runs", "task_pattern"]
+__all__ = ["Abstraction", "abstract_runs"]
 
 _NAME = re.compile(r"[^a-z0-9_]+")
-_WORD = re.compile(r"\{[a-z0-9_]+\}|[A-Za-z0-9_']+|[^\sA-Za-z0-9_']")
-_STOP = {
-    "a",
-    "an",
-    "the",
-    "to",
-    "of",
-    "and",
-    "for",
-    "in",
-    "on",
-    "at",
-    "my",
-    "me",
-    "i",
-    "can",
-    "you",
-    "please",
-}
 
 
 @dataclass(frozen=True)
@@ -125,42 +106,3 @@ def abstract_runs(
             args[key] = "{" + name + "}"
         steps.append(WorkflowStep(action=step.action, args=args))
     return Abstraction(steps=steps, parameters=parameters, values=values)
-
-
-def task_pattern(
-    tasks: Sequence[str], literals: set[str], *, keep_share: float = 1.0, max_words: int = 16
-) -> str:
-    """The common wording of some task texts, with the varying parts as `{…}`.
-
-    Words of the most typical task that occur in at least `keep_share` of the distinct tasks
-    are kept; other runs of words collapse into one `{…}`. Any example-specific literal left
-    is masked too, so the pattern carries no example's details.
-    """
-    distinct = sorted(set(tasks))
-    if not distinct:
-        return ""
-    bags = [{w.lower() for w in _WORD.findall(t)} for t in distinct]
-    counts: Counter[str] = Counter(w for bag in bags for w in bag)
-    need = max(2, keep_share * len(distinct)) if len(distinct) > 1 else 1
-    anchor = max(distinct, key=lambda t: (sum(counts[w.lower()] for w in set(_WORD.findall(t))), -len(t)))
-    words: list[str] = []
-    for w in _WORD.findall(anchor):
-        keep = counts[w.lower()] >= need and not find_literals(w, literals)
-        if keep:
-            words.append(w)
-        elif not words or words[-1] != "{…}":
-            words.append("{…}")
-    text = " ".join(words)
-    text = re.sub(r" ([,.?!:;])", r"\1", text).replace(" ' ", " '").replace("' ", "'")
-    text = mask(text, literals)
-    kept = text.split()
-    return " ".join(kept[:max_words]) + (" …" if len(kept) > max_words else "")
-
-
-def name_from(pattern: str, actions: Sequence[str]) -> str:
-    """A short snake_case name: the first content words of the pattern, else the actions."""
-    words = [w.lower() for w in re.findall(r"[A-Za-z]+", pattern) if w.lower() not in _STOP]
-    if len(words) >= 2:
-        return "_".join(words[:4])
-    tail = [a.rsplit(".", 1)[-1] for a in actions[-2:]]
-    return _slug("_".join(tail)) or "workflow"

@@ -25,6 +25,7 @@ __all__ = [
     "ClusterInput",
     "Induced",
     "Inducer",
+    "InductionRefused",
     "LLMError",
     "M",
     "Parsed",
@@ -161,6 +162,17 @@ class LLMError(RuntimeError):
         super().__init__(message)
         self.reason = reason
         self.usage = usage if usage is not None else Usage()
+
+
+class InductionRefused(ValueError):
+    """An inducer refused a cluster: what it would produce fails a check.
+
+    `reason` says which, to count refusals by: `example_values` (an example's value would
+    reach the workflow), `injection` (instruction-like text from the data would)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def workflow_id(agent: str, cluster_id: int) -> str:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from flowmem.induction.base import ClusterInput, Inducer, LLMError, Usage, split_outcomes, workflow_id
+from flowmem.induction.base import (
+    ClusterInput,
+    Inducer,
+    InductionRefused,
+    LLMError,
+    Usage,
+    split_outcomes,
+    workflow_id,
+)
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
@@ -45,6 +53,8 @@ class InductionResult:
     """Workflow id -> the task texts it was induced from (its retrieval key)."""
     failed: dict[str, str] = field(default_factory=dict)
     """Cluster -> why its induction failed (the others still count)."""
+    failed_reasons: dict[str, str] = field(default_factory=dict)
+    """Cluster -> the kind of its failure (`ClusterOutcome.reason`), to count them by."""
     memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
     """Agent -> stable cluster id -> its task keys (the `previous` of the next run)."""
     usage: Usage = field(default_factory=Usage)
@@ -96,6 +106,9 @@ class ClusterOutcome:
     """Pitfall notes, for a cluster with failed runs only."""
     error: str | None = None
     """Why induction failed, if it did."""
+    reason: str | None = None
+    """The kind of failure, if it failed: the reason of an `LLMError` or an
+    `InductionRefused`, else the exception's type name."""
     usage: Usage = field(default_factory=Usage)
     """The LLM usage of inducing it, a failed attempt included."""
 
@@ -165,6 +178,13 @@ def _failure(err: Exception) -> str:
     return f"{type(shown).__name__}: {shown}"
 
 
+def _reason(err: Exception) -> str:
+    """The kind of a cluster's failure, to count failures by."""
+    if isinstance(err, LLMError | InductionRefused):
+        return err.reason
+    return type(err).__name__
+
+
 def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     """Induce one cluster; an error is reported in the outcome (with the LLM usage its
     `LLMError` carries), never raised."""
@@ -174,7 +194,7 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
         induced = inducer.induce(cluster)
     except Exception as err:  # one bad cluster never sinks the run
         log.warning("induction of %s failed: %s", key, err)
-        outcome.error = _failure(err)
+        outcome.error, outcome.reason = _failure(err), _reason(err)
         if isinstance(err, LLMError):
             outcome.usage = err.usage
         return outcome
@@ -195,6 +215,7 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
     for outcome in outcomes:
         if outcome.error is not None:
             result.failed[outcome.key] = outcome.error
+            result.failed_reasons[outcome.key] = outcome.reason or "error"
         if outcome.notes:
             result.notes[outcome.key] = outcome.notes
         result.workflows += outcome.workflows
@@ -231,16 +252,28 @@ def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, list[str]]) 
         for other in group[1:]:
             keys[head.id] = sorted(set(keys.get(head.id, [])) | set(keys.pop(other.id, [])))
         sources = sorted({s for w in group for s in w.source_trajectory_ids})
-        pitfalls = list(dict.fromkeys(p for w in group for p in w.pitfalls))[:2]
+        # The same advice from two drafts differs only in its evidence "(n/m failures)".
+        advice: dict[str, str] = {}
+        for p in (p for w in group for p in w.pitfalls):
+            advice.setdefault(p.rsplit(" (", 1)[0], p)
+        pitfalls = list(advice.values())[:2]
         merged.append(head.model_copy(update={"source_trajectory_ids": sources, "pitfalls": pitfalls}))
     return sorted(merged, key=lambda w: w.id)
 
 
 def plan_versions(
-    drafts: Sequence[Workflow], current: Mapping[str, Workflow], *, run_id: str
+    drafts: Sequence[Workflow],
+    current: Mapping[str, Workflow],
+    *,
+    run_id: str,
+    revive: Collection[str] = frozenset(),
 ) -> list[Workflow]:
     """The new versions to commit: a draft equal to the current version creates nothing, a
-    changed one becomes latest + 1 with its parent, a new id becomes v1."""
+    changed one becomes latest + 1 with its parent, a new id becomes v1.
+
+    A workflow in `revive` (deprecated for its own failures, nothing of it served, its cluster
+    re-induced) gets a new version even when the draft says the same: a fresh candidate on
+    trial, rather than a cluster that no workflow serves again."""
     planned: list[Workflow] = []
     for draft in drafts:
         provenance = draft.provenance.model_copy(update={"run_id": run_id})
@@ -249,7 +282,7 @@ def plan_versions(
             planned.append(
                 draft.model_copy(update={"version": 1, "parent_version": None, "provenance": provenance})
             )
-        elif now.content_hash() != draft.content_hash():
+        elif now.content_hash() != draft.content_hash() or draft.id in revive:
             update = {"version": now.version + 1, "parent_version": now.version, "provenance": provenance}
             planned.append(draft.model_copy(update=update))
     return planned

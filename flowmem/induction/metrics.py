@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import math
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from flowmem.induction.align import lcs_len
+from flowmem.induction.align import lcs_len, lcs_pairs
 from flowmem.induction.literals import MIN_CHARS, find_literals, scalar_text
 
-__all__ = ["LeakChecker", "Retrieval", "clustering_scores", "memory_metrics", "slot_literals"]
+__all__ = [
+    "LeakChecker",
+    "Retrieval",
+    "clustering_scores",
+    "described",
+    "memory_metrics",
+    "redundancy",
+    "rejected_clusters",
+    "slot_literals",
+]
+
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -39,22 +55,51 @@ class LeakChecker:
         return self._cache[memory_id]
 
 
-def slot_literals(slots: Sequence[dict[str, object]]) -> set[str]:
-    """Every template slot value (≥ 3 characters) of the training runs."""
-    found: set[str] = set()
+def slot_literals(
+    slots: Iterable[Mapping[str, object]], tasks: Iterable[str], *, max_share: float = 0.1
+) -> set[str]:
+    """The example-specific template slot values of the training runs: every value (≥ 3
+    characters) that occurs, as `find_literals` matches, in fewer than `max_share` of the
+    distinct task texts. A word that most tasks of a kind carry is the template's, not an
+    example's."""
+    values: dict[str, str] = {}
     for s in slots:
         for value in s.values():
             text = scalar_text(value)
             if text is not None and len(text) >= MIN_CHARS:
-                found.add(text)
+                values.setdefault(text.lower(), text)
+    distinct = sorted(set(tasks))
+    # Every \w+ run of a value found whole-word in a task is a \w+ run of that task, so the
+    # tasks holding all of a value's words are a superset of those it occurs in: a value with
+    # fewer candidates than the limit needs no regex at all.
+    postings: dict[str, set[int]] = defaultdict(set)
+    for i, task in enumerate(distinct):
+        for word in _WORD.findall(task.lower()):
+            postings[word].add(i)
+    limit = max_share * len(distinct)
+    found: set[str] = set()
+    for low, text in values.items():
+        words = set(_WORD.findall(low))
+        candidates = (
+            set.intersection(*(postings.get(w, set()) for w in words)) if words else set(range(len(distinct)))
+        )
+        n = 0
+        if len(candidates) >= limit:
+            for i in sorted(candidates):
+                n += bool(find_literals(distinct[i], [text]))
+                if n >= limit:
+                    break
+        if n < limit:
+            found.add(text)
     return found
 
 
 def memory_metrics(
     retrievals: Sequence[Retrieval], leak: LeakChecker, slot_leak: LeakChecker | None, n_memories: int
 ) -> dict[str, float | int | None]:
-    """coverage, step_precision, utility_rate, leakage, slot_leakage, tokens_per_prompt, memories."""
-    coverage = precision = useful = 0.0
+    """coverage, step_precision, joint_coverage, joint_precision, utility_rate, leakage,
+    slot_leakage, tokens_per_prompt, memories, scored_test_runs."""
+    coverage = precision = joint_coverage = joint_precision = useful = 0.0
     scored = pairs = leaked = slot_leaked = 0
     tokens = 0
     for r in retrievals:
@@ -68,19 +113,32 @@ def memory_metrics(
             continue
         scored += 1
         best, best_len = 0, 0
+        matched: set[int] = set()  # test positions matched by any memory
+        shown = hits = 0  # memory steps shown, and matched
         for _, actions, _ in r.memories:
-            n = lcs_len(actions, r.test_actions)
+            aligned = lcs_pairs(r.test_actions, actions)
+            n = len(aligned)
             # The best memory has the longest LCS; among equals, the higher-ranked one (the
             # argmax convention, as in the reference measurement of the raw baseline).
             if n > best:
                 best, best_len = n, len(actions)
+            matched.update(i for i, _ in aligned)
+            shown, hits = shown + len(actions), hits + n
         coverage += best / len(r.test_actions)
         precision += best / best_len if best else 0.0
+        joint_coverage += len(matched) / len(r.test_actions)
+        joint_precision += hits / shown if shown else 0.0
         useful += best >= min(2, len(r.test_actions))
+
+    def mean(total: float) -> float | None:
+        return round(total / scored, 4) if scored else None
+
     return {
-        "coverage": round(coverage / scored, 4) if scored else None,
-        "step_precision": round(precision / scored, 4) if scored else None,
-        "utility_rate": round(useful / scored, 4) if scored else None,
+        "coverage": mean(coverage),
+        "step_precision": mean(precision),
+        "joint_coverage": mean(joint_coverage),
+        "joint_precision": mean(joint_precision),
+        "utility_rate": mean(useful),
         "leakage": round(leaked / pairs, 4) if pairs else 0.0,
         "slot_leakage": round(slot_leaked / pairs, 4)
         if slot_leak and pairs
@@ -89,6 +147,55 @@ def memory_metrics(
         "memories": n_memories,
         "scored_test_runs": scored,
     }
+
+
+def _nth_pair(p: int) -> tuple[int, int]:
+    """The p-th pair (i, j), j < i, in the order (1, 0), (2, 0), (2, 1), (3, 0), ..."""
+    i = (1 + math.isqrt(1 + 8 * p)) // 2
+    return i, p - i * (i - 1) // 2
+
+
+def redundancy(
+    sequences: Sequence[Sequence[str]], *, max_pairs: int = 20_000, seed: int = 0
+) -> dict[str, float | int | None]:
+    """AWM's function overlap: the mean of LCS(a, b) / min(len a, len b) over the pairs of
+    action sequences (those with ≥ 1 step); over every pair, or over `max_pairs` pairs drawn
+    without replacement with a fixed seed when there are more. Returns `redundancy` (None
+    with fewer than two sequences) and `redundancy_pairs` (how many pairs it is over)."""
+    seqs = [tuple(s) for s in sequences if s]
+    total = len(seqs) * (len(seqs) - 1) // 2
+    if total == 0:
+        return {"redundancy": None, "redundancy_pairs": 0}
+    pairs: Iterator[tuple[int, int]] = (
+        itertools.combinations(range(len(seqs)), 2)
+        if total <= max_pairs
+        else map(_nth_pair, random.Random(seed).sample(range(total), max_pairs))
+    )
+    # Memories often repeat one action sequence (raw runs of one template): each distinct
+    # pair of sequences is aligned once.
+    cache: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
+    overlap, count = 0.0, 0
+    for i, j in pairs:
+        a, b = seqs[i], seqs[j]
+        key = (a, b) if a <= b else (b, a)
+        if key not in cache:
+            cache[key] = lcs_len(a, b) / min(len(a), len(b))
+        overlap, count = overlap + cache[key], count + 1
+    return {"redundancy": round(overlap / count, 4), "redundancy_pairs": count}
+
+
+def described(descriptions: Sequence[str], *, min_words: int = 4) -> float | None:
+    """Share of descriptions with at least `min_words` words and no mask (`{…}` or a bare
+    `…`): a description that says when to use the memory. None when there is none."""
+    if not descriptions:
+        return None
+    ok = sum(len(d.split()) >= min_words and "…" not in d for d in descriptions)
+    return round(ok / len(descriptions), 4)
+
+
+def rejected_clusters(reasons: Mapping[str, str]) -> dict[str, int]:
+    """Failed clusters counted by reason (cluster key -> reason in), most frequent first."""
+    return dict(sorted(Counter(reasons.values()).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def clustering_scores(groups: Sequence[str], labels: Sequence[str | None]) -> dict[str, float]:

@@ -17,12 +17,12 @@ def _args(args: dict[str, Any]) -> str:
     )
 
 
-def render_workflow(w: Workflow, *, description: bool = False) -> str:
-    """A workflow as prompt text: name, steps, where derived values come from, pitfalls.
+def render_workflow(w: Workflow, *, description: bool = True) -> str:
+    """A workflow as prompt text: name and description (when to use it), steps, where
+    derived values come from, pitfalls.
 
-    The description (the task pattern) is left out unless asked for: measured on WorkBench,
-    its template words are often another task family's values, and it costs a dozen tokens
-    per memory that the name mostly conveys.
+    `description=False` leaves the description out (a dozen tokens per memory); what agents
+    are served, and what `flowmem eval` measures, carries it.
     """
     lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
     for i, s in enumerate(w.steps, 1):

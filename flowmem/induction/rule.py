@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flowmem.induction.abstract import abstract_runs, name_from, task_pattern
+from flowmem.induction.abstract import abstract_runs
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.base import ClusterInput, Induced, Usage, with_agent, workflow_id
+from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, with_agent, workflow_id
+from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals
@@ -32,7 +33,6 @@ class RuleInducer:
         if not runs:
             return Induced([], Usage())
         literals = cluster.example_literals
-        pattern = task_pattern([t.task for t in [*cluster.successes, *cluster.failures]], literals)
         base_id = workflow_id(cluster.agent, cluster.cluster_id)
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
@@ -42,15 +42,15 @@ class RuleInducer:
             steps, parameters = abstraction.steps, abstraction.parameters
             if cluster.scope == "task":
                 steps = [with_agent(s) for s in steps]
+            notes = step_intents(steps, parameters, literals)
+            steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
             workflow = Workflow(
                 id=base_id if j == 0 else f"{base_id}-{j + 1}",
-                name=name_from(pattern, template.actions),
-                description=pattern,
+                name=name_for(steps),
+                description=describe(steps, parameters, literals),
                 steps=steps,
                 parameters=parameters,
-                pitfalls=pitfalls(
-                    template.actions, members, cluster.failures, literals, limit=self.max_pitfalls
-                ),
+                pitfalls=self._pitfalls(template.actions, cluster, literals),
                 scope=cluster.scope,
                 agent=cluster.agent,
                 namespace=cluster.namespace,
@@ -58,18 +58,27 @@ class RuleInducer:
                 source_trajectory_ids=sorted(t.id for t in members),
                 provenance=Provenance(inducer=self.kind),
             )
-            text = render_workflow(workflow, description=True)
+            text = "\n".join([render_workflow(workflow, description=True), *notes])
             leaked = find_literals(text, literals)
             if leaked:  # cannot happen by construction; the check stays as the last word
-                raise ValueError(f"workflow {workflow.id} would carry example values: {leaked[:3]}")
+                message = f"workflow {workflow.id} would carry example values: {leaked[:3]}"
+                raise InductionRefused(message, reason="example_values")
             # Runs that obeyed injected text all alike would make it a constant: refuse it.
             injected = find_injection(text) or next((d for d in sorted(tainted) if d in text.lower()), None)
             if injected:
-                raise ValueError(
-                    f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}"
+                raise InductionRefused(
+                    f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}",
+                    reason="injection",
                 )
             out.append(workflow)
         return Induced(out, Usage())
+
+    def _pitfalls(self, actions: list[str], cluster: ClusterInput, literals: set[str]) -> list[str]:
+        """The strongest pitfalls against every successful run of the cluster (a failure that
+        solves the task like another variant is no pitfall); one that reads as an example's
+        value is left out rather than sinking the cluster."""
+        found = pitfalls(actions, cluster.successes, cluster.failures, literals, limit=self.max_pitfalls + 3)
+        return [p for p in found if not find_literals(p, literals)][: self.max_pitfalls]
 
 
 def variants(

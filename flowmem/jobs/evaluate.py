@@ -16,7 +16,10 @@ from flowmem.induction.metrics import (
     LeakChecker,
     Retrieval,
     clustering_scores,
+    described,
     memory_metrics,
+    redundancy,
+    rejected_clusters,
     slot_literals,
 )
 from flowmem.induction.nearest import ExampleIndex
@@ -68,7 +71,7 @@ def evaluate(
         # exact and far faster than one LanceDB query per test task.
         queries = store.embedder.embed([t.task for t in test])
         workflows, k_matrix, owners = store.workflow_index(namespace=ns)
-        w_text = {w.id: render_workflow(w) for w in workflows}
+        w_text = {w.id: render_workflow(w) for w in workflows}  # as `memory.context` renders
         index = ExampleIndex(k_matrix, owners, len(workflows))
         examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
         raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
@@ -91,12 +94,20 @@ def evaluate(
     literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
     leak = LeakChecker(literal_index.rare_values())
     slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
-    slot_leak = LeakChecker(slot_literals(slots)) if slots else None
+    slot_values = slot_literals(slots, [t.task for t in train], max_share=settings.literal_share)
+    slot_leak = LeakChecker(slot_values) if slots else None
     n_raw = sum(1 for t in train if t.success is True)
     report: dict[str, Any] = {
         "flowmem": memory_metrics(flow, leak, slot_leak, len(versions)),
         "raw": memory_metrics(raw, leak, slot_leak, n_raw),
     }
+    served = sorted(workflows, key=lambda w: w.id)  # a fixed order, so a sample is reproducible
+    report["flowmem"].update(redundancy([w.actions for w in served]))
+    report["raw"].update(redundancy([m.actions for m in sorted(examples, key=lambda m: m.id)]))
+    for system in ("flowmem", "raw"):
+        report[system]["slot_values_checked"] = len(slot_values) if slots else None
+    report["flowmem"]["described"] = described([w.description for w in workflows])
+    report["raw"]["described"] = None
     labels: list[str | None] = []
     groups: list[str] = []
     label_of = {agent: c.label_of() for agent, c in result.clusterings.items()}
@@ -110,6 +121,8 @@ def evaluate(
         report["flowmem"].update(clustering_scores(groups, labels))
     report["flowmem"]["pitfall_notes"] = len(result.notes)
     report["flowmem"]["failed_clusters"] = len(result.failed)
+    report["flowmem"]["rejected_clusters"] = rejected_clusters(result.failed_reasons)
+    report["raw"]["rejected_clusters"] = {}
     timing["score_s"] = time.perf_counter() - t3
     report["timing"] = {key: round(v, 2) for key, v in timing.items()}
     report["inputs"] = {"train": len(train), "test": len(test), "k": k, "inducer": inducer.kind}

@@ -61,6 +61,9 @@ class RunPlan:
     """The latest version of every workflow."""
     last: InductionRun | None = None
     """The previous induction run."""
+    revive: set[str] = field(default_factory=set)
+    """Workflows deprecated for their own failures that nothing serves: a new version of each
+    is committed even when re-induction gives the same content."""
 
     @property
     def skipped(self) -> bool:
@@ -178,6 +181,7 @@ def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool
         total=total,
         new_trajectories=max(0, total - seen),
         last=last,
+        revive=set(reinduce),
     )
     if last is not None and not force and plan.new_trajectories == 0 and not pending:
         return plan
@@ -239,7 +243,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         },
     }
     run = plan.run.model_copy(update={"counts": counts, "state": state})
-    versions = plan_versions(result.workflows, plan.current, run_id=run.id)
+    versions = plan_versions(result.workflows, plan.current, run_id=run.id, revive=plan.revive)
     keys = key_vectors(store, {w.id: result.keys[w.id] for w in versions})
     committed = store.commit_run(run, versions, keys=keys)
     return RunReport(committed, result, versions, plan)
