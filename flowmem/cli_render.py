@@ -111,7 +111,7 @@ def _step_text(step: WorkflowStep) -> Text:
 
 def workflow_table(workflows: Sequence[Workflow]) -> Table:
     """One line per workflow (its latest version)."""
-    table = Table("id", "v", "name", "scope", "agent", "status", "steps", "served", title="workflows")
+    table = Table("id", "v", "name", "kind", "scope", "agent", "status", "steps", "served", title="workflows")
     for column in table.columns[:3]:
         column.overflow = "fold"
     for w in workflows:
@@ -119,6 +119,7 @@ def workflow_table(workflows: Sequence[Workflow]) -> Table:
             Text(w.id),
             str(w.version),
             Text(w.name),
+            w.kind,
             w.scope,
             w.agent,
             w.status,

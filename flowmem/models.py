@@ -194,6 +194,9 @@ class Workflow(_Frozen):
     """Mistakes learned from failed runs."""
     scope: Literal["task", "subtask"] = "subtask"
     """`task`: a full-task memory for an orchestrator; `subtask`: for a task agent."""
+    kind: Literal["task", "subroutine"] = "task"
+    """`task`: induced from a cluster of whole runs of one kind of task; `subroutine`: a few
+    steps with one goal that recur across many different tasks."""
     agent: str = "agent"
     """The agent role this workflow is for."""
     namespace: str = Field("default", pattern=NAMESPACE_PATTERN)

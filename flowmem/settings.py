@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     """HDBSCAN cluster_selection_epsilon: clusters closer than this merge."""
     induce_batch: int = Field(20, ge=1)
     """Clusters per Prefect task with the rule inducer (the LLM inducer uses one per task)."""
+    subroutines: bool = False
+    """Also induce sub-routines: segments of one shape that recur across different tasks
+    (`induction/subroutines.py`). Off by default: served next to the task-level workflows
+    they still cost a little (docs/induction.md), until ranking improves."""
     literal_share: float = Field(0.1, gt=0.0, le=1.0)
     """An argument value used by fewer than this share of a namespace's runs is
     example-specific: it never appears in a workflow."""

@@ -194,3 +194,22 @@ def test_step_0_to_1_keeps_the_0_1_0_layout(release_db: str) -> None:
     STEPS[0](conn)
     assert _table_versions(release_db) == before
     assert {name: conn.open_table(name).schema for name in table_names(conn)} == schemas
+
+
+def test_step_1_to_2_gives_every_workflow_version_its_kind(release_db: str) -> None:
+    conn = at_version(release_db, 1)
+    names = [n for n in table_names(conn) if n.startswith("workflows__")]
+    rows = {n: conn.open_table(n).count_rows() for n in names}
+    STEPS[1](conn)
+    STEPS[1](conn)  # a concurrent opener or a resumed migration runs it again: no change
+    for name in names:
+        table = conn.open_table(name)
+        assert table.count_rows() == rows[name]
+        assert set(table.to_arrow().column("kind").to_pylist()) == {"task"}
+    # The migrated store reads, and writes new versions with a kind.
+    store = open_store(release_db)
+    [first, *_] = store.list_workflows()
+    assert first.kind == "task"
+    v2 = first.model_copy(update={"version": first.version + 1, "parent_version": first.version})
+    store.put_workflow(v2.model_copy(update={"kind": "subroutine", "pitfalls": ["new"]}))
+    assert store.get_workflow(first.id).kind == "subroutine"

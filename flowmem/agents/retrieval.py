@@ -22,6 +22,7 @@ import numpy.typing as npt
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.policy.serving import CANDIDATES, compose
 from flowmem.storage import Store
 
 __all__ = ["Hit", "ServedIndex"]
@@ -128,5 +129,6 @@ class ServedIndex:
                 ok[candidate] = False
         scores = np.where(ok, similarity * snap.factors, -np.inf)
         # Versions are in id order, so the stable sort breaks score ties by id.
-        top = [int(i) for i in np.argsort(-scores, kind="stable")[:k] if ok[i]]
+        ranked = [int(i) for i in np.argsort(-scores, kind="stable")[: max(k, CANDIDATES)] if ok[i]]
+        top = [ranked[p] for p in compose([snap.workflows[i] for i in ranked], k)]
         return [Hit(snap.workflows[i], float(scores[i]), float(similarity[i])) for i in top]

@@ -16,7 +16,7 @@ from prefect.cache_policies import NONE
 from prefect.concurrency.sync import concurrency
 from prefect.futures import PrefectFuture
 
-from flowmem.induction.base import ClusterInput, Inducer, Usage, workflow_id
+from flowmem.induction.base import ClusterInput, Inducer, Usage
 from flowmem.induction.drafts import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect as collect_spool
 from flowmem.jobs.factories import inducer_from, store_from
@@ -111,7 +111,7 @@ def _gather(
             outcomes += future.result()
         except Exception as err:
             for cluster in group:
-                key = workflow_id(cluster.agent, cluster.cluster_id)
+                key = cluster.key
                 outcomes.append(
                     ClusterOutcome(key, error=f"{type(err).__name__}: {err}", reason=type(err).__name__)
                 )

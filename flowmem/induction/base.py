@@ -56,6 +56,16 @@ class ClusterInput:
     """Failed runs."""
     literals: LiteralIndex = field(default_factory=LiteralIndex)
     """Argument value counts of the whole namespace (for the de-specification check)."""
+    kind: Literal["task", "subroutine"] = "task"
+    """`task`: whole runs of one kind of task; `subroutine`: segments of one shape cut from
+    many different tasks' runs (`induction/subroutines.py`); their runs are the segments."""
+    name: str | None = None
+    """For a sub-routine: its stable key (the id of its first workflow)."""
+
+    @property
+    def key(self) -> str:
+        """The id of the cluster's first workflow (`agent-c<id>`, or a sub-routine's name)."""
+        return self.name or workflow_id(self.agent, self.cluster_id)
 
     @property
     def example_literals(self) -> set[str]:

@@ -16,11 +16,11 @@ from flowmem.induction.base import (
     LLMError,
     Usage,
     split_outcomes,
-    workflow_id,
 )
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.subroutines import subroutine_inputs
 from flowmem.models import Trajectory, Workflow
 
 __all__ = [
@@ -89,7 +89,7 @@ class ClusterPlan:
     def fingerprints(self) -> dict[str, str]:
         """Cluster key (`agent-c<id>`) -> a hash of its member runs: equal hashes mean the
         cluster has nothing new to induce from."""
-        return {workflow_id(c.agent, c.cluster_id): _fingerprint(c) for c in self.clusters}
+        return {c.key: _fingerprint(c) for c in self.clusters}
 
 
 @dataclass
@@ -129,8 +129,10 @@ def plan_clusters(
     params: ClusterParams | None = None,
     literal_share: float = 0.1,
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
+    subroutines: bool = False,
 ) -> ClusterPlan:
-    """Cluster each agent's runs; one namespace at a time.
+    """Cluster each agent's runs; one namespace at a time. With `subroutines`, a task agent's
+    recurring segments become inputs too (`induction/subroutines.py`).
 
     `previous` gives, per agent, the task keys (`task_key`) of each cluster id of the last
     run: a new cluster takes the id of the old one it overlaps most, so a workflow's id (and
@@ -167,6 +169,11 @@ def plan_clusters(
         for label, cluster_runs in sorted(members.items()):
             successes, failures = split_outcomes(cluster_runs)
             plan.clusters.append(ClusterInput(namespace, agent, label, scope, successes, failures, literals))
+        if subroutines and scope == "subtask":
+            min_tasks = (params or ClusterParams()).min_cluster_size
+            plan.clusters += subroutine_inputs(
+                runs, namespace=namespace, agent=agent, literals=literals, min_tasks=min_tasks
+            )
     return plan
 
 
@@ -188,7 +195,7 @@ def _reason(err: Exception) -> str:
 def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     """Induce one cluster; an error is reported in the outcome (with the LLM usage its
     `LLMError` carries), never raised."""
-    key = workflow_id(cluster.agent, cluster.cluster_id)
+    key = cluster.key
     outcome = ClusterOutcome(key)
     try:
         induced = inducer.induce(cluster)
@@ -232,9 +239,12 @@ def induce(
     params: ClusterParams | None = None,
     literal_share: float = 0.1,
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
+    subroutines: bool = False,
 ) -> InductionResult:
     """Cluster each agent's runs and induce every cluster (see `plan_clusters`)."""
-    plan = plan_clusters(trajectories, params=params, literal_share=literal_share, previous=previous)
+    plan = plan_clusters(
+        trajectories, params=params, literal_share=literal_share, previous=previous, subroutines=subroutines
+    )
     return assemble(plan, [induce_cluster(c, inducer) for c in plan.clusters])
 
 

@@ -28,7 +28,6 @@ from flowmem.induction.base import (
     LLMError,
     Usage,
     with_agent,
-    workflow_id,
 )
 from flowmem.induction.injection import tainted_destinations
 from flowmem.induction.literals import scalars
@@ -246,7 +245,7 @@ class LLMInducer:
                 dropped += [f"{w.name}: {'; '.join(found)}" for w, found in bad] or [str(unusable)]
             else:
                 dropped += ["left out after the retry"] * max(0, len(bad) - len(fixed) - len(still_bad))
-            wid = workflow_id(cluster.agent, cluster.cluster_id)
+            wid = cluster.key
             usage += Usage(dropped=tuple(f"{wid} {d}" for d in dropped))
             if not accepted and dropped:
                 raise LLMError(
@@ -291,7 +290,7 @@ class LLMInducer:
             steps = [with_agent(s) for s in steps]
         described = {p.name: p.description.strip() for p in induced.parameters}
         used = placeholders_in([[s.args, s.note or ""] for s in steps])
-        base = workflow_id(cluster.agent, cluster.cluster_id)
+        base = cluster.key
         return Workflow(
             id=base if index == 0 else f"{base}-{index}",
             name=induced.name.strip(),
@@ -303,7 +302,8 @@ class LLMInducer:
             scope=cluster.scope,
             agent=cluster.agent,
             namespace=cluster.namespace,
-            cluster_id=cluster.cluster_id,
+            cluster_id=cluster.cluster_id if cluster.kind == "task" else None,
+            kind=cluster.kind,
             source_trajectory_ids=sorted(t.id for t in [*cluster.successes, *cluster.failures]),
             provenance=Provenance(inducer=self.kind, model=self.model, prompt_hash=PROMPT_HASH),
         )

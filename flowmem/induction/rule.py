@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from flowmem.induction.abstract import abstract_runs
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, with_agent, workflow_id
+from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, with_agent
 from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
@@ -33,7 +33,7 @@ class RuleInducer:
         if not runs:
             return Induced([], Usage())
         literals = cluster.example_literals
-        base_id = workflow_id(cluster.agent, cluster.cluster_id)
+        base_id = cluster.key
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
@@ -54,7 +54,8 @@ class RuleInducer:
                 scope=cluster.scope,
                 agent=cluster.agent,
                 namespace=cluster.namespace,
-                cluster_id=cluster.cluster_id,
+                cluster_id=cluster.cluster_id if cluster.kind == "task" else None,
+                kind=cluster.kind,
                 source_trajectory_ids=sorted(t.id for t in members),
                 provenance=Provenance(inducer=self.kind),
             )

@@ -29,6 +29,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory
+from flowmem.policy.serving import CANDIDATES, compose
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -60,7 +61,7 @@ def evaluate(
         timing["store_s"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        result = induce(train, inducer, params=settings.cluster_params)
+        result = induce(train, inducer, params=settings.cluster_params, subroutines=settings.subroutines)
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         versions = plan_versions(result.workflows, {}, run_id=run.id)
         store.commit_run(run, versions, keys=key_vectors(store, result.keys))
@@ -78,7 +79,8 @@ def evaluate(
         flow: list[Retrieval] = []
         raw: list[Retrieval] = []
         for t, q in zip(test, queries, strict=True):
-            hits = [workflows[i] for i, _ in index.search(q, k)]
+            ranked = [workflows[i] for i, _ in index.search(q, max(k, CANDIDATES))]
+            hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
             flow.append(
                 Retrieval(t.actions, t.success is True, [(w.id, w.actions, w_text[w.id]) for w in hits])
             )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowmem.induction.base import ClusterInput, Inducer, workflow_id
+from flowmem.induction.base import ClusterInput, Inducer
 from flowmem.induction.drafts import (
     ClusterOutcome,
     ClusterPlan,
@@ -191,15 +191,14 @@ def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool
         trajectories,
         params=settings.cluster_params,
         literal_share=settings.literal_share,
+        subroutines=settings.subroutines,
         previous=(last and _memberships(last.state))
         or previous_clusters(plan.current.values(), trajectories),
     )
     before: Mapping[str, str] = last.state.get("fingerprints", {}) if last and not force else {}
     prints = plan.clusters.fingerprints()
     plan.changed = [
-        c
-        for c in plan.clusters.clusters
-        if before.get(key := workflow_id(c.agent, c.cluster_id)) != prints[key] or key in pending
+        c for c in plan.clusters.clusters if before.get(key := c.key) != prints[key] or key in pending
     ]
     return plan
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from flowmem.models import Workflow
 
-__all__ = ["served_versions"]
+__all__ = ["CANDIDATES", "compose", "served_versions"]
+
+CANDIDATES = 20
+"""How many of the best-ranked memories `compose` may look through to fill k places."""
 
 
 def served_versions(versions: Iterable[Workflow]) -> list[Workflow]:
@@ -24,3 +27,24 @@ def served_versions(versions: Iterable[Workflow]) -> list[Workflow]:
         if w.status == "active" or not picked:
             picked.append(w)
     return [w for _, picked in sorted(chosen.items()) for w in picked]
+
+
+def compose(ranked: Sequence[Workflow], k: int) -> list[int]:
+    """The positions, among memories ranked best first, of the at most k to serve together.
+
+    Task-level workflows keep their rank. A sub-routine is served only when it brings an
+    action that none of the memories chosen before it has: the intent of the task that they
+    do not cover. Measured with `bench/eval_sets.py` (docs/metrics.md), serving sub-routines
+    by rank alone costs coverage on both shared sets; this way neither figure gets worse.
+    """
+    chosen: list[int] = []
+    covered: set[str] = set()
+    for position, w in enumerate(ranked):
+        if len(chosen) >= k:
+            break
+        actions = set(w.actions)
+        if w.kind == "subroutine" and actions <= covered:
+            continue
+        chosen.append(position)
+        covered |= actions
+    return chosen

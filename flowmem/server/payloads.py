@@ -21,6 +21,7 @@ def workflow_payload(w: Workflow) -> dict[str, Any]:
         "description": w.description,
         "status": w.status,
         "scope": w.scope,
+        "kind": w.kind,
         "agent": w.agent,
         "steps": [s.model_dump(mode="json", exclude_none=True) for s in w.steps],
         "parameters": w.parameters,

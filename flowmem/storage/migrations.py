@@ -61,7 +61,21 @@ def _v0_layout_is_v1(db: Any) -> None:
     """v0 -> v1: nothing to change; release 0.1.0 wrote the v1 layout but no version."""
 
 
-STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1,)
+def _workflow_kind(db: Any) -> None:
+    """v1 -> v2: workflows get a `kind`; every earlier version was induced from a task cluster."""
+    for name in table_names(db):
+        if name.startswith("workflows__"):
+            table = db.open_table(name)
+
+            def add(table: Any = table) -> None:
+                table.checkout_latest()  # a concurrent opener may have added it meanwhile
+                if "kind" not in table.schema.names:
+                    table.add_columns({"kind": "'task'"})
+
+            _retry(add)
+
+
+STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind)
 """`STEPS[n]` migrates version n to n + 1, in this order."""
 
 SCHEMA_VERSION: Final = len(STEPS)

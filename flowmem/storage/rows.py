@@ -147,6 +147,7 @@ def workflow_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("scope", pa.string(), nullable=False),
             pa.field("agent", pa.string(), nullable=False),
             pa.field("status", pa.string(), nullable=False),
+            pa.field("kind", pa.string(), nullable=False),
             pa.field("cluster_id", pa.int64()),
             pa.field("source_trajectory_ids", pa.list_(pa.string())),
             pa.field("stats", pa.string(), nullable=False),
@@ -185,6 +186,7 @@ def workflow_to_row(w: Workflow, keys: npt.NDArray[np.float32]) -> dict[str, Any
         "scope": w.scope,
         "agent": w.agent,
         "status": w.status,
+        "kind": w.kind,
         "cluster_id": w.cluster_id,
         "source_trajectory_ids": w.source_trajectory_ids,
         "stats": _dumps(w.stats.model_dump()),
@@ -212,6 +214,7 @@ def workflow_from_row(row: dict[str, Any]) -> Workflow:
         agent=row["agent"],
         namespace=row["namespace"],
         status=row["status"],
+        kind=row.get("kind") or "task",  # table versions from before schema v2 have no kind
         cluster_id=row["cluster_id"],
         source_trajectory_ids=row["source_trajectory_ids"] or [],
         stats=UsageStats.model_validate(json.loads(row["stats"])),

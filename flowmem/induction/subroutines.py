@@ -1,0 +1,78 @@
+"""Sub-routines: the segments of one shape that recur across many different tasks (pure).
+
+Every successful run of an agent is cut into intent segments (`induction/segments.py`);
+segments with the same goal action and the same actions serving it (`segments.shape_of`) are
+one sub-routine's examples, whatever task they came from. A group becomes an inducer's input
+(`ClusterInput` of kind `subroutine`, whose runs are the segments) when its segments come from
+at least `min_tasks` distinct tasks, and when it is part of larger runs: a group whose segment
+is most often a whole run is what the task-level workflow of those runs already says.
+Segments of failed runs with the same shape come along, for pitfalls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from flowmem.induction.base import ClusterInput
+from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.segments import Segment, segment, shape_of
+from flowmem.models import Trajectory
+
+__all__ = ["subroutine_inputs", "subroutine_key"]
+
+Shape = tuple[str, tuple[str, ...]]
+
+
+def subroutine_key(agent: str, shape: Shape) -> str:
+    """A sub-routine's stable id: agent, goal action and a hash of the actions serving it
+    (`agent-s-exchange_delivered_order_items-h3f9a1c`); the same shape keeps its id, and with
+    it its versions and lineage, from one induction run to the next."""
+    goal, actions = shape
+    digest = hashlib.sha256("\x1f".join(actions).encode()).hexdigest()[:6]
+    safe = re.sub(r"[^A-Za-z0-9_.:-]+", "_", agent)
+    return f"{safe}-s-{re.sub(r'[^A-Za-z0-9_]+', '_', goal.rsplit('.', 1)[-1])}-h{digest}"
+
+
+def _groups(runs: Sequence[Trajectory]) -> dict[Shape, list[Segment]]:
+    groups: dict[Shape, list[Segment]] = defaultdict(list)
+    for run in runs:
+        for seg in segment(run):
+            groups[shape_of(seg)].append(seg)
+    return groups
+
+
+def subroutine_inputs(
+    runs: Sequence[Trajectory],
+    *,
+    namespace: str,
+    agent: str,
+    literals: LiteralIndex,
+    min_tasks: int,
+) -> list[ClusterInput]:
+    """The sub-routines of one agent's runs, ready for an inducer, by key."""
+    ok = [t for t in runs if t.success is True and t.steps]
+    failed = _groups([t for t in runs if t.success is False and t.steps])
+    inputs = []
+    for shape, segs in sorted(_groups(ok).items()):
+        if len({s.trajectory.task for s in segs}) < min_tasks:
+            continue
+        whole = sum(len(s.positions) == len(s.trajectory.steps) for s in segs)
+        if whole * 2 >= len(segs):  # mostly whole runs: the task-level workflow says it
+            continue
+        inputs.append(
+            ClusterInput(
+                namespace,
+                agent,
+                -1,
+                "subtask",
+                [s.as_trajectory() for s in segs],
+                [s.as_trajectory() for s in failed.get(shape, [])],
+                literals,
+                kind="subroutine",
+                name=subroutine_key(agent, shape),
+            )
+        )
+    return inputs

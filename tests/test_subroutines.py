@@ -1,0 +1,98 @@
+"""Sub-routines: segments of one shape recurring across different tasks become workflows of
+kind `subroutine`, served only when they add what the memories ranked above them lack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.rule import RuleInducer
+from flowmem.induction.subroutines import subroutine_inputs, subroutine_key
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
+from flowmem.models import Trajectory, Workflow, WorkflowStep
+from flowmem.policy.serving import compose
+from flowmem.settings import Settings
+
+NAMES = ["Ada", "Bo", "Cy", "Di", "Ed", "Flo"]
+
+
+def run(i: int, intents: list[str], *, success: bool = True) -> Trajectory:
+    """A customer-service run: identify the customer, then one segment per intent."""
+    name = NAMES[i % len(NAMES)]
+    steps: list[dict[str, Any]] = [{"action": "find_user_id", "args": {"name": name}}]
+    for j, intent in enumerate(intents):  # one order per intent
+        order = f"#W{1000 + 10 * i + j}"
+        steps.append({"action": "get_order_details", "args": {"order_id": order}})
+        steps.append({"action": f"{intent}_order", "args": {"order_id": order, "reason": f"r{i}"}})
+    task = f"{name} wants to {' and '.join(intents)} two orders (case {i})"
+    data = {"id": f"{'-'.join(intents)}-{i}", "task": task, "steps": steps, "success": success}
+    return Trajectory.model_validate(data)
+
+
+CORPUS = [run(i, ["cancel", "return"]) for i in range(3)] + [
+    run(i, ["return", "exchange"]) for i in range(3, 6)
+]
+
+
+def test_segments_of_one_shape_from_several_tasks_become_one_input() -> None:
+    inputs = subroutine_inputs(
+        CORPUS, namespace="default", agent="agent", literals=LiteralIndex.build(CORPUS), min_tasks=3
+    )
+    goals = sorted(c.successes[0].actions[-1] for c in inputs)
+    assert goals == ["cancel_order", "exchange_order", "find_user_id", "return_order"]
+    returns = next(c for c in inputs if c.successes[0].actions[-1] == "return_order")
+    assert returns.kind == "subroutine" and len({t.task for t in returns.successes}) == 6
+    assert all("#" in t.id for t in returns.successes)  # run id # goal position
+    assert returns.key == subroutine_key("agent", ("return_order", ("get_order_details", "return_order")))
+    assert returns.key.startswith("agent-s-return_order-h")
+
+
+def test_a_shape_that_is_mostly_a_whole_run_is_left_to_the_task_level_workflow() -> None:
+    single = [run(i, ["cancel"]) for i in range(6)]
+    single = [t.model_copy(update={"steps": t.steps[1:]}) for t in single]  # no identification
+    inputs = subroutine_inputs(
+        single, namespace="default", agent="agent", literals=LiteralIndex.build(single), min_tasks=3
+    )
+    assert inputs == []
+
+
+def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) -> None:
+    settings = Settings(db=str(tmp_path / "db"), subroutines=True)
+    store = store_from(settings)
+    store.add_trajectories(CORPUS)
+    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    subs = [w for w in first.versions if w.kind == "subroutine"]
+    assert {w.name for w in subs} == {"cancel_order", "exchange_order", "find_user_id", "return_order"}
+    assert all(w.cluster_id is None and w.id.startswith("agent-s-") for w in subs)
+    returns = next(w for w in subs if w.name == "return_order")
+    assert returns.steps[1].args == {"order_id": "{order_id}", "reason": "{reason}"}
+    assert [s.action for s in returns.steps] == ["get_order_details", "return_order"]
+    stored = {w.id: w.kind for w in store.list_workflows()}
+    assert {stored[w.id] for w in subs} == {"subroutine"}
+    store.add_trajectories([run(9, ["cancel", "return"])])
+    second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    assert {w.id for w in second.versions if w.kind == "subroutine"} <= {w.id for w in subs}
+    # Off (the default), the same runs give task-level workflows only.
+    plain = Settings(db=str(tmp_path / "plain"))
+    other = store_from(plain)
+    other.add_trajectories(CORPUS)
+    assert {w.kind for w in induce(other, plain, RuleInducer(), namespace="default").versions} == {"task"}
+
+
+def workflow(wid: str, actions: list[str], kind: str = "task") -> Workflow:
+    steps = [WorkflowStep(action=a) for a in actions]
+    return Workflow.model_validate({"id": wid, "name": wid, "steps": steps, "kind": kind})
+
+
+def test_compose_serves_a_subroutine_only_for_what_the_others_lack() -> None:
+    ranked = [
+        workflow("whole", ["find_user_id", "get_order_details", "cancel_order"]),
+        workflow("same", ["get_order_details", "cancel_order"], "subroutine"),  # adds nothing
+        workflow("other-task", ["find_user_id", "get_order_details"]),  # task-level: kept by rank
+        workflow("return", ["get_order_details", "return_order"], "subroutine"),
+    ]
+    assert compose(ranked, 3) == [0, 2, 3]
+    assert compose(ranked, 2) == [0, 2]
+    assert compose(ranked[1:2], 3) == [0]  # nothing above it: it adds its actions
+    assert compose([], 3) == []
