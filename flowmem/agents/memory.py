@@ -2,23 +2,21 @@
 
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
 stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
-at interpreter exit for every memory still open — flushes everything, so a normal exit loses
-nothing.
+at interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
+flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import inspect
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
-from flowmem.agents import legomem
+from flowmem.agents import legomem, shutdown
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.agents.writer import Writer
@@ -32,14 +30,6 @@ from flowmem.storage import Store
 __all__ = ["WorkflowMemory"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_open_memories: weakref.WeakSet[WorkflowMemory] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_all() -> None:
-    for memory in list(_open_memories):
-        memory.close()
 
 
 class WorkflowMemory:
@@ -62,7 +52,7 @@ class WorkflowMemory:
         # Imports now, not in the writer at exit time, when Python no longer allows them.
         if settings.record_to == "store":
             self.store.prepare()
-        _open_memories.add(self)
+        shutdown.track(self)
 
     @classmethod
     def open(cls, settings: Settings | None = None, *, store: Store | None = None) -> WorkflowMemory:
@@ -299,7 +289,7 @@ class WorkflowMemory:
             writer.flush()
             writer.stop()
             writer.join()
-        _open_memories.discard(self)
+        shutdown.untrack(self)
 
     def __enter__(self) -> WorkflowMemory:
         return self
