@@ -138,17 +138,13 @@ class StoreBase:
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.settings.namespace
 
-    @staticmethod
-    def _select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
-        return select(table, where, columns)
-
     def _versions(self, table: Any, namespace: str, ids: Iterable[str]) -> dict[str, list[int]]:
         id_list = sorted(set(ids))
         if not id_list:
             return {}
         where = f"namespace = {quote(namespace)} AND id IN ({', '.join(map(quote, id_list))})"
         found: dict[str, list[int]] = {}
-        for r in rows.rows_of(self._select(table, where, ["id", "version"])):
+        for r in rows.rows_of(select(table, where, ["id", "version"])):
             found.setdefault(r["id"], []).append(r["version"])
         return found
 

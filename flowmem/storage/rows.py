@@ -28,12 +28,15 @@ from flowmem.models import (
 
 __all__ = [
     "EMBEDDER_KEY",
+    "lifecycle_schema",
     "run_from_row",
     "run_schema",
     "run_to_row",
     "trajectory_from_row",
     "trajectory_schema",
     "trajectory_to_row",
+    "usage_schema",
+    "vector_cache_schema",
     "workflow_from_row",
     "workflow_schema",
     "workflow_to_row",
@@ -128,6 +131,31 @@ def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
         meta=json.loads(row["meta"]),
         created_at=row["created_at"],
     )
+
+
+def usage_schema() -> pa.Schema:
+    """Schema of a namespace's usage table (stats per workflow version)."""
+    return pa.schema([pa.field(name, pa.string() if name == "id" else pa.int64()) for name in USAGE_COLUMNS])
+
+
+def lifecycle_schema() -> pa.Schema:
+    """Schema of a namespace's lifecycle log (one row per status transition)."""
+    return pa.schema(
+        [
+            pa.field("id", pa.string()),
+            pa.field("version", pa.int64()),
+            pa.field("old", pa.string()),
+            pa.field("new", pa.string()),
+            pa.field("cause", pa.string()),
+            pa.field("reason", pa.string()),
+            pa.field("at", _TS),
+        ]
+    )
+
+
+def vector_cache_schema(dim: int) -> pa.Schema:
+    """Schema of an embedder's vector cache table (content hash -> vector)."""
+    return pa.schema([pa.field("key", pa.string()), _vector_field(dim)])
 
 
 def workflow_schema(dim: int, embedder: str) -> pa.Schema:

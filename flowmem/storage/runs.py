@@ -8,7 +8,7 @@ from typing import Any
 
 from flowmem.models import InductionRun, Workflow, now
 from flowmem.storage import rows
-from flowmem.storage.base import NotFoundError, StoreBase, StoreError, Vector, _retry, quote
+from flowmem.storage.base import NotFoundError, StoreBase, StoreError, Vector, _retry, quote, select
 
 __all__ = ["RunsMixin"]
 
@@ -58,7 +58,7 @@ class RunsMixin(StoreBase):
         ns = self._ns(namespace)
         table = self._workflows(ns)
         recorded = {r.id for r in self.list_runs(namespace=ns)}
-        found = rows.rows_of(self._select(table, None, ["run_id"]))
+        found = rows.rows_of(select(table, None, ["run_id"]))
         torn = sorted({r["run_id"] for r in found if r["run_id"] is not None and r["run_id"] not in recorded})
         if torn:
             where = f"run_id IN ({', '.join(quote(t) for t in torn)})"
@@ -82,7 +82,7 @@ class RunsMixin(StoreBase):
     def list_runs(self, *, namespace: str | None = None) -> list[InductionRun]:
         """Committed runs and rollbacks of a namespace, oldest first."""
         where = f"namespace = {quote(self._ns(namespace))}"
-        found = [rows.run_from_row(r) for r in rows.rows_of(self._select(self._runs(), where))]
+        found = [rows.run_from_row(r) for r in rows.rows_of(select(self._runs(), where))]
         return sorted(found, key=lambda r: (r.started_at, r.id))
 
     def get_run(self, run_id: str, *, namespace: str | None = None) -> InductionRun:

@@ -28,6 +28,7 @@ from flowmem.storage.base import (
     VersionConflictError,
     _retry,
     quote,
+    select,
 )
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.version_state import VersionStateMixin
@@ -99,7 +100,7 @@ class Store(VersionStateMixin, RunsMixin):
         """
         ns = self._ns(namespace)
         where = f"namespace = {quote(ns)} AND id = {quote(trajectory_id)}"
-        found = rows.rows_of(self._select(self._trajectories(), where))
+        found = rows.rows_of(select(self._trajectories(), where))
         if not found:
             raise NotFoundError(f"no trajectory {trajectory_id!r} in namespace {ns!r}")
         return rows.trajectory_from_row(found[0])
@@ -111,7 +112,7 @@ class Store(VersionStateMixin, RunsMixin):
         where = f"namespace = {quote(self._ns(namespace))}"
         if agent is not None:
             where += f" AND agent = {quote(agent)}"
-        table = self._select(self._trajectories(), where)
+        table = select(self._trajectories(), where)
         table = table.sort_by([("created_at", "descending"), ("id", "ascending")])
         if limit is not None:
             table = table.slice(0, limit)
@@ -168,7 +169,7 @@ class Store(VersionStateMixin, RunsMixin):
         """
         ns = self._ns(namespace)
         where = f"namespace = {quote(ns)} AND id = {quote(workflow_id)}"
-        raw = self.committed_rows(rows.rows_of(self._select(self._workflows(ns), where)), namespace=ns)
+        raw = self.committed_rows(rows.rows_of(select(self._workflows(ns), where)), namespace=ns)
         found = [rows.workflow_from_row(r) for r in raw]
         if not found:
             raise NotFoundError(f"no workflow {workflow_id!r} in namespace {ns!r}")
@@ -188,7 +189,7 @@ class Store(VersionStateMixin, RunsMixin):
             except Exception as err:
                 raise NotFoundError(f"no table version or run tag {at!r} in namespace {ns!r}") from err
         latest: dict[str, Workflow] = {}
-        found_rows = rows.rows_of(self._select(table, f"namespace = {quote(ns)}"))
+        found_rows = rows.rows_of(select(table, f"namespace = {quote(ns)}"))
         for r in self.committed_rows(found_rows, namespace=ns):
             if r["id"] not in latest or r["version"] > latest[r["id"]].version:
                 latest[r["id"]] = rows.workflow_from_row(r)
@@ -215,7 +216,7 @@ class Store(VersionStateMixin, RunsMixin):
         in-process index."""
         ns = self._ns(namespace)
         found = self.committed_rows(
-            rows.rows_of(self._select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
+            rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
         )
         by_key = {(r["id"], r["version"]): r for r in found}
         served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
@@ -235,7 +236,7 @@ class Store(VersionStateMixin, RunsMixin):
         where = f"namespace = {quote(self._ns(namespace))}"
         if success is not None:
             where += f" AND success = {'true' if success else 'false'}"
-        found = rows.rows_of(self._select(self._trajectories(), where))
+        found = rows.rows_of(select(self._trajectories(), where))
         matrix = np.array([r["vector"] for r in found], dtype=np.float32).reshape(
             len(found), self.embedder.dim
         )

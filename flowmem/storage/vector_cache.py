@@ -32,12 +32,9 @@ class StoreVectorCache:
         """The cache table, created on first use."""
         if self._table is None:
             import lancedb
-            import pyarrow as pa
 
             db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
-            schema = pa.schema(
-                [pa.field("key", pa.string()), pa.field("vector", pa.list_(pa.float32(), self.dim))]
-            )
+            schema = rows.vector_cache_schema(self.dim)
             try:
                 self._table = db.open_table(self.name)
             except ValueError:  # not there yet; another process may be creating it right now

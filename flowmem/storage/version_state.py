@@ -10,7 +10,7 @@ from typing import Any
 from flowmem.models import UsageStats, Workflow, now
 from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
-from flowmem.storage.base import StoreBase, _retry
+from flowmem.storage.base import StoreBase, _retry, select
 
 __all__ = ["VersionStateMixin"]
 
@@ -19,28 +19,10 @@ class VersionStateMixin(StoreBase):
     """Usage stats and the lifecycle log of workflow versions."""
 
     def _usage_table(self, namespace: str) -> Any:
-        import pyarrow as pa
-
-        schema = pa.schema(
-            [pa.field(name, pa.string() if name == "id" else pa.int64()) for name in rows.USAGE_COLUMNS]
-        )
-        return self._table(f"usage__{namespace}", schema)
+        return self._table(f"usage__{namespace}", rows.usage_schema())
 
     def _lifecycle_table(self, namespace: str) -> Any:
-        import pyarrow as pa
-
-        schema = pa.schema(
-            [
-                pa.field("id", pa.string()),
-                pa.field("version", pa.int64()),
-                pa.field("old", pa.string()),
-                pa.field("new", pa.string()),
-                pa.field("cause", pa.string()),
-                pa.field("reason", pa.string()),
-                pa.field("at", pa.timestamp("us", tz="UTC")),
-            ]
-        )
-        return self._table(f"lifecycle__{namespace}", schema)
+        return self._table(f"lifecycle__{namespace}", rows.lifecycle_schema())
 
     def put_usage(self, usage: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
         """Store usage stats per workflow version. Returns how many versions were updated."""
@@ -77,7 +59,7 @@ class VersionStateMixin(StoreBase):
             (r["id"], r["version"]): UsageStats(
                 served=r["served"], successes=r["successes"], failures=r["failures"]
             )
-            for r in rows.rows_of(self._select(table, None))
+            for r in rows.rows_of(select(table, None))
         }
 
     def record_transitions(self, transitions: Iterable[Transition], *, namespace: str | None = None) -> int:
@@ -104,7 +86,7 @@ class VersionStateMixin(StoreBase):
         self, *, namespace: str | None = None, workflow_id: str | None = None
     ) -> list[dict[str, Any]]:
         """The lifecycle log, oldest first (optionally of one workflow)."""
-        found = rows.rows_of(self._select(self._lifecycle_table(self._ns(namespace)), None))
+        found = rows.rows_of(select(self._lifecycle_table(self._ns(namespace)), None))
         found = [r for r in found if workflow_id is None or r["id"] == workflow_id]
         return sorted(found, key=lambda r: (r["at"], r["id"], r["version"]))
 
