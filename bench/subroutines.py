@@ -23,7 +23,8 @@ runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/
 
 Every similarity is the cosine of hashing-embedder vectors (`HashingEmbedder`, 384 dims). A
 memory's keys are its distinct task texts, at most 32 evenly spread, as
-`flowmem.jobs.induce.key_vectors` stores a workflow's. Columns: `coverage` (best of k),
+`flowmem.jobs.induce.key_vectors` stores a workflow's, a workflow's with each key's share of
+its task (`flowmem.induction.nearest.key_shares`). Columns: `coverage` (best of k),
 `step_prec`, `joint_cov`, `joint_prec`, `utility` (utility_rate), `shown` (mean memories shown
 per scored test run) and `memories` (how many the system holds). Per set it also prints the
 number of segments, shapes, shapes kept, and the share of scored test steps (pooled) whose
@@ -79,11 +80,13 @@ Vectors = npt.NDArray[np.float32]
 
 @dataclass(frozen=True)
 class Memory:
-    """One retrievable memory: its id, action names and retrieval keys (task texts)."""
+    """One retrievable memory: its id, action names and retrieval keys (task texts), with
+    each key's share of its task where known (`flowmem.induction.nearest`)."""
 
     id: str
     actions: list[str]
     keys: list[str]
+    shares: dict[str, float] | None = None
 
 
 def spread(tasks: Sequence[str], limit: int = KEY_LIMIT) -> list[str]:
@@ -97,8 +100,9 @@ def build_index(memories: Sequence[Memory], vector: dict[str, Vectors], dim: int
     """An `ExampleIndex` over the memories' key vectors, each memory's keys together."""
     owners = [i for i, m in enumerate(memories) for _ in spread(m.keys)]
     rows = [vector[task] for m in memories for task in spread(m.keys)]
+    shares = [(m.shares or {}).get(task, 1.0) for m in memories for task in spread(m.keys)]
     matrix = np.array(rows, dtype=np.float32).reshape(len(rows), dim)
-    return ExampleIndex(matrix, owners, len(memories))
+    return ExampleIndex(matrix, owners, len(memories), shares)
 
 
 def top_k(index: ExampleIndex, query: Vectors, k: int) -> list[int]:
@@ -162,8 +166,9 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     options: dict[str, Any] = {"subroutines": False} if "subroutines" in signature(induce).parameters else {}
     result = induce(train, RuleInducer(), params=settings.cluster_params, **options)
     induce_s = time.perf_counter() - t0
+    shares = result.key_shares()
     workflows = [
-        Memory(w.id, w.actions, result.keys.get(w.id, []))
+        Memory(w.id, w.actions, sorted(shares.get(w.id, {})), shares.get(w.id))
         for w in result.workflows
         if getattr(w, "kind", "task") == "task"
     ]

@@ -11,7 +11,7 @@ from flowmem.induction.cluster import ClusterParams, cluster_tasks, match_cluste
 from flowmem.induction.drafts import induce, merge_duplicates, plan_versions
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
-from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.nearest import ExampleIndex, key_shares
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
@@ -186,12 +186,12 @@ def test_near_duplicates_merge_into_the_larger() -> None:
     a = make_workflow("a", source_trajectory_ids=["1", "2", "3"])
     b = make_workflow("b", source_trajectory_ids=["4"])
     c = make_workflow("c", steps=3)
-    keys = {"a": ["t1"], "b": ["t2"], "c": ["t3"]}
+    keys = {"a": {"t1": 3}, "b": {"t1": 1, "t2": 1}, "c": {"t3": 1}}
     merged = merge_duplicates([a, b, c], keys)
     assert [w.id for w in merged] == ["a", "c"]
     assert merged[0].source_trajectory_ids == ["1", "2", "3", "4"] and keys == {
-        "a": ["t1", "t2"],
-        "c": ["t3"],
+        "a": {"t1": 4, "t2": 1},  # run counts add up
+        "c": {"t3": 1},
     }
 
 
@@ -230,3 +230,28 @@ def test_example_index_scores_an_item_by_its_nearest_example() -> None:
     index = ExampleIndex(vectors, [0, 0, 1, 2], n_items=3)
     assert [i for i, _ in index.search(np.array([0, 0.9, 0.1, 0], dtype=np.float32), 2)] == [0, 1]
     assert ExampleIndex(vectors[:0], [], 0).search(vectors[0], 3) == []
+
+
+def test_key_shares_split_a_task_among_the_workflows_holding_its_runs() -> None:
+    keys = {"a": {"t1": 4, "t2": 1}, "b": {"t1": 1}, "s": {"t1": 1, "t3": 2}, "x": {"t4": 0}}
+    shares = key_shares(keys, whole={"s"})
+    assert shares == {
+        "a": {"t1": 0.8, "t2": 1.0},
+        "b": {"t1": 0.2},
+        "s": {"t1": 1.0, "t3": 1.0},  # a sub-routine is one part of each task: whole
+        "x": {"t4": 0.0},  # no run of its own: the cluster's tasks, at no share
+    }
+
+
+def test_a_task_shared_by_two_workflows_ranks_the_one_holding_more_of_its_runs_first() -> None:
+    # "a" and "b" both hold runs of the query's task (the same vector), "c" a nearby task.
+    task, near = np.array([1, 0], dtype=np.float32), np.array([0.9, 0.4359], dtype=np.float32)
+    vectors = np.stack([task, task, near])
+    plain = ExampleIndex(vectors, [0, 1, 2], 3)
+    assert [round(s, 4) for _, s in plain.search(task, 3)] == [1.0, 1.0, 0.9]  # a tie
+    index = ExampleIndex(vectors, [0, 1, 2], 3, shares=[0.2, 0.8, 1.0])
+    ranked = index.search(task, 3)
+    assert [i for i, _ in ranked] == [1, 0, 2]  # the share orders them; a closer task still wins
+    assert [round(s, 4) for _, s in ranked] == [0.99, 0.96, 0.9]  # scores separate
+    with pytest.raises(ValueError, match="one owner"):
+        ExampleIndex(vectors, [0, 1, 2], 3, shares=[1.0])

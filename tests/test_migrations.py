@@ -213,3 +213,19 @@ def test_step_1_to_2_gives_every_workflow_version_its_kind(release_db: str) -> N
     v2 = first.model_copy(update={"version": first.version + 1, "parent_version": first.version})
     store.put_workflow(v2.model_copy(update={"kind": "subroutine", "pitfalls": ["new"]}))
     assert store.get_workflow(first.id).kind == "subroutine"
+
+
+def test_step_2_to_3_gives_every_workflow_version_key_shares_read_as_whole(release_db: str) -> None:
+    conn = at_version(release_db, 2)
+    names = [n for n in table_names(conn) if n.startswith("workflows__")]
+    rows = {n: conn.open_table(n).count_rows() for n in names}
+    STEPS[2](conn)
+    STEPS[2](conn)  # idempotent
+    for name in names:
+        table = conn.open_table(name)
+        assert table.count_rows() == rows[name]
+        assert set(table.to_arrow().column("key_shares").to_pylist()) == {None}
+    # Search reads a version without shares as whole (the cosine alone), as before.
+    store = open_store(release_db)
+    served, vectors, owners, shares = store.workflow_index()
+    assert served and len(shares) == len(owners) == len(vectors) and set(shares) == {1.0}

@@ -20,7 +20,7 @@ from flowmem.policy.lifecycle import rank_factor
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH
-from tests.test_induction import cancel, forward
+from tests.test_induction import cancel, forward, run
 
 
 def induced(settings: Settings) -> Store:
@@ -47,6 +47,28 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         assert "mail.forward(email_id={email_id}, to={to})" in text and "{placeholder}" in text
     served = store_from(settings).get_trajectory("served").workflows_used
     assert [(r.id, r.version) for r in served] == [(hits[0].workflow.id, 1)]
+
+
+def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_first(
+    settings: Settings,
+) -> None:
+    # Task 0 is solved twice the usual way and once another way: two workflows hold its runs.
+    other = run(
+        forward(0).task,
+        [("contacts.lookup", {"name": "ana"}, None), ("mail.compose", {"to": "ana@corp.test"}, None)],
+        True,
+        id="fwd-0-compose",
+    )
+    again = forward(0).model_copy(update={"id": "fwd-0-again"})
+    store = store_from(settings)
+    store.add_trajectories([forward(i) for i in range(8)] + [again, other])
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    with WorkflowMemory.open(settings) as memory:
+        first, second = memory.search(forward(0).task, k=2)
+    assert first.workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
+    assert second.workflow.actions == ["contacts.lookup", "mail.compose"]
+    # Both hold the task itself (cosine 1); the one with 2 of its 3 runs scores higher.
+    assert first.score == pytest.approx(1 - 0.05 / 3) and second.score == pytest.approx(1 - 0.05 * 2 / 3)
 
 
 def test_outcomes_move_the_ranking() -> None:

@@ -1,6 +1,7 @@
 """Retrieval for running agents: an in-process index of the served workflows, hot-reloaded.
 
-A search embeds the task, scores every served workflow by its nearest source task (cosine),
+A search embeds the task, scores every served workflow by its nearest source task (cosine,
+less a little where other workflows hold part of that task's runs: `induction.nearest`),
 multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
 the best k. A workflow's active version is served; a newer candidate version on trial is
 served instead to a configurable share of requests (decided by a hash of the task, so the
@@ -37,7 +38,8 @@ class Hit:
     score: float
     """similarity × rank factor."""
     similarity: float
-    """Cosine similarity of the task and the workflow's nearest source task."""
+    """Cosine similarity of the task and the workflow's nearest source task, less
+    `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`induction.nearest`)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class ServedIndex:
         version = self.store.served_version(namespace=self.namespace)
         if version == self._version:
             return
-        workflows, vectors, owners = self.store.workflow_index(namespace=self.namespace)
-        index = ExampleIndex(vectors, owners, len(workflows))
+        workflows, vectors, owners, shares = self.store.workflow_index(namespace=self.namespace)
+        index = ExampleIndex(vectors, owners, len(workflows), shares)
         self._snapshot = _Snapshot.of(workflows, index, self.params)
         self._version = version
         self.reloads += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,6 +20,7 @@ from flowmem.induction.base import (
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.nearest import key_shares
 from flowmem.induction.subroutines import subroutine_inputs
 from flowmem.models import Trajectory, Workflow
 
@@ -49,8 +50,9 @@ class InductionResult:
     """Clusters with failed runs only: their pitfall notes (no workflow to follow)."""
     clusterings: dict[str, Clustering] = field(default_factory=dict)
     """Agent -> the clustering of its distinct task texts."""
-    keys: dict[str, list[str]] = field(default_factory=dict)
-    """Workflow id -> the task texts it was induced from (its retrieval key)."""
+    keys: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Workflow id -> the task texts it was induced from (its retrieval key), each with how
+    many of its source runs had it (`nearest.key_shares` turns them into shares)."""
     failed: dict[str, str] = field(default_factory=dict)
     """Cluster -> why its induction failed (the others still count)."""
     failed_reasons: dict[str, str] = field(default_factory=dict)
@@ -59,6 +61,12 @@ class InductionResult:
     """Agent -> stable cluster id -> its task keys (the `previous` of the next run)."""
     usage: Usage = field(default_factory=Usage)
     """The LLM usage of every cluster, failed ones included."""
+
+    def key_shares(self) -> dict[str, dict[str, float]]:
+        """Workflow id -> each of its source tasks with its share of that task's runs
+        (`nearest.key_shares`; a sub-routine's share of each task is whole)."""
+        whole = {w.id for w in self.workflows if w.kind == "subroutine"}
+        return key_shares({w.id: self.keys.get(w.id, {}) for w in self.workflows}, whole=whole)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -100,8 +108,9 @@ class ClusterOutcome:
     """The cluster key (`agent-c<id>`, the id of its first workflow)."""
     workflows: list[Workflow] = field(default_factory=list)
     """Drafts."""
-    keys: dict[str, list[str]] = field(default_factory=dict)
-    """Workflow id -> the task texts it was induced from."""
+    keys: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Workflow id -> the task texts it was induced from, each with how many of its runs had
+    it (0 for each of the cluster's tasks when none of its source runs is known)."""
     notes: list[str] = field(default_factory=list)
     """Pitfall notes, for a cluster with failed runs only."""
     error: str | None = None
@@ -211,8 +220,8 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     task_of = {t.id: t.task for t in [*cluster.successes, *cluster.failures]}
     for w in induced.workflows:
         outcome.workflows.append(w)
-        own = {task_of[i] for i in w.source_trajectory_ids if i in task_of}
-        outcome.keys[w.id] = sorted(own or set(task_of.values()))
+        own = Counter(task_of[i] for i in w.source_trajectory_ids if i in task_of)
+        outcome.keys[w.id] = dict(sorted(own.items())) or dict.fromkeys(sorted(set(task_of.values())), 0)
     return outcome
 
 
@@ -248,7 +257,7 @@ def induce(
     return assemble(plan, [induce_cluster(c, inducer) for c in plan.clusters])
 
 
-def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, list[str]]) -> list[Workflow]:
+def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, dict[str, int]]) -> list[Workflow]:
     """Merge near-duplicates: drafts of one agent with the same steps (actions and argument
     keys) become one, which keeps the larger cluster's id and every source run and key."""
     groups: dict[tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...]], list[Workflow]] = defaultdict(list)
@@ -260,7 +269,9 @@ def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, list[str]]) 
         group.sort(key=lambda w: (-len(w.source_trajectory_ids), w.id))
         head = group[0]
         for other in group[1:]:
-            keys[head.id] = sorted(set(keys.get(head.id, [])) | set(keys.pop(other.id, [])))
+            merged_keys = Counter(keys.get(head.id, {}))
+            merged_keys.update(keys.pop(other.id, {}))
+            keys[head.id] = dict(sorted(merged_keys.items()))
         sources = sorted({s for w in group for s in w.source_trajectory_ids})
         # The same advice from two drafts differs only in its evidence "(n/m failures)".
         advice: dict[str, str] = {}

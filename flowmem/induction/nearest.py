@@ -3,35 +3,82 @@
 Measured on WorkBench (docs/metrics.md): scoring a workflow by the centroid of its source
 tasks blurs the words that tell variants apart (the metric, the recipient kind), so the
 nearest-example score retrieves the right variant more often.
+
+Several workflows can share a source task: the same task solved two ways (two variants of a
+cluster), or a cluster that holds a few runs of another task. Their nearest-example cosines
+are then equal, so their order would be arbitrary and their scores would not separate. Each
+example therefore carries its *share*: the part of that task's runs the workflow was induced
+from. An example scores its cosine less `SHARE_WEIGHT` × (1 − share): a task's own workflow
+(all of its runs) keeps the full cosine, a workflow holding one of its five runs loses 0.04.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ExampleIndex"]
+__all__ = ["SHARE_WEIGHT", "ExampleIndex", "key_shares"]
+
+SHARE_WEIGHT = 0.05
+"""How much of a cosine a source task's share is worth. Small, so that it orders workflows
+whose nearest task is the same one (equal cosines) and near-ties, and never outweighs a
+clearly closer task; it does not depend on the data set, only on cosines being in [-1, 1].
+Measured in docs/induction.md ("Ranking")."""
+
+
+def key_shares(
+    keys: Mapping[str, Mapping[str, int]], *, whole: Collection[str] = ()
+) -> dict[str, dict[str, float]]:
+    """Per workflow, per source task: the share of that task's runs, over every workflow in
+    `keys`, that the workflow was induced from (keys map a workflow id to its source tasks,
+    each with how many of its runs had it). A workflow in `whole` (a sub-routine: one part of
+    many tasks, beside the other parts) has share 1 in each of its tasks."""
+    total: dict[str, int] = {}
+    for wid, tasks in keys.items():
+        if wid not in whole:
+            for task, n in tasks.items():
+                total[task] = total.get(task, 0) + n
+    return {
+        wid: {
+            task: 1.0 if wid in whole else (n / total[task] if total.get(task) else 0.0)
+            for task, n in tasks.items()
+        }
+        for wid, tasks in keys.items()
+    }
 
 
 class ExampleIndex:
-    """Unit vectors of example tasks, each owned by one item (a workflow)."""
+    """Unit vectors of example tasks, each owned by one item (a workflow), with its share of
+    that task (1 when not given: the nearest-example cosine alone)."""
 
-    def __init__(self, vectors: npt.NDArray[np.float32], owners: Sequence[int], n_items: int) -> None:
-        if len(vectors) != len(owners):
-            raise ValueError("one owner per example vector")
+    def __init__(
+        self,
+        vectors: npt.NDArray[np.float32],
+        owners: Sequence[int],
+        n_items: int,
+        shares: Sequence[float] | None = None,
+    ) -> None:
+        if len(vectors) != len(owners) or (shares is not None and len(shares) != len(owners)):
+            raise ValueError("one owner (and share) per example vector")
         self.vectors = np.asarray(vectors, dtype=np.float32)
         self.owners = np.asarray(owners, dtype=np.int64)
+        self.penalty = (
+            SHARE_WEIGHT * (1.0 - np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0))
+            if shares is not None
+            else np.zeros(len(self.owners))
+        )
         self.n_items = n_items
         # Owners in runs (each item's examples together), as a store's index lays them out.
         self._grouped = bool(len(self.owners)) and bool(np.all(np.diff(self.owners) >= 0))
 
     def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
-        """Per item, the cosine of its most similar example (-inf for an item without one)."""
+        """Per item, the best score of its examples: cosine less the share penalty (see the
+        module docstring); -inf for an item without one."""
         best = np.full(self.n_items, -np.inf, dtype=np.float64)
         if len(self.owners):
-            scores = (self.vectors @ query).astype(np.float64)
+            scores = (self.vectors @ query).astype(np.float64) - self.penalty
             if self._grouped:
                 starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]])
                 best[self.owners[starts]] = np.maximum.reduceat(scores, starts)
@@ -45,7 +92,7 @@ class ExampleIndex:
         return np.argsort(-best, kind="stable"), best
 
     def search(self, query: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
-        """The k items with the most similar example, as (item, cosine), best first."""
+        """The k items with the most similar example, as (item, score), best first."""
         if self.n_items == 0 or len(self.owners) == 0:
             return []
         order, best = self.ranked(query)

@@ -64,16 +64,17 @@ def evaluate(
         result = induce(train, inducer, params=settings.cluster_params, subroutines=settings.subroutines)
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         versions = plan_versions(result.workflows, {}, run_id=run.id)
-        store.commit_run(run, versions, keys=key_vectors(store, result.keys))
+        keys, shares = key_vectors(store, result.key_shares())
+        store.commit_run(run, versions, keys=keys, shares=shares)
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
         # Brute force over in-process indexes read once from the store: at these sizes it is
         # exact and far faster than one LanceDB query per test task.
         queries = store.embedder.embed([t.task for t in test])
-        workflows, k_matrix, owners = store.workflow_index(namespace=ns)
+        workflows, k_matrix, owners, k_shares = store.workflow_index(namespace=ns)
         w_text = {w.id: render_workflow(w) for w in workflows}  # as `memory.context` renders
-        index = ExampleIndex(k_matrix, owners, len(workflows))
+        index = ExampleIndex(k_matrix, owners, len(workflows), k_shares)
         examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
         raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
         flow: list[Retrieval] = []

@@ -203,15 +203,21 @@ def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool
     return plan
 
 
-def key_vectors(store: Store, keys: Mapping[str, list[str]], *, limit: int = 32) -> dict[str, Any]:
-    """Each workflow's retrieval vectors: the embeddings of (at most `limit`, evenly spread)
-    distinct source tasks. Search scores a workflow by its nearest one."""
-    out = {}
-    for wid, tasks in keys.items():
-        distinct = sorted(set(tasks))
+def key_vectors(
+    store: Store, shares: Mapping[str, Mapping[str, float]], *, limit: int = 32
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Each workflow's retrieval keys: the embeddings of (at most `limit`, evenly spread) of
+    its distinct source tasks, and each one's share (`InductionResult.key_shares`). Search
+    scores a workflow by its best key (`induction.nearest`)."""
+    vectors: dict[str, Any] = {}
+    weights: dict[str, list[float]] = {}
+    for wid, tasks in shares.items():
+        distinct = sorted(tasks)
         step = max(1, -(-len(distinct) // limit))
-        out[wid] = store.embedder.embed(distinct[::step][:limit])
-    return out
+        chosen = distinct[::step][:limit]
+        vectors[wid] = store.embedder.embed(chosen)
+        weights[wid] = [tasks[t] for t in chosen]
+    return vectors, weights
 
 
 def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutcome]) -> RunReport:
@@ -243,8 +249,9 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     }
     run = plan.run.model_copy(update={"counts": counts, "state": state})
     versions = plan_versions(result.workflows, plan.current, run_id=run.id, revive=plan.revive)
-    keys = key_vectors(store, {w.id: result.keys[w.id] for w in versions})
-    committed = store.commit_run(run, versions, keys=keys)
+    shares = result.key_shares()  # over every draft: an unchanged variant holds runs too
+    keys, weights = key_vectors(store, {w.id: shares[w.id] for w in versions})
+    committed = store.commit_run(run, versions, keys=keys, shares=weights)
     return RunReport(committed, result, versions, plan)
 
 

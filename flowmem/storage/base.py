@@ -171,12 +171,17 @@ class StoreBase:
             seen.add((w.id, w.version))
 
     def _append_workflows(
-        self, namespace: str, workflows: Sequence[Workflow], keys: Mapping[str, Vector] | None = None
+        self,
+        namespace: str,
+        workflows: Sequence[Workflow],
+        keys: Mapping[str, Vector] | None = None,
+        shares: Mapping[str, Sequence[float]] | None = None,
     ) -> int:
         """Validate and append versions in one commit; returns the new table version.
 
         `keys` maps a workflow id to its retrieval vectors (one row per source task); without
         them a workflow is keyed by the embedding of its name, description and actions.
+        `shares` maps it to each key's share of its task (`induction.nearest`).
         """
         table = self._workflows(namespace)
         if not workflows:
@@ -184,7 +189,9 @@ class StoreBase:
         self._check_versions(table, namespace, workflows)
         embedded = self.embedder.embed([rows.workflow_text(w) for w in workflows])
         data = [
-            rows.workflow_to_row(w, keys[w.id] if keys and w.id in keys else v[None, :])
+            rows.workflow_to_row(w, keys[w.id], (shares or {}).get(w.id))
+            if keys and w.id in keys
+            else rows.workflow_to_row(w, v[None, :])
             for w, v in zip(workflows, embedded, strict=True)
         ]
 

@@ -75,7 +75,22 @@ def _workflow_kind(db: Any) -> None:
             _retry(add)
 
 
-STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind)
+def _key_shares(db: Any) -> None:
+    """v2 -> v3: workflows get `key_shares`, each retrieval key's share of its task; earlier
+    versions have none (null), which search reads as whole."""
+    for name in table_names(db):
+        if name.startswith("workflows__"):
+            table = db.open_table(name)
+
+            def add(table: Any = table) -> None:
+                table.checkout_latest()
+                if "key_shares" not in table.schema.names:
+                    table.add_columns(pa.field("key_shares", pa.list_(pa.float32())))
+
+            _retry(add)
+
+
+STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind, _key_shares)
 """`STEPS[n]` migrates version n to n + 1, in this order."""
 
 SCHEMA_VERSION: Final = len(STEPS)

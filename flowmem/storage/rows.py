@@ -185,6 +185,7 @@ def workflow_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("created_at", _TS, nullable=False),
             _vector_field(dim),
             pa.field("keys", pa.list_(pa.list_(pa.float32(), dim))),
+            pa.field("key_shares", pa.list_(pa.float32())),
         ],
         metadata={EMBEDDER_KEY: embedder.encode()},
     )
@@ -195,9 +196,14 @@ def workflow_text(w: Workflow) -> str:
     return f"{w.name.replace('_', ' ')}. {w.description} {' '.join(w.actions)}"
 
 
-def workflow_to_row(w: Workflow, keys: npt.NDArray[np.float32]) -> dict[str, Any]:
+def workflow_to_row(
+    w: Workflow, keys: npt.NDArray[np.float32], shares: Sequence[float] | None = None
+) -> dict[str, Any]:
     """The row of one workflow version; `keys` are its retrieval vectors (one per source task,
-    or one), and `vector` their normalised mean (for LanceDB's own vector search)."""
+    or one), `shares` each one's share of its task (`induction.nearest`; none: whole), and
+    `vector` their normalised mean (for LanceDB's own vector search)."""
+    if shares is not None and len(shares) != len(keys):
+        raise ValueError(f"{w.id}: one share per retrieval key")
     mean = keys.mean(axis=0)
     vector = mean / (np.linalg.norm(mean) or 1.0)
     return {
@@ -224,6 +230,7 @@ def workflow_to_row(w: Workflow, keys: npt.NDArray[np.float32]) -> dict[str, Any
         "created_at": w.created_at,
         "vector": vector.astype(np.float32).tolist(),
         "keys": keys.astype(np.float32).tolist(),
+        "key_shares": None if shares is None else [float(x) for x in shares],
     }
 
 

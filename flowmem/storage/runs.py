@@ -27,16 +27,18 @@ class RunsMixin(StoreBase):
         workflows: Sequence[Workflow] = (),
         *,
         keys: Mapping[str, Vector] | None = None,
+        shares: Mapping[str, Sequence[float]] | None = None,
     ) -> InductionRun:
         """Append a run's workflow versions in one commit, tag that table version with the
         run id, and record the run. Readers see all of the run's versions or none.
 
-        `keys` maps workflow ids to retrieval vectors (see `_append_workflows`)."""
+        `keys` maps workflow ids to retrieval vectors and `shares` to their shares (see
+        `_append_workflows`)."""
         ns = run.namespace
         table = self._workflows(ns)
         self.repair(namespace=ns)
         base = int(table.version)
-        version = self._append_workflows(ns, workflows, keys)
+        version = self._append_workflows(ns, workflows, keys, shares)
         table.tags.create(run.id, version)
         committed = run.model_copy(
             update={

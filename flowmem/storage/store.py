@@ -210,24 +210,30 @@ class Store(VersionStateMixin, RunsMixin):
         tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
         return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
 
-    def workflow_index(self, *, namespace: str | None = None) -> tuple[list[Workflow], Vector, list[int]]:
+    def workflow_index(
+        self, *, namespace: str | None = None
+    ) -> tuple[list[Workflow], Vector, list[int], list[float]]:
         """The served versions (`flowmem.policy.serving.served_versions`) with their retrieval
-        vectors and the index of the version each vector belongs to: the makings of an
-        in-process index."""
+        vectors, the index of the version each vector belongs to and each vector's share of
+        its task (1 where none is recorded): the makings of an `ExampleIndex`."""
         ns = self._ns(namespace)
         found = self.committed_rows(
             rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
         )
         by_key = {(r["id"], r["version"]): r for r in found}
         served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
-        owners, vectors = [], []
+        owners: list[int] = []
+        vectors: list[Any] = []
+        shares: list[float] = []
         for i, w in enumerate(served):
             r = by_key[(w.id, w.version)]
-            for v in r["keys"] or [r["vector"]]:
-                owners.append(i)
-                vectors.append(v)
+            keys = r["keys"] or [r["vector"]]
+            owners += [i] * len(keys)
+            vectors += keys
+            recorded = r.get("key_shares")
+            shares += recorded if recorded and len(recorded) == len(keys) else [1.0] * len(keys)
         matrix = np.array(vectors, dtype=np.float32).reshape(len(vectors), self.embedder.dim)
-        return served, matrix, owners
+        return served, matrix, owners, shares
 
     def trajectory_index(
         self, *, namespace: str | None = None, success: bool | None = None
