@@ -8,15 +8,17 @@ flushes everything, so neither a normal exit nor a supervisor's stop loses a fin
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
+import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast, overload
 
-from flowmem.agents import legomem, shutdown
+from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.agents.writer import Writer
@@ -55,9 +57,16 @@ class WorkflowMemory:
         shutdown.track(self)
 
     @classmethod
-    def open(cls, settings: Settings | None = None, *, store: Store | None = None) -> WorkflowMemory:
-        """A memory on the configured store (settings from FLOWMEM_* variables by default)."""
-        return cls(settings if settings is not None else Settings(), store=store)
+    def open(
+        cls, settings: Settings | str | os.PathLike[str] | None = None, *, store: Store | None = None
+    ) -> WorkflowMemory:
+        """A memory on the configured store (settings from FLOWMEM_* variables by default), or
+        on the store at a path or URI (the other settings from FLOWMEM_* variables)."""
+        if settings is None:
+            settings = Settings()
+        elif not isinstance(settings, Settings):
+            settings = Settings(db=os.fspath(settings))
+        return cls(settings, store=store)
 
     def _submit(self, run: Run) -> None:
         with self._lock:
@@ -243,6 +252,42 @@ class WorkflowMemory:
             "Workflows that worked for similar tasks. Follow one if it fits, filling each "
             "{placeholder} from the task or from the result named:\n\n" + blocks
         )
+
+    # -- the familiar workflow-memory API (`agents/procedures.py`) -----------------------
+
+    async def add_workflow(
+        self, task: str, steps: Sequence[str], outcome: str, result: str | None = None, **kw: Any
+    ) -> str:
+        """Store a hand-written procedure: `task`, its `steps` as text, the `outcome` it aims
+        at, and its `result` ("FAILED..." marks a failure, None not yet known). It takes part
+        in induction like every run; returns its id. `agent=` and `namespace=` are optional."""
+        return await asyncio.to_thread(self.add_workflow_sync, task, steps, outcome, result, **kw)
+
+    def add_workflow_sync(
+        self,
+        task: str,
+        steps: Sequence[str],
+        outcome: str,
+        result: str | None = None,
+        *,
+        agent: str = "agent",
+        namespace: str | None = None,
+    ) -> str:
+        """`add_workflow` for code without an event loop."""
+        return procedures.add_procedure(self, task, steps, outcome, result, agent=agent, namespace=namespace)
+
+    async def search_workflow(
+        self, query: str, k: int = 3, *, namespace: str | None = None
+    ) -> list[procedures.FoundWorkflow]:
+        """The k best, best first: induced workflows and the procedures not induced yet, each
+        with `metadata` (`task`, `steps`, `outcome`, `result`, and flowmem's fields)."""
+        return await asyncio.to_thread(self.search_workflow_sync, query, k, namespace=namespace)
+
+    def search_workflow_sync(
+        self, query: str, k: int = 3, *, namespace: str | None = None
+    ) -> list[procedures.FoundWorkflow]:
+        """`search_workflow` for code without an event loop."""
+        return procedures.search_procedures(self, query, k, namespace=namespace)
 
     def for_orchestrator(self, task: str, k: int = 5) -> list[Hit]:
         """Full-task memories (plans: which agent does which subtask) for an orchestrator."""

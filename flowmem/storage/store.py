@@ -236,12 +236,15 @@ class Store(VersionStateMixin, RunsMixin):
         return served, matrix, owners, shares
 
     def trajectory_index(
-        self, *, namespace: str | None = None, success: bool | None = None
+        self, *, namespace: str | None = None, success: bool | None = None, source: str | None = None
     ) -> tuple[list[Trajectory], Vector]:
-        """Trajectories (optionally only successful or failed ones) and their task vectors."""
+        """Trajectories (optionally only successful or failed ones, only from one `source`) and
+        their task vectors."""
         where = f"namespace = {quote(self._ns(namespace))}"
         if success is not None:
             where += f" AND success = {'true' if success else 'false'}"
+        if source is not None:
+            where += f" AND source = {quote(source)}"
         found = rows.rows_of(select(self._trajectories(), where))
         matrix = np.array([r["vector"] for r in found], dtype=np.float32).reshape(
             len(found), self.embedder.dim
