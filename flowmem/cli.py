@@ -231,18 +231,30 @@ def induce(
     every: Annotated[
         bool, typer.Option("--all", help="Re-induce every cluster, not only changed ones.")
     ] = False,
+    demos: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="Demonstrations (JSONL, optionally gzipped) to store first: offline."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Induce workflows from the namespace's trajectories; commit new versions as one tagged run.
 
     Only clusters whose runs changed since the last run are induced; with nothing new, nothing
-    is done."""
+    is done. `--from FILE` first stores FILE's runs as demonstrations: workflows induced from
+    them alone are `offline`, and later online runs add versions to the same workflows."""
     from flowmem.jobs.induce import induce as induce_job
 
     settings = Settings()
-    report = induce_job(
-        store_from(settings), settings, _inducer(inducer, settings), namespace=settings.namespace, force=every
-    )
+    store = store_from(settings)
+    inducer_ = _inducer(inducer, settings)  # a bad --inducer fails before anything is stored
+    if demos:
+        missing = [str(p) for p in demos if not p.is_file()]
+        if missing:
+            raise fail(f"no such file: {', '.join(missing)}")
+        stored = ingest_files(demos, store, settings, demonstrations=True)
+        if not as_json:
+            typer.echo(f"demonstrations: {stored.summary()}", err=True)
+    report = induce_job(store, settings, inducer_, namespace=settings.namespace, force=every)
     s = report.summary()
     if as_json:
         print_json(s)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "DEMONSTRATION",
     "NAMESPACE_PATTERN",
     "InductionRun",
     "Provenance",
@@ -156,6 +157,11 @@ class UsageStats(_Frozen):
     """Of those, runs that succeeded."""
     failures: int = 0
     """Of those, runs that failed."""
+
+
+DEMONSTRATION = "demonstration"
+"""The `Trajectory.meta` key that marks a run as a curated demonstration (ingested with
+`flowmem induce --from`): a workflow induced from demonstrations alone is `offline`."""
 
 
 class Provenance(_Frozen):

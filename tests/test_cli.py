@@ -191,3 +191,32 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
         assert memory.context(task) == "" and memory.search(task) == []
         # In-process code with the store in hand may name a namespace explicitly.
         assert memory.search(task, namespace="a")[0].workflow.namespace == "a"
+
+
+def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_path: Path) -> None:
+    from tests.test_induction import forward
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("".join(forward(i).model_dump_json() + "\n" for i in range(8)))
+    db = tmp_path / "db"
+    code, output = invoke(db, "induce", "--from", str(demos))
+    assert code == 0, output
+    assert "demonstrations: stored 8, rejected 0" in output
+    store = store_from(Settings(db=str(db)))
+    [offline] = store.list_workflows()
+    assert offline.provenance.mode == "offline" and offline.version == 1
+    assert all(t.meta["demonstration"] is True for t in store.iter_trajectories())
+    # The agents' own runs later read the message before forwarding it: a new version of the
+    # same workflow, online.
+    online = []
+    for i in range(10):
+        run = forward(i).model_copy(update={"id": f"online-{i}"})
+        read = run.steps[0].model_copy(update={"action": "mail.read", "args": {"email_id": f"e{i}"}})
+        online.append(run.model_copy(update={"steps": [run.steps[0], read, *run.steps[1:]]}))
+    store.add_trajectories(online)
+    code, output = invoke(db, "induce")
+    assert code == 0, output
+    [v2] = [w for w in store.history(offline.id) if w.version == 2]
+    assert v2.parent_version == 1 and v2.provenance.mode == "online" and "mail.read" in v2.actions
+    code, output = invoke(db, "induce", "--from", str(tmp_path / "nope.jsonl"))
+    assert (code, "".join(output.split())) == (2, f"error:nosuchfile:{tmp_path / 'nope.jsonl'}")

@@ -22,7 +22,7 @@ from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.nearest import key_shares
 from flowmem.induction.subroutines import subroutine_inputs
-from flowmem.models import Trajectory, Workflow
+from flowmem.models import DEMONSTRATION, Trajectory, Workflow
 
 __all__ = [
     "ClusterOutcome",
@@ -217,8 +217,12 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     outcome.usage = induced.usage
     if not induced.workflows and cluster.failures:
         outcome.notes = standalone_pitfalls(cluster.failures, cluster.example_literals)
-    task_of = {t.id: t.task for t in [*cluster.successes, *cluster.failures]}
+    runs = {t.id: t for t in [*cluster.successes, *cluster.failures]}
+    task_of = {rid: t.task for rid, t in runs.items()}
     for w in induced.workflows:
+        sources = [runs[i] for i in w.source_trajectory_ids if i in runs]
+        if sources and all(t.meta.get(DEMONSTRATION) is True for t in sources):
+            w = w.model_copy(update={"provenance": w.provenance.model_copy(update={"mode": "offline"})})
         outcome.workflows.append(w)
         own = Counter(task_of[i] for i in w.source_trajectory_ids if i in task_of)
         outcome.keys[w.id] = dict(sorted(own.items())) or dict.fromkeys(sorted(set(task_of.values())), 0)

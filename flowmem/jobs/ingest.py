@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowmem.interchange import Rejection, read_trajectories, write_lines
-from flowmem.models import Trajectory
+from flowmem.models import DEMONSTRATION, Trajectory
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -74,10 +74,13 @@ def ingest_files(
     settings: Settings,
     *,
     progress: Callable[[Path, int], None] | None = None,
+    demonstrations: bool = False,
 ) -> IngestReport:
     """Validate and store every line of the files, in batches; quarantine the bad lines.
 
-    `progress(path, bytes_read)` is called as the files are read.
+    `progress(path, bytes_read)` is called as the files are read. With `demonstrations`, each
+    run is marked as one (`meta["demonstration"]`): workflows induced from such runs alone
+    have provenance mode `offline` (AWM's offline setting).
     """
     report = IngestReport(quarantine=settings.quarantine_path)
     batch: list[Trajectory] = []
@@ -93,6 +96,8 @@ def ingest_files(
                 report.rejected.append(item)
                 continue
             report.valid += 1
+            if demonstrations:
+                item = item.model_copy(update={"meta": {**item.meta, DEMONSTRATION: True}})
             batch.append(item)
             if len(batch) >= _BATCH:
                 flush()
