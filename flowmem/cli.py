@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from flowmem import cli_demo, cli_server
+from flowmem import cli_demo, cli_export, cli_server
 from flowmem import cli_render as render
 from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
 from flowmem.induction.base import Inducer
@@ -34,6 +34,7 @@ workflows_app = typer.Typer(
 )
 app.add_typer(trajectories_app, name="trajectories")
 app.add_typer(workflows_app, name="workflows")
+app.add_typer(cli_export.app, name="export")
 
 
 def _store() -> Store:

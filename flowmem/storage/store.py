@@ -210,6 +210,19 @@ class Store(VersionStateMixin, RunsMixin):
         tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
         return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
 
+    def served_workflows(self, *, namespace: str | None = None) -> list[Workflow]:
+        """One version per workflow not wholly deprecated: the active one, or, with none, the
+        candidate search serves (`flowmem.policy.serving.served_versions`)."""
+        ns = self._ns(namespace)
+        found = self.committed_rows(
+            rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
+        )
+        chosen: dict[str, Workflow] = {}
+        for w in served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns)):
+            if w.id not in chosen or w.status == "active":
+                chosen[w.id] = w
+        return [chosen[k] for k in sorted(chosen)]
+
     def workflow_index(
         self, *, namespace: str | None = None
     ) -> tuple[list[Workflow], Vector, list[int], list[float]]:
