@@ -11,26 +11,39 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from flowmem import cli_demo, cli_export, cli_server
+from flowmem import cli_demo, cli_eval, cli_export, cli_server
 from flowmem import cli_render as render
-from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
-from flowmem.induction.base import Inducer
-from flowmem.jobs.factories import inducer_from, store_from
+from flowmem.cli_common import (
+    JsonOpt,
+    check_settings,
+    err,
+    fail,
+    inducer_or_fail,
+    out,
+    prefect_env,
+    print_json,
+    require_namespace,
+)
+from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 from flowmem.storage import Store, StoreError
 
 # Locals are never shown in tracebacks: they may hold keys or tokens.
+# Plain help (no rich boxes): flags without `<bool>` metavars, as users expect.
 app = typer.Typer(
     help="flowmem: online workflow induction for LLM agents.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
-trajectories_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
+app.callback()(check_settings)  # a bad FLOWMEM_* value: one line before any command
+trajectories_app = typer.Typer(
+    help="Inspect stored trajectories.", no_args_is_help=True, rich_markup_mode=None
+)
 workflows_app = typer.Typer(
-    help="Inspect workflows, their versions and runs; roll back.", no_args_is_help=True
+    help="Inspect workflows, their versions and runs; roll back.", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(trajectories_app, name="trajectories")
 app.add_typer(workflows_app, name="workflows")
@@ -50,9 +63,11 @@ def ingest(
 
     Exit status 0 when every line was stored (or was already stored), 1 when any was rejected.
     """
+    if missing := [str(p) for p in files if not p.is_file()]:
+        raise fail(f"no such file: {', '.join(missing)}")
     settings = Settings()
     store = store_from(settings)
-    sizes = {p: p.stat().st_size if p.is_file() else 0 for p in files}
+    sizes = {p: p.stat().st_size for p in files}
     with Progress(
         TextColumn("[bold]ingest[/bold] {task.description}"),
         BarColumn(),
@@ -129,8 +144,10 @@ def workflows_list(
 ) -> None:
     """The latest version of every workflow."""
     at_ref: str | int | None = int(at) if at is not None and at.isdigit() else at
+    store = _store()
+    require_namespace(store, store.settings.namespace)
     try:
-        found = _store().list_workflows(status=status, at=at_ref)
+        found = store.list_workflows(status=status, at=at_ref)
     except StoreError as e:
         raise fail(str(e), 1) from None
     if as_json:
@@ -218,14 +235,6 @@ def workflows_rollback(
     )
 
 
-def _inducer(kind: str, settings: Settings) -> Inducer:
-    """The inducer of a kind, or a one-line error."""
-    try:
-        return inducer_from(kind, settings)
-    except ValueError as e:
-        raise fail(str(e)) from None
-
-
 @app.command()
 def induce(
     inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
@@ -247,7 +256,7 @@ def induce(
 
     settings = Settings()
     store = store_from(settings)
-    inducer_ = _inducer(inducer, settings)  # a bad --inducer fails before anything is stored
+    inducer_ = inducer_or_fail(inducer, settings)  # a bad --inducer fails before anything is stored
     if demos:
         missing = [str(p) for p in demos if not p.is_file()]
         if missing:
@@ -275,8 +284,8 @@ def induce(
 
 @app.command()
 def search(
-    task: Annotated[str, typer.Argument(help="The task to find workflows for.")],
-    k: Annotated[int, typer.Option("--k", min=1, help="How many workflows.")] = 3,
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task to find workflows for.")],
+    k: Annotated[int, typer.Option("--k", "-k", min=1, metavar="N", help="How many workflows.")] = 3,
     agent: Annotated[str | None, typer.Option(help="Only workflows for this agent.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -284,7 +293,11 @@ def search(
     from flowmem.agents import WorkflowMemory
     from flowmem.server.payloads import hit_payload
 
-    with WorkflowMemory(Settings()) as memory:
+    settings = Settings()
+    with WorkflowMemory(settings) as memory:
+        require_namespace(memory.store, settings.namespace)
+        if not memory.index.served():
+            raise fail(f"no workflows in namespace {settings.namespace!r} yet: run `flowmem induce` first", 1)
         hits = memory.search(task, k, agent=agent)
     if as_json:
         print_json([hit_payload(h) for h in hits])
@@ -294,31 +307,6 @@ def search(
     for h in hits:
         out.print(render.workflow_panel(h.workflow))
         out.print(f"score {h.score:.3f} (similarity {h.similarity:.3f})", style="dim")
-
-
-@app.command("eval")
-def eval_command(
-    train: Annotated[Path, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")],
-    test: Annotated[Path, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")],
-    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
-    k: Annotated[int, typer.Option("--k", min=1, help="Memories retrieved per test task.")] = 3,
-    as_json: JsonOpt = False,
-) -> None:
-    """Induce from TRAIN in a temporary store, retrieve for each TEST task, and compare with
-    retrieving raw successful trajectories (metrics: docs/metrics.md)."""
-    from flowmem.jobs.evaluate import evaluate, load
-
-    settings = Settings()
-    report = evaluate(
-        load(train, settings), load(test, settings), _inducer(inducer, settings), settings=settings, k=k
-    )
-    if as_json:
-        print_json(report)
-        return
-    table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
-    for key in report["flowmem"]:
-        table.add_row(key, str(report["flowmem"][key]), str(report["raw"].get(key, "")))
-    out.print(table)
 
 
 FLOWS = ("collect", "induce", "learn", "cycle")
@@ -366,6 +354,7 @@ def serve(
 
 app.command()(cli_demo.generate)
 app.command()(cli_demo.demo)
+app.command("eval")(cli_eval.eval_command)
 app.command("api")(cli_server.api)
 app.command("mcp")(cli_server.mcp)
 

@@ -5,15 +5,29 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-__all__ = ["JsonOpt", "fail", "prefect_env", "print_json", "err", "out"]
+if TYPE_CHECKING:
+    from flowmem.induction.base import Inducer
+    from flowmem.settings import Settings
+
+__all__ = [
+    "JsonOpt",
+    "check_settings",
+    "err",
+    "fail",
+    "inducer_or_fail",
+    "out",
+    "prefect_env",
+    "print_json",
+    "require_namespace",
+]
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
@@ -27,6 +41,48 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print an error to stderr; the exit to raise (`raise fail(...)`)."""
     err.print(f"[red]error:[/red] {message}")
     return typer.Exit(code)
+
+
+def check_settings() -> None:
+    """Validate the settings (FLOWMEM_* variables, `.env`) before any command runs: a bad
+    value is one line naming the variable, never a traceback."""
+    from pydantic import ValidationError
+
+    from flowmem.settings import Settings
+
+    try:
+        Settings()
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = "FLOWMEM_" + "_".join(str(part) for part in first["loc"]).upper()
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise fail(f"{name}={first.get('input')!r} is not valid: {first['msg']}{more}") from None
+
+
+def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
+    """The inducer of a kind (`rule` or `llm`), or a one-line error with a hint."""
+    from flowmem.jobs.factories import inducer_from
+
+    try:
+        return inducer_from(kind, settings)
+    except ValueError as e:
+        raise fail(f"{e} (or --inducer rule, which needs no LLM)" if kind == "llm" else str(e)) from None
+
+
+def require_namespace(store: Any, namespace: str) -> None:
+    """A one-line error with a hint when the store is empty or the namespace holds nothing."""
+    known = store.namespaces()
+    if namespace in known:
+        return
+    if not known:
+        raise fail(
+            f"the store at {store.settings.db} is empty: `flowmem ingest FILE.jsonl` "
+            "(or `flowmem induce --from FILE.jsonl`) first, or `make demo` for a demo store"
+        )
+    raise fail(
+        f"namespace {namespace!r} holds nothing in {store.settings.db}: "
+        f"set FLOWMEM_NAMESPACE to one of {', '.join(known)}"
+    )
 
 
 def prefect_env() -> None:

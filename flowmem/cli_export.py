@@ -8,13 +8,15 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import fail
+from flowmem.cli_common import fail, require_namespace
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Export the served workflows for other tools.", no_args_is_help=True)
+app = typer.Typer(
+    help="Export the served workflows for other tools.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @app.command()
@@ -29,7 +31,9 @@ def skills(
     if directory.exists() and not directory.is_dir():
         raise fail(f"{directory} exists and is not a folder")
     settings = Settings()
-    workflows = store_from(settings).served_workflows(namespace=settings.namespace)
+    store = store_from(settings)
+    require_namespace(store, settings.namespace)
+    workflows = store.served_workflows(namespace=settings.namespace)
     if not workflows:
         raise fail(f"no served workflow in namespace {settings.namespace!r}: run `flowmem induce` first")
     report = export_skills(workflows, directory)

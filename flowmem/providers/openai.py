@@ -248,7 +248,7 @@ def llm_from_settings(settings: Settings) -> OpenAILLM:
     Raises:
         ValueError: if `settings.llm_model` is not set.
     """
-    if settings.llm_model is None:
+    if not settings.llm_model:  # unset, or set empty
         raise ValueError("no LLM configured: set FLOWMEM_LLM_MODEL (or llm_model) to use the LLM inducer")
     return OpenAILLM(settings.llm_model, temperature=settings.llm_temperature, **_endpoint(settings))
 

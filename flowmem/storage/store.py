@@ -30,6 +30,7 @@ from flowmem.storage.base import (
     quote,
     select,
 )
+from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.version_state import VersionStateMixin
 
@@ -87,6 +88,12 @@ class Store(VersionStateMixin, RunsMixin):
             return int(merge.execute(data).num_inserted_rows)
 
         return _retry(write)
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a trajectory or a workflow, sorted."""
+        found = {r["namespace"] for r in rows.rows_of(select(self._trajectories(), None, ["namespace"]))}
+        found |= {n.removeprefix("workflows__") for n in table_names(self.db) if n.startswith("workflows__")}
+        return sorted(found)
 
     def count_trajectories(self, *, namespace: str | None = None) -> int:
         """How many trajectories the namespace holds."""

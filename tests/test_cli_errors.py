@@ -1,0 +1,101 @@
+"""Every CLI error a user can cause is one clear line with a hint, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowmem.cli import app
+from tests.test_cli import good
+
+runner = CliRunner()
+
+
+def run(tmp_path: Path, *args: str, **env: str) -> tuple[int, list[str]]:
+    base = {"FLOWMEM_DB": str(tmp_path / "db"), "FLOWMEM_NAMESPACE": "default", "FLOWMEM_LLM_MODEL": ""}
+    result = runner.invoke(app, list(args), env=base | env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output.splitlines()
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> Path:
+    data = tmp_path / "runs.jsonl"
+    data.write_text("".join(good(i) + "\n" for i in range(1, 9)))
+    assert run(tmp_path, "ingest", str(data))[0] == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("ingest", "missing.jsonl"), "error: no such file: missing.jsonl"),
+        (("induce", "--from", "missing.jsonl"), "error: no such file: missing.jsonl"),
+        (
+            ("eval", "--train", "missing.jsonl", "--test", "missing.jsonl"),
+            "error: no such file: missing.jsonl",
+        ),
+    ],
+)
+def test_a_missing_file(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
+    code, lines = run(tmp_path, *args)
+    assert code == 2 and lines[0].startswith(expected) and len(lines) == 1
+
+
+def test_a_bad_json_line_is_reported_with_its_place_and_the_rest_is_stored(tmp_path: Path) -> None:
+    data = tmp_path / "runs.jsonl"
+    data.write_text(good(1) + "\n{bad\n")
+    code, lines = run(tmp_path, "ingest", str(data))
+    assert code == 1
+    assert (
+        lines[0]
+        == f"rejected {data}:2: malformed JSON: Expecting property name enclosed in double quotes at column 2"
+    )
+    assert lines[1].startswith("stored 1, rejected 1 (see ") and len(lines) == 2
+
+
+def test_an_empty_store(tmp_path: Path) -> None:
+    for args in (
+        ("search", "send the report"),
+        ("workflows", "list"),
+        ("export", "skills", str(tmp_path / "s")),
+    ):
+        code, lines = run(tmp_path, *args)
+        assert code == 2 and len(lines) == 1, (args, lines)
+        assert lines[0].startswith(
+            f"error: the store at {tmp_path / 'db'} is empty: `flowmem ingest FILE.jsonl`"
+        )
+
+
+def test_an_unknown_namespace(filled: Path) -> None:
+    code, lines = run(filled, "workflows", "list", FLOWMEM_NAMESPACE="prod")
+    assert (code, lines) == (
+        2,
+        [
+            f"error: namespace 'prod' holds nothing in {filled / 'db'}: set FLOWMEM_NAMESPACE to one of default"
+        ],
+    )
+
+
+def test_a_namespace_with_runs_but_no_workflows_yet(filled: Path) -> None:
+    code, lines = run(filled, "search", "send the report")
+    assert (code, lines) == (
+        1,
+        ["error: no workflows in namespace 'default' yet: run `flowmem induce` first"],
+    )
+
+
+def test_no_llm_configured(filled: Path) -> None:
+    code, lines = run(filled, "induce", "--inducer", "llm")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: no LLM configured: set FLOWMEM_LLM_MODEL")
+    assert lines[0].endswith("(or --inducer rule, which needs no LLM)")
+
+
+def test_an_invalid_setting(tmp_path: Path) -> None:
+    code, lines = run(tmp_path, "workflows", "list", FLOWMEM_NAMESPACE="bad ns!")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: FLOWMEM_NAMESPACE='bad ns!' is not valid: String should match pattern")
