@@ -13,11 +13,25 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
 setup: $(STAMP)
 
+# `$(call pip,ARGS)`: pip with its full output in $(VENV)/pip.log, shown without one notice:
+# pip warns "Location 'file:///.../<project>/' is ignored" for every project that an on-disk index
+# set in pip.conf (extra-index-url = file:///..., a partial local mirror) lacks, and has no switch
+# for it (pypa/pip#8149). Every other line, and pip's exit status, go through.
+define pip
+$(BIN)/python -m pip $(1) >$(VENV)/pip.log 2>&1; status=$$?; \
+grep -v "^WARNING: Location 'file:.*' is ignored: it is neither a file nor a directory\.$$" $(VENV)/pip.log >&2; \
+exit $$status
+endef
+
 # Reinstall only when the project's metadata changed: otherwise `make setup` is a no-op.
+# pip shows a local project's build-backend warnings; setuptools sends a notice that is only
+# information through them ("Editable installation.": folders named like the package may shadow
+# it), so PYTHONWARNINGS ignores that one message, no other.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@echo "installing flowmem[dev] into $(VENV): a few minutes the first time"
+	@$(call pip,install --quiet --upgrade pip)
+	@PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(call pip,install --quiet -e '.[dev]')
 	touch $(STAMP)
 
 demo: setup
