@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flowmem import cli_render as render
 from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
@@ -20,6 +24,32 @@ def prefect_cycle(store: Store, settings: Settings) -> dict[str, Any]:
     from flowmem.flows.pipeline import cycle
 
     return cycle(db=settings.db, namespace=settings.namespace)
+
+
+def _cli_command() -> str:
+    """How to call the `flowmem` script from here: `flowmem` when that is on PATH and is this
+    installation's, else its path (`.venv/bin/flowmem` after `make demo`)."""
+    mine = Path(sys.executable).with_name("flowmem")
+    found = shutil.which("flowmem")
+    if found and Path(found).resolve() == mine.resolve():
+        return "flowmem"
+    if not mine.exists():
+        return f"{sys.executable} -m flowmem.cli"
+    try:
+        return str(mine.relative_to(Path.cwd()))
+    except ValueError:
+        return str(mine)
+
+
+def _quiet_prefect() -> None:
+    """Prefect's console output at WARNING (no flow or task run states, no temporary-server
+    notices), unless PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL says otherwise. Only the terminal
+    is quieted: run logs still reach a Prefect server's UI."""
+    # Prefect reads its settings and configures logging when it is first imported, and its
+    # temporary server's process inherits this environment: set before the cycle flow's lazy
+    # import, the variable reaches both. Once Prefect is imported in a process it has no effect.
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
 
 
 def generate(
@@ -45,6 +75,9 @@ def demo(
         ".flowmem/demo"
     ),
     as_json: JsonOpt = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's INFO logs (flow and task run states).")
+    ] = False,
 ) -> None:
     """The main job: a simulated agent learns online, with workflow memory against without.
 
@@ -59,16 +92,31 @@ def demo(
         raise fail(f"unknown engine {engine!r}: use prefect or direct")
     if engine == "prefect":
         prefect_env()
+        if not verbose:
+            _quiet_prefect()
     settings = Settings(db=str(workdir / "db"))
-    with err.status("round 1 ...") as status:
+    columns = (
+        TextColumn("round {task.fields[round]}/{task.fields[rounds]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tasks, solved with memory so far: {task.fields[solved]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True, disable=as_json) as bar:
+        current = bar.add_task("round", total=tasks, round=1, rounds=rounds, solved=0)
+
+        def on_task(r: int, done: int, solved: int) -> None:
+            bar.update(current, completed=done, round=r, solved=solved)
 
         def progress(r: Any) -> None:
             w, wo = r.with_memory, r.without_memory
-            err.print(
-                f"round {r.round}: with memory {w.success_rate:.0%} in {w.mean_steps:.1f} calls, "
-                f"without {wo.success_rate:.0%} in {wo.mean_steps:.1f}; {r.workflows} workflows served"
-            )
-            status.update(f"round {r.round + 1} ..." if r.round < rounds else "done")
+            if not as_json:
+                err.print(
+                    f"round {r.round}: with memory {w.success_rate:.0%} in {w.mean_steps:.1f} calls, "
+                    f"without {wo.success_rate:.0%} in {wo.mean_steps:.1f}; {r.workflows} workflows served"
+                    + (" (learning from this round's runs ...)" if r.round < rounds else "")
+                )
+            bar.update(current, completed=0, round=min(r.round + 1, rounds), solved=0)
 
         report = run_loop(
             settings,
@@ -78,6 +126,7 @@ def demo(
             skill=skill,
             cycle=prefect_cycle if engine == "prefect" else direct_cycle,
             progress=progress,
+            on_task=on_task,
         )
     png = plot(report, workdir / "learning_curve.png")
     if as_json:
@@ -87,4 +136,7 @@ def demo(
     out.print(
         f"learning curve: {png}" if png else "no plot: install matplotlib (pip install 'flowmem[plot]')"
     )
-    out.print(f"store: {settings.db} (try FLOWMEM_DB={settings.db} flowmem workflows list)", style="dim")
+    cli = _cli_command()
+    out.print(f"store: {settings.db}; look at what the agent learned:")
+    out.print(f"  FLOWMEM_DB={settings.db} {cli} workflows list", soft_wrap=True)
+    out.print(f'  FLOWMEM_DB={settings.db} {cli} search "Cancel my next meeting with Dana"', soft_wrap=True)

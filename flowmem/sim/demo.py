@@ -114,6 +114,7 @@ def run_loop(
     cycle: Cycle = run_cycle,
     fresh: bool = True,
     progress: Callable[[Round], None] | None = None,
+    on_task: Callable[[int, int, int], None] | None = None,
 ) -> DemoReport:
     """Run the learning loop on the settings' store (emptied first when `fresh`).
 
@@ -127,6 +128,8 @@ def run_loop(
         cycle: What runs between rounds.
         fresh: Delete the store directory first (only a local directory).
         progress: Called after each round.
+        on_task: Called after each task with (round, tasks done in it, of them solved with
+            memory).
     """
     if fresh and "://" not in settings.db:
         shutil.rmtree(settings.db, ignore_errors=True)
@@ -149,6 +152,8 @@ def run_loop(
                 for t in runs:
                     _record(memory, t, follower.used.get(t.id, []))
                 mine.append(runs)
+                if on_task is not None:
+                    on_task(r, i + 1, sum(bool(ts[0].success) for ts in mine))
             memory.flush()
             n_runs = sum(len(ts) - (ts[0].agent == "orchestrator") for ts in mine)
             done = Round(r, _arm(mine), _arm(base), round(len(follower.followed) / max(n_runs, 1), 3), served)
