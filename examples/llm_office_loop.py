@@ -21,6 +21,9 @@ Run it (a key, or any OpenAI-compatible server; every task is a few model calls)
 (--family narrows the tasks, so fewer tasks per round are enough for workflows to form: a
 workflow needs a few similar runs.)
 
+It first sends the model one tiny request; without a model configured, or when that request
+fails, it says in one line what to set and exits with status 1, before touching the store.
+
 The store (default .flowmem/llm-demo/db, emptied first) keeps the runs and the workflows:
 `FLOWMEM_DB=.flowmem/llm-demo/db flowmem workflows list`.
 """
@@ -51,6 +54,7 @@ SYSTEM = (
     "Do the user's task with the tools: look up what you need (ids, email addresses) before acting, "
     "and act only as the task asks. When it is done, say in one line what you did."
 )
+NAME = "llm_office_loop"
 DEFAULT_MODEL = "gpt-4o-mini"
 
 _JSON_TYPES = {str: "string", int: "integer"}
@@ -256,6 +260,58 @@ def _positive(text: str) -> int:
     return value
 
 
+NEEDS = (
+    "set OPENAI_API_KEY (or FLOWMEM_LLM_API_KEY) for OpenAI, or FLOWMEM_LLM_BASE_URL for any "
+    "OpenAI-compatible server (e.g. http://localhost:11434/v1); FLOWMEM_LLM_MODEL names the model "
+    f"(default {DEFAULT_MODEL})"
+)
+"""What to set, said whenever the model cannot be used."""
+
+
+def failure(err: openai.APIError, model: str, url: object) -> str:
+    """One line for a request the endpoint at `url` did not answer: what happened, what to set."""
+    detail = " ".join(err.message.split())
+    if isinstance(err, openai.APIConnectionError):  # timeouts too
+        return f"{NAME}: no answer from {url} ({detail}); check that it is up, or {NEEDS}."
+    if isinstance(err, openai.AuthenticationError):
+        what, fix = "refused the API key", "set OPENAI_API_KEY or FLOWMEM_LLM_API_KEY to a key it accepts"
+    elif isinstance(err, openai.NotFoundError):  # or a base URL without its API path (/v1)
+        what, fix = f"has no model {model!r}", "set FLOWMEM_LLM_MODEL to one it serves (and check the URL)"
+    else:
+        what, fix = f"failed with {type(err).__name__}", "try again, or check the FLOWMEM_LLM_* settings"
+    return f"{NAME}: {url} {what} ({detail}); {fix}."
+
+
+def connect(settings: Settings) -> tuple[openai.OpenAI, str]:
+    """The client and model from the settings, after one tiny request shows they work.
+
+    Exits with one line saying what to set when no model is configured or the endpoint does
+    not answer, before the store is touched.
+    """
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    key = key or os.environ.get("OPENAI_API_KEY")
+    if not key and settings.llm_base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+        sys.exit(f"{NAME} needs a model: {NEEDS}.")
+    model = settings.llm_model or DEFAULT_MODEL
+    # Without FLOWMEM_LLM_BASE_URL, the client reads OPENAI_BASE_URL itself; local servers ignore the key.
+    client = openai.OpenAI(
+        base_url=settings.llm_base_url,
+        api_key=key or "not-needed",
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+    try:  # a failure here is the endpoint's, not a run's: nothing is recorded (or emptied) yet
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+        )
+    except (openai.BadRequestError, openai.UnprocessableEntityError):
+        pass  # it knows the model but not an option (reasoning models refuse max_tokens): it works
+    except openai.APIError as err:
+        client.close()
+        sys.exit(failure(err, model, client.base_url))
+    return client, model
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=_positive, default=3, help="rounds of tasks (default 3)")
@@ -279,33 +335,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     settings = Settings(db=args.db)
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    key = key or os.environ.get("OPENAI_API_KEY")
-    if key is None and settings.llm_base_url is None:
-        sys.exit(
-            "llm_office_loop needs a model: set OPENAI_API_KEY (or FLOWMEM_LLM_API_KEY), or "
-            "FLOWMEM_LLM_BASE_URL for an OpenAI-compatible server (e.g. http://localhost:11434/v1)."
-        )
-    model = settings.llm_model or DEFAULT_MODEL
+    client, model = connect(settings)
     print(f"model {model}; {args.rounds} rounds of {args.tasks} single-agent tasks", flush=True)
-    with openai.OpenAI(
-        base_url=settings.llm_base_url,
-        api_key=key or "not-needed",  # local servers ignore it
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
-    ) as client:
-        run_rounds(
-            client,
-            model,
-            settings,
-            rounds=args.rounds,
-            tasks=args.tasks,
-            seed=args.seed,
-            compare=args.compare,
-            families=args.family,
-            max_turns=args.max_turns,
-            progress=lambda s: print(_line(s), flush=True),
-        )
+    with client:
+        try:
+            run_rounds(
+                client,
+                model,
+                settings,
+                rounds=args.rounds,
+                tasks=args.tasks,
+                seed=args.seed,
+                compare=args.compare,
+                families=args.family,
+                max_turns=args.max_turns,
+                progress=lambda s: print(_line(s), flush=True),
+            )
+        except openai.APIError as err:  # the endpoint went away later: that run is stored as failed
+            sys.exit(failure(err, model, client.base_url))
     print(f"store: {settings.db} (try FLOWMEM_DB={settings.db} flowmem workflows list)")
 
 

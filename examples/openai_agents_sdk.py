@@ -11,6 +11,9 @@ Run it (a key, or any OpenAI-compatible chat-completions server):
     FLOWMEM_LLM_BASE_URL=http://localhost:11434/v1 FLOWMEM_LLM_MODEL=llama3.1 \\
         python examples/openai_agents_sdk.py
 
+It first sends the model one tiny request; without a model configured, or when that request
+fails, it says in one line what to set and exits with status 1, before recording anything.
+
 After a few runs, `flowmem induce` turns them into workflows the next runs get.
 """
 
@@ -20,13 +23,34 @@ import asyncio
 import os
 import sys
 
-from agents import Agent, Model, RunConfig, Runner, function_tool, set_tracing_disabled
-from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
-from openai import AsyncOpenAI
+import openai
 
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
 from flowmem.settings import Settings
+
+try:
+    from agents import (
+        Agent,
+        Model,
+        RunConfig,
+        Runner,
+        function_tool,
+        set_default_openai_client,
+        set_tracing_disabled,
+    )
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+
+    from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
+except ModuleNotFoundError as err:  # an optional extra
+    if err.name != "agents":
+        raise
+    sys.exit(
+        "openai_agents_sdk needs the OpenAI Agents SDK: pip install -e '.[openai-agents]' "
+        "(or pip install openai-agents)."
+    )
+
+NAME = "openai_agents_sdk"
+DEFAULT_MODEL = "gpt-4o-mini"
 
 # A tiny mailbox, so the example runs without any account.
 INBOX = [
@@ -93,20 +117,76 @@ async def solve(agent: Agent[None], memory: WorkflowMemory, task: str, *, max_tu
     return str(result.final_output)
 
 
+NEEDS = (
+    "set OPENAI_API_KEY (or FLOWMEM_LLM_API_KEY) for OpenAI, or FLOWMEM_LLM_BASE_URL for any "
+    "OpenAI-compatible server (e.g. http://localhost:11434/v1); FLOWMEM_LLM_MODEL names the model "
+    f"(default {DEFAULT_MODEL})"
+)
+"""What to set, said whenever the model cannot be used."""
+
+
+def failure(err: openai.APIError, model: str, url: object) -> str:
+    """One line for a request the endpoint at `url` did not answer: what happened, what to set."""
+    detail = " ".join(err.message.split())
+    if isinstance(err, openai.APIConnectionError):  # timeouts too
+        return f"{NAME}: no answer from {url} ({detail}); check that it is up, or {NEEDS}."
+    if isinstance(err, openai.AuthenticationError):
+        what, fix = "refused the API key", "set OPENAI_API_KEY or FLOWMEM_LLM_API_KEY to a key it accepts"
+    elif isinstance(err, openai.NotFoundError):  # or a base URL without its API path (/v1)
+        what, fix = f"has no model {model!r}", "set FLOWMEM_LLM_MODEL to one it serves (and check the URL)"
+    else:
+        what, fix = f"failed with {type(err).__name__}", "try again, or check the FLOWMEM_LLM_* settings"
+    return f"{NAME}: {url} {what} ({detail}); {fix}."
+
+
+async def connect(settings: Settings) -> tuple[openai.AsyncOpenAI, str]:
+    """The client and model name from the settings, after one tiny request shows they work.
+
+    Exits with one line saying what to set when no model is configured or the endpoint does
+    not answer, before any run is recorded.
+    """
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    key = key or os.environ.get("OPENAI_API_KEY")
+    if not key and settings.llm_base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+        sys.exit(f"{NAME} needs a model: {NEEDS}.")
+    name = settings.llm_model or DEFAULT_MODEL
+    # Without FLOWMEM_LLM_BASE_URL, the client reads OPENAI_BASE_URL itself; local servers ignore the key.
+    client = openai.AsyncOpenAI(
+        base_url=settings.llm_base_url,
+        api_key=key or "not-needed",
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+    try:  # a failure here is the endpoint's, not a run's: nothing is recorded yet
+        await client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+        )
+    except (openai.BadRequestError, openai.UnprocessableEntityError):
+        pass  # it knows the model but not an option (reasoning models refuse max_tokens): it works
+    except openai.APIError as err:
+        await client.close()
+        sys.exit(failure(err, name, client.base_url))
+    return client, name
+
+
 async def main() -> None:
     settings = Settings()
-    name = settings.llm_model or "gpt-4o-mini"
-    model: str | Model = name  # the SDK's default: the Responses API with OPENAI_API_KEY
-    if settings.llm_base_url is not None:
-        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-        key = key or os.environ.get("OPENAI_API_KEY", "not-needed")  # local servers ignore it
-        client = AsyncOpenAI(base_url=settings.llm_base_url, api_key=key)
+    client, name = await connect(settings)
+    model: str | Model = name
+    if client.base_url.host == "api.openai.com":
+        set_default_openai_client(client)  # the SDK's default: the Responses API, traces to OpenAI
+    else:  # any other server (FLOWMEM_LLM_BASE_URL or OPENAI_BASE_URL): chat completions
         model = OpenAIChatCompletionsModel(model=name, openai_client=client)
         set_tracing_disabled(True)  # traces go to OpenAI's platform; not for a local server
     agent = build_agent(model)
-    with WorkflowMemory.open(settings) as memory:
-        for task in sys.argv[1:] or ["Forward the latest email about the roadmap to olga"]:
-            print(f"{task}\n  -> {await solve(agent, memory, task)}")
+    async with client:
+        with WorkflowMemory.open(settings) as memory:
+            for task in sys.argv[1:] or ["Forward the latest email about the roadmap to olga"]:
+                try:
+                    answer = await solve(agent, memory, task)
+                except openai.APIError as err:  # the endpoint went away later: the run is stored as failed
+                    sys.exit(failure(err, name, client.base_url))
+                print(f"{task}\n  -> {answer}")
 
 
 if __name__ == "__main__":

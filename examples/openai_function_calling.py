@@ -10,6 +10,9 @@ Run it (a key, or any OpenAI-compatible server):
     FLOWMEM_LLM_BASE_URL=http://localhost:11434/v1 FLOWMEM_LLM_MODEL=llama3.1 \
         python examples/openai_function_calling.py
 
+It first sends the model one tiny request; without a model configured, or when that request
+fails, it says in one line what to set and exits with status 1, before recording anything.
+
 The runs land in the store at FLOWMEM_DB (default ./.flowmem/db); after a few, `flowmem induce`
 turns them into workflows that the next runs get in their prompt (`flowmem search "<task>"`
 shows which).
@@ -29,6 +32,8 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from flowmem.agents import WorkflowMemory
 from flowmem.settings import Settings
 
+NAME = "openai_function_calling"
+DEFAULT_MODEL = "gpt-4o-mini"
 SYSTEM = "You are an email assistant. Use the tools to do the user's task, then say in one line what you did."
 
 # A tiny mailbox, so the example runs without any account.
@@ -85,7 +90,7 @@ def solve(
     memory: WorkflowMemory,
     task: str,
     *,
-    model: str = "gpt-4o-mini",
+    model: str = DEFAULT_MODEL,
     agent: str = "mail_agent",
     max_turns: int = 8,
 ) -> str | None:
@@ -123,17 +128,69 @@ def solve(
         return None
 
 
+NEEDS = (
+    "set OPENAI_API_KEY (or FLOWMEM_LLM_API_KEY) for OpenAI, or FLOWMEM_LLM_BASE_URL for any "
+    "OpenAI-compatible server (e.g. http://localhost:11434/v1); FLOWMEM_LLM_MODEL names the model "
+    f"(default {DEFAULT_MODEL})"
+)
+"""What to set, said whenever the model cannot be used."""
+
+
+def failure(err: openai.APIError, model: str, url: object) -> str:
+    """One line for a request the endpoint at `url` did not answer: what happened, what to set."""
+    detail = " ".join(err.message.split())
+    if isinstance(err, openai.APIConnectionError):  # timeouts too
+        return f"{NAME}: no answer from {url} ({detail}); check that it is up, or {NEEDS}."
+    if isinstance(err, openai.AuthenticationError):
+        what, fix = "refused the API key", "set OPENAI_API_KEY or FLOWMEM_LLM_API_KEY to a key it accepts"
+    elif isinstance(err, openai.NotFoundError):  # or a base URL without its API path (/v1)
+        what, fix = f"has no model {model!r}", "set FLOWMEM_LLM_MODEL to one it serves (and check the URL)"
+    else:
+        what, fix = f"failed with {type(err).__name__}", "try again, or check the FLOWMEM_LLM_* settings"
+    return f"{NAME}: {url} {what} ({detail}); {fix}."
+
+
+def connect(settings: Settings) -> tuple[openai.OpenAI, str]:
+    """The client and model from the settings, after one tiny request shows they work.
+
+    Exits with one line saying what to set when no model is configured or the endpoint does
+    not answer, before any run is recorded.
+    """
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    key = key or os.environ.get("OPENAI_API_KEY")
+    if not key and settings.llm_base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+        sys.exit(f"{NAME} needs a model: {NEEDS}.")
+    model = settings.llm_model or DEFAULT_MODEL
+    # Without FLOWMEM_LLM_BASE_URL, the client reads OPENAI_BASE_URL itself; local servers ignore the key.
+    client = openai.OpenAI(
+        base_url=settings.llm_base_url,
+        api_key=key or "not-needed",
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+    try:  # a failure here is the endpoint's, not a run's: nothing is recorded yet
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
+        )
+    except (openai.BadRequestError, openai.UnprocessableEntityError):
+        pass  # it knows the model but not an option (reasoning models refuse max_tokens): it works
+    except openai.APIError as err:
+        client.close()
+        sys.exit(failure(err, model, client.base_url))
+    return client, model
+
+
 def main() -> None:
     settings = Settings()
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    if key is None and settings.llm_base_url is not None:
-        key = os.environ.get("OPENAI_API_KEY", "not-needed")  # local servers ignore it
-    # Without FLOWMEM_LLM_*, the client reads OPENAI_API_KEY and OPENAI_BASE_URL itself.
-    client = openai.OpenAI(base_url=settings.llm_base_url, api_key=key)
+    client, model = connect(settings)
     tasks = sys.argv[1:] or ["Forward the latest email about the roadmap to olga"]
-    with WorkflowMemory.open(settings) as memory:
+    with client, WorkflowMemory.open(settings) as memory:
         for task in tasks:
-            print(f"{task}\n  -> {solve(client, memory, task, model=settings.llm_model or 'gpt-4o-mini')}")
+            try:
+                answer = solve(client, memory, task, model=model)
+            except openai.APIError as err:  # the endpoint went away later: the run is stored as failed
+                sys.exit(failure(err, model, client.base_url))
+            print(f"{task}\n  -> {answer}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,21 @@
-"""examples/llm_office_loop.py against a scripted chat-completions endpoint on httpx.MockTransport
-(no network, no key): the loop records the memory arm's runs, learns between rounds and serves
-what it learned to the next round."""
+"""The examples. examples/llm_office_loop.py against a scripted chat-completions endpoint on
+httpx.MockTransport (no network, no key): the loop records the memory arm's runs, learns between
+rounds and serves what it learned to the next round. Then each example run as a new user runs it
+(a subprocess): without a model, against an endpoint that is down or refuses, without the Agents
+SDK (one line saying what to set, a non-zero exit, no run stored), and against a local stub."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
-from collections.abc import Callable
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +29,7 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import World, make_tasks
+from tests.llm_stub import LLMStub
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
 CONTACTS = [c.name for c in World.generate(0).contacts]
@@ -184,7 +193,7 @@ def test_without_a_key_or_a_server_main_says_what_to_set(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no .env either
-    for name in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL"):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit, match="OPENAI_API_KEY.*FLOWMEM_LLM_BASE_URL"):
         llm_office_loop.main(["--rounds", "1"])
@@ -194,3 +203,135 @@ def test_without_a_key_or_a_server_main_says_what_to_set(
 def test_only_single_agent_families() -> None:
     with pytest.raises(ValueError, match="single-agent"):
         run_rounds(None, "m", Settings(db="memory://unused"), families=["onboard_customer"])  # type: ignore[arg-type]
+
+
+# -- every example run as a new user runs it: without a model, or with one that is down ----------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+NAMES = ["openai_function_calling", "openai_agents_sdk", "llm_office_loop"]
+
+
+def run_example(
+    name: str, tmp_path: Path, *args: str, code: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`python examples/<name>.py ARGS` (or `python -c CODE`) in `tmp_path`, with no OPENAI_* or
+    FLOWMEM_* variable but `FLOWMEM_DB=<tmp_path>/db` and `env`; the office loop gets that store too."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
+    clean.update(FLOWMEM_DB=str(tmp_path / "db"), **env)
+    if name == "llm_office_loop":  # its own store (emptied first), not FLOWMEM_DB
+        args = ("--db", str(tmp_path / "db"), *args)
+    command = ["-c", code] if code is not None else [str(EXAMPLES / f"{name}.py"), *args]
+    return subprocess.run(
+        [sys.executable, *command], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The only line the run printed, on stdout and stderr together, after a non-zero exit."""
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "Traceback" not in output
+    lines = output.splitlines()
+    assert len(lines) == 1, output
+    return lines[0]
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections: bound, never listening."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+class Refusing:
+    """An endpoint on 127.0.0.1 that answers every request with one error status; use it as a
+    context manager, which gives its base URL."""
+
+    def __init__(self, status: int) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.dumps({"error": {"message": f"refused with {status}", "type": "error"}}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_without_a_model_each_example_says_what_to_set_in_one_line(name: str, tmp_path: Path) -> None:
+    line = one_line(run_example(name, tmp_path))
+    assert line.startswith(f"{name} needs a model")
+    for variable in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL", "FLOWMEM_LLM_MODEL"):
+        assert variable in line
+    assert "OpenAI-compatible" in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
+    name: str, tmp_path: Path, closed_port: int
+) -> None:
+    url = f"http://127.0.0.1:{closed_port}/v1"
+    line = one_line(run_example(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
+    assert line.startswith(f"{name}: no answer from {url}")
+    assert "FLOWMEM_LLM_BASE_URL" in line and "OpenAI-compatible" in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "phrase", "variable"),
+    [  # the three examples share this code: each is checked once, each status at least once
+        ("openai_function_calling", 401, "refused the API key", "FLOWMEM_LLM_API_KEY"),
+        ("openai_agents_sdk", 404, "has no model 'm'", "FLOWMEM_LLM_MODEL"),
+        ("llm_office_loop", 401, "refused the API key", "OPENAI_API_KEY"),
+    ],
+)
+def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
+    name: str, status: int, phrase: str, variable: str, tmp_path: Path
+) -> None:
+    with Refusing(status) as url:
+        line = one_line(run_example(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
+    assert line.startswith(f"{name}: {url}") and phrase in line and variable in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+def test_without_the_agents_sdk_its_example_says_what_to_install(tmp_path: Path) -> None:
+    path = EXAMPLES / "openai_agents_sdk.py"
+    # None in sys.modules makes `import agents` fail as if the package were not installed.
+    block = "import runpy, sys; sys.modules['agents'] = None"
+    code = f"{block}; runpy.run_path({str(path)!r}, run_name='__main__')"
+    line = one_line(run_example("openai_agents_sdk", tmp_path, code=code))
+    assert "OpenAI Agents SDK" in line and "pip install" in line and "openai-agents" in line
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_with_a_working_endpoint_each_example_runs_and_records(name: str, tmp_path: Path) -> None:
+    with LLMStub(default={"done": True}) as stub:
+        args = ["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []
+        done = run_example(name, tmp_path, *args, FLOWMEM_LLM_BASE_URL=stub.url, FLOWMEM_LLM_MODEL="m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert {r.body["model"] for r in stub.requests} == {"m"}
+    [run] = stored(Settings(db=str(tmp_path / "db")))
+    assert run.final_answer == '{"done": true}'
