@@ -7,7 +7,7 @@ import pytest
 
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Usage
-from flowmem.induction.cluster import ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.drafts import induce, merge_duplicates, plan_versions
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
@@ -230,6 +230,44 @@ def test_example_index_scores_an_item_by_its_nearest_example() -> None:
     index = ExampleIndex(vectors, [0, 0, 1, 2], n_items=3)
     assert [i for i, _ in index.search(np.array([0, 0.9, 0.1, 0], dtype=np.float32), 2)] == [0, 1]
     assert ExampleIndex(vectors[:0], [], 0).search(vectors[0], 3) == []
+
+
+def test_a_noise_task_is_placed_in_the_cluster_of_its_nearest_clustered_task() -> None:
+    points = np.array([[1, 0], [0.9, 0.436], [0, 1], [0.1, 0.995], [0.2, 0.98]], dtype=np.float64)
+    clustering = Clustering(["a", "b", "c", "d", "e"], np.array([0, 0, 1, 1, -1]), None, points)
+    assert clustering.label_of()["e"] == -1  # HDBSCAN's own labels are kept
+    assert clustering.placed() == {"a": 0, "b": 0, "c": 1, "d": 1, "e": 1}
+    alone = Clustering(["a", "b"], np.array([-1, -1]), None, points[:2])
+    assert alone.placed() == {"a": -1, "b": -1}  # no cluster yet: nothing to join
+
+
+def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import flowmem.induction.drafts as drafts
+
+    runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
+    odd = run(
+        "Cancel my next meeting with olga and tell nobody",
+        [
+            ("calendar.find_events", {"query": "olga", "limit": 10}, None),
+            ("calendar.delete_event", {"id": "x"}, None),
+        ],
+        True,
+        id="odd",
+    )
+
+    def with_noise(tasks: list[str], params: ClusterParams | None = None) -> Clustering:
+        found = cluster_tasks(tasks, params)  # HDBSCAN may put it anywhere; say it is noise
+        found.labels[found.texts.index(odd.task)] = -1
+        return found
+
+    monkeypatch.setattr(drafts, "cluster_tasks", with_noise)
+    result = induce([*runs, odd], RuleInducer())
+    [clustering] = result.clusterings.values()
+    assert clustering.label_of()[odd.task] == -1
+    [own] = [w for w in result.workflows if "odd" in w.source_trajectory_ids]
+    assert own.actions == ["calendar.find_events", "calendar.delete_event"]  # a variant of its own
+    assert own.id.startswith(next(w.id for w in result.workflows if "calendar.cancel_event" in w.actions))
+    assert set(result.keys[own.id]) == {odd.task}
 
 
 def test_key_shares_split_a_task_among_the_workflows_holding_its_runs() -> None:

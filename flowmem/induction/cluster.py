@@ -48,10 +48,27 @@ class Clustering:
     """Cluster label per distinct text (-1: noise, waiting for a cluster to form)."""
     model: Any = field(default=None, repr=False)
     """(vectorizer, svd, hdbscan) for assigning new texts; None when nothing was fitted."""
+    points: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+    """The texts' projected unit vectors (what HDBSCAN clustered); None when nothing was fitted."""
 
     def label_of(self) -> dict[str, int]:
         """Task text -> label."""
         return {t: int(label) for t, label in zip(self.texts, self.labels, strict=True)}
+
+    def placed(self) -> dict[str, int]:
+        """Task text -> label, where a noise text takes the label of the clustered text nearest
+        to it (cosine of the projected vectors); -1 only when there is no cluster at all.
+
+        HDBSCAN leaves a text it cannot put in a dense region as noise, yet a successful run
+        of it still shows how that task is done: induction gives it to the nearest cluster,
+        where it is a variant of its own if it solves the task another way."""
+        labels = self.labels.copy()
+        clustered = np.flatnonzero(labels >= 0)
+        noise = np.flatnonzero(labels < 0)
+        if self.points is not None and len(clustered) and len(noise):
+            nearest = np.argmax(self.points[noise] @ self.points[clustered].T, axis=1)
+            labels[noise] = labels[clustered[nearest]]
+        return {t: int(label) for t, label in zip(self.texts, labels, strict=True)}
 
     def members(self) -> dict[int, list[str]]:
         """Label -> its task texts (noise excluded)."""
@@ -124,7 +141,7 @@ def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> 
     clusterer = fit(False)
     if (clusterer.labels_ < 0).all():  # HDBSCAN never returns one cluster unless allowed to
         clusterer = fit(True)
-    return Clustering(texts, clusterer.labels_.astype(np.int64), (vectorizer, svd, clusterer))
+    return Clustering(texts, clusterer.labels_.astype(np.int64), (vectorizer, svd, clusterer), points)
 
 
 def match_clusters(

@@ -170,10 +170,11 @@ def plan_clusters(
         current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
         stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
         plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
+        placed = clustering.placed()  # noise runs join their nearest cluster
         members: dict[int, list[Trajectory]] = defaultdict(list)
         for t in runs:
-            if label_of[t.task] >= 0:
-                members[stable[label_of[t.task]]].append(t)
+            if placed[t.task] >= 0:
+                members[stable[placed[t.task]]].append(t)
         scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
         for label, cluster_runs in sorted(members.items()):
             successes, failures = split_outcomes(cluster_runs)
