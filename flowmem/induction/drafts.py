@@ -165,7 +165,6 @@ def plan_clusters(
     for agent, runs in sorted(by_agent.items()):
         clustering = cluster_tasks([t.task for t in runs], params)
         plan.clusterings[agent] = clustering
-        label_of = clustering.label_of()
         before = (previous or {}).get(agent, {})
         current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
         stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
