@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     """HDBSCAN cluster_selection_epsilon: clusters closer than this merge."""
     induce_batch: int = Field(20, ge=1)
     """Clusters per Prefect task with the rule inducer (the LLM inducer uses one per task)."""
+    relevance_gap: float | None = Field(0.3, ge=0)
+    """k is a maximum: a search leaves out a memory scoring more than this below the first
+    (`policy.serving.within_gap`; None serves k whatever they score). Measured in
+    docs/induction.md ("Ranking")."""
     subroutines: bool = False
     """Also induce sub-routines: segments of one shape that recur across different tasks
     (`induction/subroutines.py`). Off by default: served next to the task-level workflows

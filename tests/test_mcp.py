@@ -128,11 +128,12 @@ async def test_lists_the_four_tools_with_descriptions(client_a: Client) -> None:
 
 async def test_search_serves_the_fitting_workflow_first(client_a: Client) -> None:
     hits = (await call(client_a, "search_workflows", task=FORWARD_TASK))["workflows"]
-    assert [h["id"] for h in hits] == ["forward_latest", "cancel_meeting"]
+    # k is a maximum: the cancelling workflow scores far below the first and is left out.
+    assert [h["id"] for h in hits] == ["forward_latest"]
     best = hits[0]
     assert best["version"] == 2 and best["name"] == "forward_latest"
     assert [s["action"] for s in best["steps"]] == ["mail.search", "contacts.lookup", "mail.forward"]
-    assert best["score"] > hits[1]["score"] and "mail.forward" in best["text"]
+    assert best["score"] > 0 and "mail.forward" in best["text"]
     assert len((await call(client_a, "search_workflows", task=FORWARD_TASK, k=1))["workflows"]) == 1
     assert (await call(client_a, "search_workflows", task=FORWARD_TASK, agent="nobody"))["workflows"] == []
 

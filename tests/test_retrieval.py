@@ -35,7 +35,11 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
     with WorkflowMemory.open(settings) as memory:
         hits = memory.search("Forward the latest email about 'roadmap' to zed")
         assert hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
-        assert hits[0].score > hits[-1].score and len(hits) == 2
+        # k is a maximum: the cancelling workflow scores far below the first, so it is left out.
+        assert len(hits) == 1
+        with WorkflowMemory.open(settings.model_copy(update={"relevance_gap": None})) as padded:
+            both = padded.search("Forward the latest email about 'roadmap' to zed")
+        assert len(both) == 2 and both[0].score - both[1].score > settings.relevance_gap
         assert (
             memory.search("Cancel my next meeting with zed", k=1)[0].workflow.actions[-1]
             == "calendar.cancel_event"
@@ -115,3 +119,11 @@ def test_cli_search_on_workbench(tmp_path: Path) -> None:
     assert 1 <= len(hits) <= 3 and {"id", "version", "name", "steps", "score"} <= set(hits[0])
     assert "email.forward_email" in [s["action"] for s in hits[0]["steps"]]
     assert hits[0]["score"] >= hits[-1]["score"]
+
+
+def test_within_gap_keeps_the_memories_close_to_the_first() -> None:
+    from flowmem.policy.serving import within_gap
+
+    assert within_gap([0.9, 0.8, 0.61, 0.59], 0.3) == 3
+    assert within_gap([0.9, 0.8, 0.61, 0.59], None) == 4
+    assert within_gap([0.9, 0.2], 0.0) == 1 and within_gap([], 0.3) == 0

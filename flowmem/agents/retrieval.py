@@ -3,9 +3,10 @@
 A search embeds the task, scores every served workflow by its nearest source task (cosine,
 less a little where other workflows hold part of that task's runs: `induction.nearest`),
 multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
-the best k. A workflow's active version is served; a newer candidate version on trial is
-served instead to a configurable share of requests (decided by a hash of the task, so the
-same task gets the same version). The index is rebuilt only when the store has a new
+the best k (fewer when the others score far below the first: `policy.serving.within_gap`).
+A workflow's active version is served; a newer candidate version on trial is served instead
+to a configurable share of requests (decided by a hash of the task, so the same task gets the
+same version). The index is rebuilt only when the store has a new
 workflows table version (a committed induction run, a rollback), new usage stats or a status
 change; the store is asked at most every `check_every` seconds, so an agent's search costs
 no I/O in between.
@@ -23,7 +24,7 @@ import numpy.typing as npt
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
-from flowmem.policy.serving import CANDIDATES, compose
+from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.storage import Store
 
 __all__ = ["Hit", "ServedIndex"]
@@ -79,8 +80,11 @@ class ServedIndex:
         *,
         check_every: float = 0.25,
         params: LifecycleParams = DEFAULT_PARAMS,
+        gap: float | None = None,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
+        self.gap = gap
+        """A memory scoring more than this below the first is not served (`within_gap`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._version: tuple[int, int, int] | None = None
@@ -132,5 +136,6 @@ class ServedIndex:
         scores = np.where(ok, similarity * snap.factors, -np.inf)
         # Versions are in id order, so the stable sort breaks score ties by id.
         ranked = [int(i) for i in np.argsort(-scores, kind="stable")[: max(k, CANDIDATES)] if ok[i]]
+        ranked = ranked[: within_gap([float(scores[i]) for i in ranked], self.gap)]
         top = [ranked[p] for p in compose([snap.workflows[i] for i in ranked], k)]
         return [Hit(snap.workflows[i], float(scores[i]), float(similarity[i])) for i in top]

@@ -29,7 +29,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory
-from flowmem.policy.serving import CANDIDATES, compose
+from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -80,7 +80,9 @@ def evaluate(
         flow: list[Retrieval] = []
         raw: list[Retrieval] = []
         for t, q in zip(test, queries, strict=True):
-            ranked = [workflows[i] for i, _ in index.search(q, max(k, CANDIDATES))]
+            near = index.search(q, max(k, CANDIDATES))
+            near = near[: within_gap([s for _, s in near], settings.relevance_gap)]
+            ranked = [workflows[i] for i, _ in near]
             hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
             flow.append(
                 Retrieval(t.actions, t.success is True, [(w.id, w.actions, w_text[w.id]) for w in hits])

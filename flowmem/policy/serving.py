@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from flowmem.models import Workflow
 
-__all__ = ["CANDIDATES", "compose", "served_versions"]
+__all__ = ["CANDIDATES", "compose", "served_versions", "within_gap"]
 
 CANDIDATES = 20
 """How many of the best-ranked memories `compose` may look through to fill k places."""
@@ -27,6 +27,16 @@ def served_versions(versions: Iterable[Workflow]) -> list[Workflow]:
         if w.status == "active" or not picked:
             picked.append(w)
     return [w for _, picked in sorted(chosen.items()) for w in picked]
+
+
+def within_gap(scores: Sequence[float], gap: float | None) -> int:
+    """How many of the memories, scored best first, to consider serving: those that score at
+    most `gap` below the first (all of them when `gap` is None). A memory much farther from
+    the task than the best one fits another kind of task; leaving it out makes k a maximum."""
+    if gap is None or not scores:
+        return len(scores)
+    floor = scores[0] - gap
+    return next((i for i, s in enumerate(scores) if s < floor), len(scores))
 
 
 def compose(ranked: Sequence[Workflow], k: int) -> list[int]:

@@ -45,7 +45,7 @@ class Service:
         """The served workflows, hot-reloaded as induction runs commit."""
         with self._lock:
             if self._index is None:
-                self._index = ServedIndex(self.store, self.namespace)
+                self._index = ServedIndex(self.store, self.namespace, gap=self.settings.relevance_gap)
             return self._index
 
     def search(self, task: str, k: int = 3, *, agent: str | None = None) -> list[dict[str, Any]]:
