@@ -101,7 +101,7 @@ def test_an_agent_process_loads_no_scheduler_clustering_server_or_cli(tmp_path: 
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"hits": 3, "loaded": []}
+    assert result["loaded"] == [] and 1 <= result["hits"] <= 3  # k is a maximum
     assert store.count_trajectories(namespace=settings.namespace) == before + 1
 
 
