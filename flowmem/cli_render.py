@@ -187,7 +187,11 @@ def diff_text(d: WorkflowDiff) -> Group:
 
 def runs_table(runs: Sequence[InductionRun]) -> Table:
     """Runs and rollbacks, oldest first."""
-    table = Table("id", "kind", "finished", "table version", "before", "counts", "note", title="runs")
+    table = Table(title="runs")
+    # The id is what `workflows rollback` takes: never cut, so it gets a column of its own width.
+    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
+    for name in ("kind", "finished", "table version", "before", "counts", "note"):
+        table.add_column(name)
     for r in runs:
         shown = ("trajectories", "clusters", "versions_created", "failed_clusters")
         counts = ", ".join(f"{k.split('_')[0]} {r.counts[k]}" for k in shown if k in r.counts)

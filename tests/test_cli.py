@@ -92,7 +92,8 @@ def test_all_valid_exits_0_and_flowmem_db_selects_the_store(tmp_path: Path) -> N
     code, output = invoke(tmp_path / "one", "ingest", str(src))
     assert code == 0 and "stored 7, rejected 0" in output
     assert invoke(tmp_path / "one", "trajectories", "count")[1] == "7\n"
-    assert invoke(tmp_path / "two", "trajectories", "count")[1] == "0\n"
+    code, output = invoke(tmp_path / "two", "trajectories", "count")  # another store: none there
+    assert code == 2 and output.startswith(f"error: no store at {tmp_path / 'two'}")
 
 
 def test_trajectory_list_and_show(tmp_path: Path) -> None:
@@ -221,3 +222,35 @@ def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_
     assert v2.parent_version == 1 and v2.provenance.mode == "online" and "mail.read" in v2.actions
     code, output = invoke(db, "induce", "--from", str(tmp_path / "nope.jsonl"))
     assert (code, "".join(output.split())) == (2, f"error:nosuchfile:{tmp_path / 'nope.jsonl'}")
+
+
+def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_induction import cancel, forward
+
+    db = tmp_path / "db"
+    store = store_from(Settings(db=str(db)))
+    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    code, output = invoke(db, "induce", "--json")
+    first = json.loads(output)
+    assert code == 0 and first["versions_created"] == 2
+    assert first["run"] in invoke(db, "workflows", "runs")[1]  # whole, as rollback takes it
+    assert invoke(db, "workflows", "rollback", first["run"])[0] == 0
+    assert store.list_workflows() == []
+    code, output = invoke(db, "induce", "--json")  # the rolled-back run's work is done again
+    again = json.loads(output)
+    assert code == 0 and not again["skipped"] and again["versions_created"] == 2
+
+    import flowmem.induction.rule as rule
+
+    def broken(self: object, cluster: object) -> object:
+        raise RuntimeError("model unreachable")
+
+    monkeypatch.setattr(rule.RuleInducer, "induce", broken)
+    code, output = invoke(db, "induce", "--all")
+    assert code == 1
+    assert (
+        output.splitlines()[-1]
+        == "error: every cluster to induce failed (2), e.g. RuntimeError: model unreachable"
+    )

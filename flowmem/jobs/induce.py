@@ -153,7 +153,11 @@ def _cluster_key(workflow_id: str) -> str:
 
 
 def _last_induction(store: Store, namespace: str) -> InductionRun | None:
-    runs = [r for r in store.list_runs(namespace=namespace) if r.kind == "induce"]
+    """The latest induction run still in effect: one that was rolled back is not (the store
+    holds the workflows from before it, so what it induced is to be induced again)."""
+    found = store.list_runs(namespace=namespace)
+    undone = {r.rolled_back_run for r in found if r.kind == "rollback"}
+    runs = [r for r in found if r.kind == "induce" and r.id not in undone]
     return runs[-1] if runs else None
 
 
