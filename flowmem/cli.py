@@ -20,6 +20,7 @@ from flowmem.cli_common import (
     err,
     fail,
     inducer_or_fail,
+    open_existing,
     out,
     prefect_env,
     print_json,
@@ -51,7 +52,9 @@ app.add_typer(cli_export.app, name="export")
 
 
 def _store() -> Store:
-    return store_from(Settings())
+    """The configured store, for a command that reads it (never created by reading)."""
+    store: Store = open_existing(Settings())
+    return store
 
 
 @app.command()
@@ -105,7 +108,7 @@ def ingest(
 def trajectories_count(as_json: JsonOpt = False) -> None:
     """How many trajectories the namespace holds."""
     settings = Settings()
-    n = store_from(settings).count_trajectories(namespace=settings.namespace)
+    n = open_existing(settings).count_trajectories(namespace=settings.namespace)
     print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
 
 
@@ -280,6 +283,10 @@ def induce(
             f"{s['pitfall_notes']} pitfall notes, "
             f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
         )
+    failed = s["failed_clusters"]
+    if failed and len(failed) == s["clusters_changed"]:  # nothing could be induced: not a success
+        first = next(iter(failed.values()))
+        raise fail(f"every cluster to induce failed ({len(failed)}), e.g. {first}", 1)
 
 
 @app.command()
@@ -294,7 +301,7 @@ def search(
     from flowmem.server.payloads import hit_payload
 
     settings = Settings()
-    with WorkflowMemory(settings) as memory:
+    with WorkflowMemory(settings, store=open_existing(settings)) as memory:
         require_namespace(memory.store, settings.namespace)
         if not memory.index.served():
             raise fail(f"no workflows in namespace {settings.namespace!r} yet: run `flowmem induce` first", 1)

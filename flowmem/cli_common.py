@@ -20,6 +20,7 @@ __all__ = [
     "err",
     "fail",
     "inducer_or_fail",
+    "open_existing",
     "out",
     "prefect_env",
     "print_json",
@@ -67,6 +68,24 @@ def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
         return inducer_from(kind, settings)
     except ValueError as e:
         raise fail(f"{e} (or --inducer rule, which needs no LLM)" if kind == "llm" else str(e)) from None
+
+
+def open_existing(settings: Settings) -> Any:
+    """The store the settings name, for a command that only reads it: a local path that does
+    not exist is a one-line error (with the nearest existing name), never a new empty store."""
+    import difflib
+    from pathlib import Path
+
+    from flowmem.jobs.factories import store_from
+
+    db = settings.db
+    if "://" not in db and not Path(db).exists():
+        parent = Path(db).parent
+        names = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+        near = difflib.get_close_matches(Path(db).name, names, n=1, cutoff=0.5)
+        hint = f" (did you mean {parent / near[0]}?)" if near else ""
+        raise fail(f"no store at {db}{hint}: create one with `flowmem ingest FILE.jsonl`, or set FLOWMEM_DB")
+    return store_from(settings)
 
 
 def require_namespace(store: Any, namespace: str) -> None:

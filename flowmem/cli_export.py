@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import fail, require_namespace
-from flowmem.jobs.factories import store_from
+from flowmem.cli_common import fail, open_existing, require_namespace
 from flowmem.settings import Settings
 
 __all__ = ["app"]
@@ -31,7 +30,7 @@ def skills(
     if directory.exists() and not directory.is_dir():
         raise fail(f"{directory} exists and is not a folder")
     settings = Settings()
-    store = store_from(settings)
+    store = open_existing(settings)
     require_namespace(store, settings.namespace)
     workflows = store.served_workflows(namespace=settings.namespace)
     if not workflows:
@@ -46,7 +45,7 @@ def as_json(
 ) -> None:
     """Write the served workflows (one version each) as one JSON array."""
     settings = Settings()
-    workflows = store_from(settings).served_workflows(namespace=settings.namespace)
+    workflows = open_existing(settings).served_workflows(namespace=settings.namespace)
     text = json.dumps([w.model_dump(mode="json") for w in workflows], indent=2, ensure_ascii=False)
     if out is None:
         typer.echo(text)

@@ -8,6 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.jobs.factories import store_from
+from flowmem.settings import Settings
 from tests.test_cli import good
 
 runner = CliRunner()
@@ -57,17 +59,32 @@ def test_a_bad_json_line_is_reported_with_its_place_and_the_rest_is_stored(tmp_p
     assert lines[1].startswith("stored 1, rejected 1 (see ") and len(lines) == 2
 
 
-def test_an_empty_store(tmp_path: Path) -> None:
+def test_no_store_at_the_path_and_reading_creates_none(tmp_path: Path) -> None:
     for args in (
         ("search", "send the report"),
         ("workflows", "list"),
+        ("trajectories", "count"),
         ("export", "skills", str(tmp_path / "s")),
     ):
         code, lines = run(tmp_path, *args)
         assert code == 2 and len(lines) == 1, (args, lines)
-        assert lines[0].startswith(
-            f"error: the store at {tmp_path / 'db'} is empty: `flowmem ingest FILE.jsonl`"
-        )
+        hint = "create one with `flowmem ingest FILE.jsonl`, or set FLOWMEM_DB"
+        assert lines[0] == f"error: no store at {tmp_path / 'db'}: {hint}"
+    assert not (tmp_path / "db").exists()
+
+
+def test_a_typo_in_the_store_path_gets_the_nearest_name(filled: Path) -> None:
+    code, lines = run(filled, "workflows", "list", FLOWMEM_DB=str(filled / "dv"))
+    assert code == 2 and lines[0].startswith(
+        f"error: no store at {filled / 'dv'} (did you mean {filled / 'db'}?)"
+    )
+
+
+def test_an_empty_store(tmp_path: Path) -> None:
+    assert store_from(Settings(db=str(tmp_path / "db"))).namespaces() == []  # a store, holding nothing
+    code, lines = run(tmp_path, "search", "send the report")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith(f"error: the store at {tmp_path / 'db'} is empty: `flowmem ingest FILE.jsonl`")
 
 
 def test_an_unknown_namespace(filled: Path) -> None:

@@ -114,4 +114,4 @@ def manifest_name(manifest: dict[str, str], w: Workflow) -> str:
 
 def test_export_on_an_empty_store_says_what_to_do(tmp_path: Path) -> None:
     code, output = export(tmp_path / "db", "skills", str(tmp_path / "skills"))
-    assert code == 2 and "is empty" in output and "flowmem ingest" in output
+    assert code == 2 and "no store at" in output and "flowmem ingest" in output
