@@ -167,8 +167,11 @@ def test_a_namespace_never_sees_another_ones_workflows(settings: Settings) -> No
     assert api_b.get("/v1/workflows").json() == []
     [wid] = [w.id for w in store.list_workflows() if "forward" in w.name or "mail" in w.name][:1]
     assert api_b.get(f"/v1/workflows/{wid}").status_code == 404
-    r = api_b.post("/v1/trajectories", json=[record(9, namespace="default")], headers=AUTH).json()
-    assert r["stored"] == 0 and "not this server's" in r["rejected"][0]["reason"]
+    response = api_b.post("/v1/trajectories", json=[record(9, namespace="default")], headers=AUTH)
+    r = response.json()  # every record rejected: 422, with the reasons
+    assert (
+        response.status_code == 422 and r["stored"] == 0 and "not this server's" in r["rejected"][0]["reason"]
+    )
     assert (
         api_b.post("/v1/runs/fwd-0-False/outcome", json={"success": False}, headers=AUTH).status_code == 404
     )

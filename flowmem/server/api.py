@@ -148,16 +148,20 @@ def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
     @app.post(
         "/v1/trajectories", tags=["trajectories"], dependencies=[guard], openapi_extra=_TRAJECTORIES_BODY
     )
-    async def post_trajectories(request: Request) -> dict[str, Any]:
-        """Store a batch of trajectories; each invalid one is rejected with its reason."""
+    async def post_trajectories(request: Request) -> Any:
+        """Store a batch of trajectories; each invalid one is rejected with its reason. 200 when
+        any record was valid; 422, with the same body, when every record was rejected."""
         body = await _body(request)
         if request.headers.get("content-type", "").split(";")[0].strip() in _JSONL_TYPES:
             lines = [line for line in body.splitlines() if line.strip()]
             if len(lines) > MAX_BATCH:
                 raise HTTPException(413, f"at most {MAX_BATCH} trajectories per request, got {len(lines)}")
-            return await run_in_threadpool(svc.record_lines, lines)
-        records = _records(body)
-        return await run_in_threadpool(svc.record, records)
+            result = await run_in_threadpool(svc.record_lines, lines)
+        else:
+            result = await run_in_threadpool(svc.record, _records(body))
+        if result["received"] and not result["ids"]:
+            return JSONResponse(result, status_code=422)
+        return result
 
     @app.post("/v1/runs/{run_id}/outcome", tags=["trajectories"], dependencies=[guard])
     def report_outcome(run_id: str, outcome: Outcome) -> dict[str, Any]:
