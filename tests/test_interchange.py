@@ -106,3 +106,24 @@ def test_truncated_gzip_keeps_the_complete_lines_and_reports_the_rest(
 def test_missing_file_is_one_rejection(settings: Settings, tmp_path: Path) -> None:
     items = list(read_trajectories(tmp_path / "nope.jsonl", settings))
     assert len(items) == 1 and isinstance(items[0], Rejection) and "No such file" in items[0].reason
+
+
+def test_deep_nesting_gets_one_reason_whatever_the_thread() -> None:
+    import threading
+
+    from flowmem.interchange import RecordError, loads
+
+    def reason(raw: bytes) -> str:
+        try:
+            loads(raw)
+        except RecordError as err:
+            return str(err)
+        return "ok"
+
+    deep, shallow = b"[" * 201 + b"]" * 201, b"[" * 150 + b"]" * 150
+    found: list[str] = []
+    worker = threading.Thread(target=lambda: found.extend([reason(deep), reason(shallow)]))
+    worker.start()
+    worker.join()
+    assert found == [reason(deep), reason(shallow)] == ["malformed JSON: nested too deeply", "ok"]
+    assert reason(b'{"a": "' + b"[" * 500 + b'"}') == "ok"  # brackets inside a string do not nest

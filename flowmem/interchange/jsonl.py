@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -208,6 +209,26 @@ def parse_line(line: bytes, settings: Settings) -> Trajectory:
     return parse_record(loads(line), settings)
 
 
+_MAX_JSON_DEPTH = 200
+"""Deeper JSON is refused before decoding: whether Python's decoder would run out of stack
+on it depends on how deep the calling thread's stack already is, so the reason a record gets
+would depend on the thread (an API worker or the CLI) instead of on the record."""
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _too_deep(text: str) -> bool:
+    """Whether the JSON text nests arrays and objects deeper than `_MAX_JSON_DEPTH`."""
+    if text.count("[") + text.count("{") <= _MAX_JSON_DEPTH:
+        return False
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > _MAX_JSON_DEPTH:
+            return True
+    return False
+
+
 def loads(raw: bytes) -> Any:
     """Decode JSON bytes strictly: UTF-8 only, no NaN or Infinity, bounded nesting.
 
@@ -218,6 +239,8 @@ def loads(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise RecordError(f"invalid UTF-8 at byte {err.start}") from None
+    if _too_deep(text):
+        raise RecordError("malformed JSON: nested too deeply")
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except RecordError:
