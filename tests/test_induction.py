@@ -293,3 +293,29 @@ def test_a_task_shared_by_two_workflows_ranks_the_one_holding_more_of_its_runs_f
     assert [round(s, 4) for _, s in ranked] == [0.99, 0.96, 0.9]  # scores separate
     with pytest.raises(ValueError, match="one owner"):
         ExampleIndex(vectors, [0, 1, 2], 3, shares=[1.0])
+
+
+def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_example_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check after abstraction cannot fire by construction; it is the last word if the
+    abstraction ever lets a value through, so it is tested by breaking the abstraction."""
+    import flowmem.induction.rule as rule
+    from flowmem.induction.abstract import Abstraction
+    from flowmem.induction.base import InductionRefused
+    from flowmem.induction.drafts import plan_clusters
+
+    real = rule.abstract_runs
+
+    def leaky(*args: Any, **kwargs: Any) -> Abstraction:
+        done = real(*args, **kwargs)
+        first = done.steps[0].model_copy(update={"args": {"query": "budget review"}})  # an example's subject
+        return Abstraction([first, *done.steps[1:]], done.parameters, done.values)
+
+    monkeypatch.setattr(rule, "abstract_runs", leaky)
+    runs = [forward(i) for i in range(8)]
+    [cluster] = plan_clusters(runs).clusters
+    assert "budget review" in cluster.example_literals
+    with pytest.raises(InductionRefused, match="would carry example values") as refused:
+        RuleInducer().induce(cluster)
+    assert refused.value.reason == "example_values"
