@@ -65,3 +65,26 @@ def test_outcome_reported_later_reaches_the_stats(settings: Settings) -> None:
     learn(store, namespace=settings.namespace)
     stats = store.get_workflow(w.id).stats
     assert stats.failures >= 1 and stats.served >= 1
+
+
+def test_vanilla_serves_what_the_agent_did_under_the_retrieved_plans(memory: WorkflowMemory) -> None:
+    """Not a text search: the same memories for any subtask text, ranked by how many of the
+    plans' sub-runs each was induced from."""
+    vague = memory.for_agent("crm_agent", "Do the CRM part", strategy="vanilla", task=TASK)
+    exact = memory.for_agent("crm_agent", SUBTASK, strategy="vanilla", task=TASK)
+    assert [h.workflow.id for h in vague] == [h.workflow.id for h in exact] != []
+    assert all(h.similarity == 0.0 and h.score >= 1 and h.score == int(h.score) for h in vague)
+    plan_runs = {i for h in memory.for_orchestrator(TASK) for i in h.workflow.source_trajectory_ids}
+    for h in vague:
+        parents = {memory.store.get_trajectory(i).parent_id for i in h.workflow.source_trajectory_ids}
+        assert parents & plan_runs
+
+
+def test_rewrite_searches_with_the_subtasks_of_the_nearest_past_run(memory: WorkflowMemory) -> None:
+    """Given a vague subtask, `dynamic` can only search with it; `rewrite` drafts the agent's
+    subtasks from the nearest past run of the best plan and finds the status change first."""
+    vague = "Do the CRM part"
+    dynamic = memory.for_agent("crm_agent", vague, strategy="dynamic", task=TASK)
+    rewrite = memory.for_agent("crm_agent", vague, strategy="rewrite", task=TASK)
+    assert rewrite[0].workflow.actions[-1] == "crm.update_status" and rewrite[0].score == pytest.approx(1.0)
+    assert dynamic[0].workflow.id != rewrite[0].workflow.id and dynamic[0].score < 0.9
