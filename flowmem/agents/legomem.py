@@ -52,9 +52,7 @@ def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequ
     if not plans:
         return []
     ns = memory.settings.namespace
-    runs = [
-        memory.store.get_trajectory(i, namespace=ns) for i in plans[0].workflow.source_trajectory_ids[:50]
-    ]
+    runs = memory.store.get_trajectories(plans[0].workflow.source_trajectory_ids[:50], namespace=ns)
     if not runs:
         return []
     vectors = memory.store.embedder.embed([task, *(r.task for r in runs)])

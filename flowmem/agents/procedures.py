@@ -112,11 +112,8 @@ def _summary(memory: WorkflowMemory, w: Workflow, namespace: str) -> tuple[str, 
     (or their final answers), and how often it worked where it was served (or what it was
     induced from, before it was served)."""
     said: Counter[str] = Counter()
-    for rid in w.source_trajectory_ids[:_MAX_SOURCES]:
-        try:
-            run = memory.store.get_trajectory(rid.split("#", 1)[0], namespace=namespace)
-        except LookupError:
-            continue
+    ids = [rid.split("#", 1)[0] for rid in w.source_trajectory_ids[:_MAX_SOURCES]]
+    for run in memory.store.get_trajectories(ids, namespace=namespace):
         text = run.meta.get("outcome") or run.final_answer
         if isinstance(text, str) and text.strip():
             said[text.strip()] += 1

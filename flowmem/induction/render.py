@@ -8,7 +8,7 @@ from typing import Any
 
 from flowmem.models import Trajectory, Workflow
 
-__all__ = ["render_block", "render_trajectory", "render_workflow"]
+__all__ = ["render_block", "render_call", "render_trajectory", "render_workflow"]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -17,7 +17,7 @@ def _args(args: dict[str, Any]) -> str:
     )
 
 
-def _call(action: str, args: dict[str, Any]) -> str:
+def render_call(action: str, args: dict[str, Any]) -> str:
     """A step as a call, `action(key=value, ...)`; a step written as prose (a hand-written
     procedure's "Build the Docker image": whitespace in the action, no arguments) as it is."""
     if not args and any(c.isspace() for c in action):
@@ -35,7 +35,7 @@ def render_workflow(w: Workflow, *, description: bool = True) -> str:
     lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
     for i, s in enumerate(w.steps, 1):
         who = f"[{s.agent}] " if s.agent else ""
-        lines.append(f"{i}. {who}{_call(s.action, s.args)}")
+        lines.append(f"{i}. {who}{render_call(s.action, s.args)}")
     derived = {k: v for k, v in w.parameters.items() if v != "task"}
     if derived:
         lines.append(
@@ -48,7 +48,7 @@ def render_workflow(w: Workflow, *, description: bool = True) -> str:
 def render_trajectory(t: Trajectory) -> str:
     """A raw successful run as a memory (the baseline): the task and its calls."""
     lines = [f"Example: {t.task}"]
-    lines += [f"{i}. {_call(s.action, s.args)}" for i, s in enumerate(t.steps, 1)]
+    lines += [f"{i}. {render_call(s.action, s.args)}" for i, s in enumerate(t.steps, 1)]
     return "\n".join(lines)
 
 

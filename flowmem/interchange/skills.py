@@ -20,7 +20,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from flowmem.induction.render import render_call
 from flowmem.models import Workflow
 
 __all__ = ["MANIFEST", "ExportReport", "export_skills", "skill_markdown", "skill_names"]
@@ -64,13 +66,10 @@ def skill_names(workflows: Sequence[Workflow]) -> dict[str, str]:
     return names
 
 
-def _call(action: str, args: dict[str, object]) -> str:
-    if not args and any(c.isspace() for c in action):
-        return action
-    shown = ", ".join(
-        f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}" for k, v in args.items()
-    )
-    return f"`{action}({shown})`"
+def _call(action: str, args: dict[str, Any]) -> str:
+    """A step as `render_call` writes it, in code quotes when it is a call."""
+    text = render_call(action, args)
+    return text if text == action else f"`{text}`"  # prose stays prose
 
 
 def skill_markdown(w: Workflow, name: str) -> str:

@@ -112,6 +112,19 @@ class Store(VersionStateMixin, RunsMixin):
             raise NotFoundError(f"no trajectory {trajectory_id!r} in namespace {ns!r}")
         return rows.trajectory_from_row(found[0])
 
+    def get_trajectories(
+        self, trajectory_ids: Sequence[str], *, namespace: str | None = None
+    ) -> list[Trajectory]:
+        """The stored trajectories among these ids, in one read (ids not stored are skipped)."""
+        if not trajectory_ids:
+            return []
+        listed = ", ".join(quote(i) for i in trajectory_ids)
+        where = f"namespace = {quote(self._ns(namespace))} AND id IN ({listed})"
+        found = {
+            r["id"]: rows.trajectory_from_row(r) for r in rows.rows_of(select(self._trajectories(), where))
+        }
+        return [found[i] for i in dict.fromkeys(trajectory_ids) if i in found]
+
     def list_trajectories(
         self, *, namespace: str | None = None, limit: int | None = 20, agent: str | None = None
     ) -> list[Trajectory]:
@@ -217,15 +230,19 @@ class Store(VersionStateMixin, RunsMixin):
         tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
         return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
 
-    def served_workflows(self, *, namespace: str | None = None) -> list[Workflow]:
-        """One version per workflow not wholly deprecated: the active one, or, with none, the
-        candidate search serves (`flowmem.policy.serving.served_versions`)."""
-        ns = self._ns(namespace)
+    def _served(self, ns: str) -> tuple[list[Workflow], dict[tuple[str, int], dict[str, Any]]]:
+        """The versions search serves (`served_versions`), and every committed row by (id, version)."""
         found = self.committed_rows(
             rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
         )
+        served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
+        return served, {(r["id"], r["version"]): r for r in found}
+
+    def served_workflows(self, *, namespace: str | None = None) -> list[Workflow]:
+        """One version per workflow not wholly deprecated: the active one, or, with none, the
+        candidate search serves (`flowmem.policy.serving.served_versions`)."""
         chosen: dict[str, Workflow] = {}
-        for w in served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns)):
+        for w in self._served(self._ns(namespace))[0]:
             if w.id not in chosen or w.status == "active":
                 chosen[w.id] = w
         return [chosen[k] for k in sorted(chosen)]
@@ -236,12 +253,7 @@ class Store(VersionStateMixin, RunsMixin):
         """The served versions (`flowmem.policy.serving.served_versions`) with their retrieval
         vectors, the index of the version each vector belongs to and each vector's share of
         its task (1 where none is recorded): the makings of an `ExampleIndex`."""
-        ns = self._ns(namespace)
-        found = self.committed_rows(
-            rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
-        )
-        by_key = {(r["id"], r["version"]): r for r in found}
-        served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
+        served, by_key = self._served(self._ns(namespace))
         owners: list[int] = []
         vectors: list[Any] = []
         shares: list[float] = []
