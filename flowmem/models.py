@@ -146,6 +146,9 @@ class WorkflowStep(_Frozen):
     """Why or how to take this step."""
     agent: str | None = None
     """For a task-scope workflow (a plan): the agent that carries out this step."""
+    choices: dict[str, list[str]] = Field(default_factory=dict)
+    """Placeholder -> the few common values it took in the source runs (a categorical
+    argument: a cabin class, a status), rendered `{cabin: business|economy}`."""
 
 
 class UsageStats(_Frozen):
@@ -245,6 +248,9 @@ class Workflow(_Frozen):
             mode="json",
             include={"name", "description", "steps", "parameters", "pitfalls", "scope", "agent"},
         )
+        for step in content["steps"]:  # a version without choices hashes as before they existed
+            if not step["choices"]:
+                del step["choices"]
         blob = json.dumps(content, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

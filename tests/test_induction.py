@@ -310,7 +310,7 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     def leaky(*args: Any, **kwargs: Any) -> Abstraction:
         done = real(*args, **kwargs)
         first = done.steps[0].model_copy(update={"args": {"query": "budget review"}})  # an example's subject
-        return Abstraction([first, *done.steps[1:]], done.parameters, done.values)
+        return Abstraction([first, *done.steps[1:]], done.parameters, done.values, done.choices)
 
     monkeypatch.setattr(rule, "abstract_runs", leaky)
     runs = [forward(i) for i in range(8)]
@@ -319,3 +319,48 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     with pytest.raises(InductionRefused, match="would carry example values") as refused:
         RuleInducer().induce(cluster)
     assert refused.value.reason == "example_values"
+
+
+def book(i: int) -> Trajectory:
+    name, cabin = NAMES[i % len(NAMES)], ("economy", "business")[i % 2]
+    city = f"city{i:02d}"
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("flights.search", {"destination": city}, None),
+        ("flights.book", {"flight_id": f"f{i}", "cabin": cabin, "passenger": name}, None),
+    ]
+    seen = {"flights.search": f"[f{i}]"}
+    return run(f"Book {name} an {cabin} seat to {city}", steps, True, id=f"book-{i}", observations=seen)
+
+
+def test_a_categorical_argument_becomes_a_placeholder_listing_its_values_never_a_leak() -> None:
+    runs = [book(i) for i in range(12)]
+    index = LiteralIndex.build([*runs, *[cancel(i) for i in range(40)]], max_share=0.2)
+    # Two values over the corpus, each in many tasks: categorical. Names and cities take
+    # ever more values: example-specific, however often one of them recurs.
+    assert index.categorical >= {"economy", "business"} and not index.categorical & {"olga", "city01"}
+    assert "economy" not in index.rare_values() and "olga" in index.rare_values()
+    assert "economy" not in index.example_literals(runs) and "olga" in index.example_literals(runs)
+    assert index.choices(["economy", "business", "economy"]) == ["business", "economy"]
+    assert index.choices(["economy"]) is None  # one value is no choice
+    assert index.choices(["economy", "olga"]) is None  # an example's value is never listed
+
+    cluster = ClusterInput("default", "agent", 1, "subtask", runs, [], index)
+    [w] = RuleInducer().induce(cluster).workflows
+    assert w.steps[1].args["cabin"] == "{cabin}" and w.steps[1].choices == {"cabin": ["business", "economy"]}
+    text = render_workflow(w)
+    assert "cabin={cabin: business|economy}" in text
+    assert not find_literals(text, [*NAMES, "city01", "f1"])
+
+
+def test_an_argument_with_many_values_or_a_value_of_few_tasks_is_not_categorical() -> None:
+    wide = [
+        run(f"Set the colour {c} on job {i}", [("paint.set", {"colour": c}, None)], True, id=f"w{i}")
+        for i, c in enumerate(["amber", "beige", "coral", "denim", "ebony", "fawn"] * 3)
+    ]
+    few = [
+        run(f"Ship order {i} by {m}", [("ship.send", {"mode": m}, None)], True, id=f"s{i}")
+        for i, m in enumerate(["ground"] * 5 + ["air"] * 2)
+    ]
+    index = LiteralIndex.build([*wide, *few])
+    assert not index.categorical & {"amber", "coral"}  # six colours: an open set
+    assert "ground" in index.categorical and "air" not in index.categorical  # air: two tasks only

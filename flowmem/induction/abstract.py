@@ -33,6 +33,9 @@ class Abstraction:
     """Placeholder -> where its value comes from."""
     values: dict[str, dict[int, str]]
     """Placeholder -> example index -> the value it stood for (never rendered)."""
+    choices: dict[str, list[str]]
+    """Placeholder -> its observed values, when they are a few common ones
+    (`LiteralIndex.choices`): rendered with the placeholder."""
 
 
 def _masked(text: str) -> bool:
@@ -73,8 +76,10 @@ def abstract_runs(
     steps: list[WorkflowStep] = []
     parameters: dict[str, str] = {}
     values: dict[str, dict[int, str]] = {}
+    choices: dict[str, list[str]] = {}
     for pos, step in enumerate(template.steps):
         args: dict[str, Any] = {}
+        step_choices: dict[str, list[str]] = {}
         for key, template_value in step.args.items():
             seen: dict[int, Any] = {}
             step_of: dict[int, int] = {}
@@ -103,6 +108,12 @@ def abstract_runs(
                     name, k = f"{base}_{k}", k + 1
                 values[name] = keyed
                 parameters[name] = _source(seen, runs, step_of)
+                masked = any(_masked(t) for v in seen.values() for t in scalars(v))
+                listed = None if masked else literals.choices(seen.values())
+                if listed is not None:
+                    choices[name] = listed
             args[key] = "{" + name + "}"
-        steps.append(WorkflowStep(action=step.action, args=args))
-    return Abstraction(steps=steps, parameters=parameters, values=values)
+            if name in choices:
+                step_choices[name] = choices[name]
+        steps.append(WorkflowStep(action=step.action, args=args, choices=step_choices))
+    return Abstraction(steps=steps, parameters=parameters, values=values, choices=choices)

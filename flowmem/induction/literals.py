@@ -23,6 +23,14 @@ __all__ = ["LiteralIndex", "canonical", "find_literals", "in_task", "mask", "sca
 MIN_CHARS = 3
 """Shorter values (ids like "1", "no") are too common as substrings to be checked."""
 
+MAX_CHOICES = 5
+"""An argument that takes at most this many distinct values over the whole corpus draws them
+from a small, closed set (a cabin class, a plot type, a status): a set an agent reads at a
+glance and picks from. Names, ids, dates and free text take ever more values as tasks come."""
+MIN_TASKS = 3
+"""A value of such an argument is categorical once runs of this many distinct tasks used it
+(the default minimum cluster size: a kind of task, not one example)."""
+
 
 def scalar_text(value: Any) -> str | None:
     """A scalar argument value rendered as text (None for containers and nulls)."""
@@ -84,11 +92,15 @@ class LiteralIndex:
     """Vocabulary of the corpus: agent roles, action names, their dotted parts, argument keys.
     A value equal to one of these (a field name passed as an argument, say) names the schema,
     not an example, so it is never example-specific."""
+    categorical: set[str] = field(default_factory=set)
+    """Lower-cased values of arguments that take at most `MAX_CHOICES` values over the corpus,
+    each used in runs of at least `MIN_TASKS` distinct tasks: never example-specific."""
 
     @classmethod
     def build(cls, trajectories: Iterable[Trajectory], *, max_share: float = 0.1) -> LiteralIndex:
         """Count argument values over a corpus."""
         index = cls(max_share=max_share)
+        slots: dict[tuple[str, str], dict[str, set[str]]] = {}  # (action, key) -> value -> tasks
         for t in trajectories:
             index.total += 1
             index.counts.update({v.lower() for s in t.steps for v in scalars(s.args) if len(v) >= MIN_CHARS})
@@ -96,30 +108,61 @@ class LiteralIndex:
             for s in t.steps:
                 action = s.action.lower()
                 index.vocabulary.update([action, *action.split(".")])
-                index.vocabulary.update(k.lower() for k in s.args)
+                for key, value in s.args.items():
+                    index.vocabulary.add(key.lower())
+                    slot = slots.setdefault((action, key.lower()), {})
+                    if len(slot) <= MAX_CHOICES:  # past that it is open: no need to keep counting
+                        for v in scalars(value):
+                            if len(v) >= MIN_CHARS:
+                                slot.setdefault(v.lower(), set()).add(t.task)
+        for slot in slots.values():
+            if len(slot) <= MAX_CHOICES:
+                index.categorical.update(v for v, tasks in slot.items() if len(tasks) >= MIN_TASKS)
         return index
 
     def rare_values(self) -> set[str]:
-        """Every example-specific argument value of the corpus (lower-cased)."""
+        """Every example-specific argument value of the corpus (lower-cased): the rare ones
+        that are not `categorical`."""
         if self._rare is None:
-            self._rare = {v for v in self.counts if self.is_rare(v)}
+            self._rare = {v for v in self.counts if self.is_rare(v) and v not in self.categorical}
         return self._rare
 
     def is_rare(self, value: str) -> bool:
-        """True for a value used as an argument by fewer than `max_share` of the trajectories."""
+        """True for a value used as an argument by fewer than `max_share` of the trajectories
+        (abstraction makes it a placeholder; a `categorical` one is still no example's value,
+        so a workflow that shows it is not refused)."""
         low = value.lower()
         n = self.counts.get(low, 0)
         return 0 < n < self.max_share * self.total and low not in self.vocabulary
 
+    def choices(self, values: Iterable[Any]) -> list[str] | None:
+        """The observed values of a placeholder as choices (sorted), when there are 2 to
+        `MAX_CHOICES` of them and each is `categorical` (a cabin class, a plot type, a
+        status); else None: the placeholder stands for an example's value."""
+        texts: dict[str, str] = {}
+        for value in values:
+            text = scalar_text(value)
+            if text is None or text.lower() not in self.categorical:
+                return None
+            texts.setdefault(text.lower(), text)
+        if not 2 <= len(texts) <= MAX_CHOICES:
+            return None
+        return sorted(texts.values(), key=str.lower)
+
     def example_literals(self, trajectories: Sequence[Trajectory]) -> set[str]:
         """What a workflow induced from these trajectories must not contain: every rare
         argument value of the corpus, and their argument values that appear in their own
-        task text (parameters of the task, however common)."""
+        task text (parameters of the task, however common, unless `categorical`: one of a
+        few values that many tasks share is no example's)."""
         found = set(self.rare_values())
         for t in trajectories:
             for s in t.steps:
                 for v in scalars(s.args):
-                    if len(v) >= MIN_CHARS and _pattern(v).search(t.task):
+                    if (
+                        len(v) >= MIN_CHARS
+                        and v.lower() not in self.categorical
+                        and _pattern(v).search(t.task)
+                    ):
                         found.add(v.lower())
         return found
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flowmem.models import Trajectory, Workflow
@@ -17,12 +17,23 @@ def _args(args: dict[str, Any]) -> str:
     )
 
 
-def render_call(action: str, args: dict[str, Any]) -> str:
+def render_call(action: str, args: dict[str, Any], choices: Mapping[str, Sequence[str]] = {}) -> str:
     """A step as a call, `action(key=value, ...)`; a step written as prose (a hand-written
-    procedure's "Build the Docker image": whitespace in the action, no arguments) as it is."""
+    procedure's "Build the Docker image": whitespace in the action, no arguments) as it is.
+    A placeholder with `choices` shows them: `cabin={cabin: business|economy}`."""
     if not args and any(c.isspace() for c in action):
         return action
+    if choices:
+        args = {k: _with_choices(v, choices) for k, v in args.items()}
     return f"{action}({_args(args)})"
+
+
+def _with_choices(value: Any, choices: Mapping[str, Sequence[str]]) -> Any:
+    if not isinstance(value, str):
+        return value
+    for name, values in choices.items():
+        value = value.replace("{" + name + "}", "{" + name + ": " + "|".join(values) + "}")
+    return value
 
 
 def render_workflow(w: Workflow, *, description: bool = True) -> str:
@@ -33,9 +44,12 @@ def render_workflow(w: Workflow, *, description: bool = True) -> str:
     are served, and what `flowmem eval` measures, carries it.
     """
     lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
+    listed: set[str] = set()  # a placeholder's choices are shown where it first appears
     for i, s in enumerate(w.steps, 1):
         who = f"[{s.agent}] " if s.agent else ""
-        lines.append(f"{i}. {who}{render_call(s.action, s.args)}")
+        choices = {k: v for k, v in s.choices.items() if k not in listed}
+        listed.update(choices)
+        lines.append(f"{i}. {who}{render_call(s.action, s.args, choices)}")
     derived = {k: v for k, v in w.parameters.items() if v != "task"}
     if derived:
         lines.append(
