@@ -210,8 +210,9 @@ class Workflow(_Frozen):
     """The agent role this workflow is for."""
     namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
     """Tenant or project."""
-    status: Literal["candidate", "active", "deprecated"] = "candidate"
-    """Lifecycle: candidates are on trial, active ones are served, deprecated ones are not."""
+    status: Literal["candidate", "active", "deprecated", "retired"] = "candidate"
+    """Lifecycle: candidates are on trial, active ones are served, deprecated ones (worse or
+    failing) and retired ones (their cluster gone or induced without them) are not."""
     cluster_id: int | None = None
     """The trajectory cluster it was induced from."""
     source_trajectory_ids: list[str] = Field(default_factory=list)

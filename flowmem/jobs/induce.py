@@ -4,8 +4,9 @@ A run (1) counts the trajectories stored since the last run and stops there when
 new and no cluster is waiting for a retry; (2) refits the clusters, keeping their ids; (3)
 induces only the clusters whose member runs changed since the last run (or whose induction
 failed then); (4) stores changed workflows as new versions in one commit tagged with the run
-id. `induce` runs it in this process; the Prefect flow runs `prepare_run`, `induce_cluster`
-per cluster and `commit_outcomes` as tasks.
+id; (5) retires the workflows of earlier runs whose cluster is gone or was induced again
+without them (`retirements`). `induce` runs it in this process; the Prefect flow runs
+`prepare_run`, `induce_cluster` per cluster and `commit_outcomes` as tasks.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from flowmem.induction.drafts import (
     task_key,
 )
 from flowmem.models import InductionRun, Trajectory, Workflow
-from flowmem.policy.lifecycle import Transition, needs_reinduction
+from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
 
@@ -40,6 +41,7 @@ __all__ = [
     "nothing_served",
     "prepare_run",
     "previous_clusters",
+    "retirements",
 ]
 
 
@@ -83,6 +85,8 @@ class RunReport:
     """The new workflow versions it stored."""
     plan: RunPlan
     """What it set out to do."""
+    retired: list[Transition] = field(default_factory=list)
+    """The versions it retired (`retirements`): still readable, never served."""
 
     def summary(self) -> dict[str, Any]:
         """The run's figures as JSON-ready data."""
@@ -98,6 +102,7 @@ class RunReport:
             "versions_created": len(self.versions),
             "new_workflows": sum(w.version == 1 for w in self.versions),
             "pitfall_notes": len(self.result.notes),
+            "retired": sorted({t.workflow_id for t in self.retired}),
             "failed_clusters": self.result.failed,
             "llm_calls": counts.get("llm_calls", 0),
             "llm_tokens": counts.get("llm_tokens", 0),
@@ -191,6 +196,8 @@ def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool
         return plan
     trajectories = store.list_trajectories(namespace=namespace, limit=None)
     plan.current = {w.id: w for w in store.list_workflows(namespace=namespace)}
+    # A retired workflow whose cluster is back gets a new version even when it says the same.
+    plan.revive |= {w.id for w in plan.current.values() if w.status == "retired"}
     plan.clusters = plan_clusters(
         trajectories,
         params=settings.cluster_params,
@@ -224,6 +231,42 @@ def key_vectors(
     return vectors, weights
 
 
+def _key_of(workflow_id: str, keys: set[str]) -> str:
+    """The cluster key of a workflow id among the run's cluster keys (`agent-c3-2` is a
+    variant of `agent-c3`; a sub-routine's id is its key)."""
+    if workflow_id in keys:
+        return workflow_id
+    head, _, tail = workflow_id.rpartition("-")
+    return head if head and tail.isdigit() else workflow_id
+
+
+def retirements(store: Store, plan: RunPlan, result: InductionResult) -> list[Transition]:
+    """The versions a run retires: every served version (candidate or active) of a workflow an
+    earlier induction run made, whose cluster no longer exists after the re-clustering
+    (`gone`), or whose cluster this run induced again, successfully, without it (`replaced`:
+    a variant that no longer exists, a near-duplicate merged into another). A cluster whose
+    induction failed keeps its workflows."""
+    keys = {c.key for c in plan.clusters.clusters}
+    redone = {c.key for c in plan.changed} - set(result.failed)
+    drafted = {w.id for w in result.workflows}
+    out: list[Transition] = []
+    for w in plan.current.values():
+        if w.id in drafted or w.provenance.run_id is None:  # not induced (put by hand): kept
+            continue
+        key = _key_of(w.id, keys)
+        cause: Cause
+        if key not in keys:
+            cause, reason = "gone", f"its cluster {key} no longer exists after run {plan.run.id}"
+        elif key in redone:
+            cause, reason = "replaced", f"run {plan.run.id} induced its cluster {key} without it"
+        else:
+            continue
+        for v in store.history(w.id, namespace=plan.run.namespace):
+            if v.status not in NOT_SERVED:
+                out.append(Transition(w.id, v.version, v.status, "retired", reason, cause))
+    return out
+
+
 def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutcome]) -> RunReport:
     """Version what changed and commit it as the run (nothing is written for a skipped run)."""
     result = assemble(plan.clusters, outcomes)
@@ -243,7 +286,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         **{REJECTED + reason: n for reason, n in sorted(usage.rejected.items())},
         **result.counts,
     }
-    state = {
+    state: dict[str, Any] = {
         "fingerprints": {k: v for k, v in prints.items() if k not in failed},
         "failed": failed,
         "clusters": {
@@ -251,12 +294,18 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
             for agent, ids in plan.clusters.memberships.items()
         },
     }
+    retired = retirements(store, plan, result)
+    # Kept in the run, so a rollback of it can give the retired versions their status back.
+    state["retired"] = [[t.workflow_id, t.version, t.old] for t in retired]
+    counts["retired"] = len({t.workflow_id for t in retired})
     run = plan.run.model_copy(update={"counts": counts, "state": state})
     versions = plan_versions(result.workflows, plan.current, run_id=run.id, revive=plan.revive)
     shares = result.key_shares()  # over every draft: an unchanged variant holds runs too
     keys, weights = key_vectors(store, {w.id: shares[w.id] for w in versions})
     committed = store.commit_run(run, versions, keys=keys, shares=weights)
-    return RunReport(committed, result, versions, plan)
+    # After the commit: a crash in between leaves them served, and the next run retires them.
+    store.record_transitions(retired, namespace=plan.run.namespace)
+    return RunReport(committed, result, versions, plan, retired)
 
 
 def induce(

@@ -22,6 +22,7 @@ __all__ = [
     "Beta",
     "Cause",
     "FAILING",
+    "NOT_SERVED",
     "LifecycleParams",
     "Status",
     "Transition",
@@ -32,13 +33,18 @@ __all__ = [
     "serve_candidate",
 ]
 
-Status = Literal["candidate", "active", "deprecated"]
+Status = Literal["candidate", "active", "deprecated", "retired"]
 """A workflow version's lifecycle status (`Workflow.status`)."""
 
-Cause = Literal["promoted", "superseded", "worse", "failing", "manual"]
+Cause = Literal["promoted", "superseded", "worse", "failing", "manual", "gone", "replaced"]
 """Why a transition was made: `promoted` (a candidate passed its trial), `superseded` (a newer
 version became active), `worse` (a candidate failed its trial), `failing` (an active version's
-success rate fell below the bar), `manual` (set by hand, e.g. from the CLI)."""
+success rate fell below the bar), `manual` (set by hand, e.g. from the CLI), `gone` (retired:
+its cluster no longer exists after a re-clustering), `replaced` (retired: its cluster was
+induced again without it)."""
+
+NOT_SERVED: tuple[Status, ...] = ("deprecated", "retired")
+"""Statuses a version is never served in (it stays readable)."""
 
 
 @dataclass(frozen=True)
@@ -295,7 +301,7 @@ def _failing_changes(
                 f"posterior mean {mean:.2f} < {params.deprecate_below:.2f} after {_outcomes(w)} outcomes"
             )
     gone = {v for v, (new, _, _) in changes.items() if new == "deprecated"} | failing.keys()
-    left = {w.version for w in ordered if w.status != "deprecated"} - gone
+    left = {w.version for w in ordered if w.status not in NOT_SERVED} - gone
     suffix = "" if left else "; no other version"
     return {v: ("deprecated", reason + suffix, "failing") for v, reason in failing.items()}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from flowmem.models import Workflow
+from flowmem.policy.lifecycle import NOT_SERVED
 
 __all__ = ["CANDIDATES", "compose", "served_versions", "within_gap"]
 
@@ -17,12 +18,12 @@ def served_versions(versions: Iterable[Workflow]) -> list[Workflow]:
 
     Per workflow: its latest active version, and its latest candidate newer than that (a
     search serves the candidate to a share of requests, `lifecycle.serve_candidate`); with no
-    active version, its latest candidate. Deprecated versions are never served.
+    active version, its latest candidate. Deprecated and retired versions are never served.
     """
     chosen: dict[str, list[Workflow]] = {}
     for w in sorted(versions, key=lambda w: (w.id, -w.version)):
         picked = chosen.setdefault(w.id, [])
-        if w.status == "deprecated" or any(p.status == "active" for p in picked):
+        if w.status in NOT_SERVED or any(p.status == "active" for p in picked):
             continue
         if w.status == "active" or not picked:
             picked.append(w)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from flowmem.models import InductionRun, Workflow, now
+from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
 from flowmem.storage.base import NotFoundError, StoreBase, StoreError, Vector, _retry, quote, select
+
+if TYPE_CHECKING:
+    from flowmem.storage.version_state import VersionStateMixin
 
 __all__ = ["RunsMixin"]
 
@@ -133,6 +137,13 @@ class RunsMixin(StoreBase):
         table.tags.create(rollback.id, version)
         rollback = rollback.model_copy(update={"tag": rollback.id})
         _retry(lambda: self._runs().add([rows.run_to_row(rollback)]))
+        # What the run retired is served again, as it was before the run.
+        restored = [
+            Transition(str(wid), int(v), "retired", old, f"rollback of run {run_id}", "manual")
+            for wid, v, old in target.state.get("retired", [])
+        ]
+        # The lifecycle log is the sibling mixin's: every `Store` has both.
+        cast("VersionStateMixin", self).record_transitions(restored, namespace=ns)
         return rollback
 
     def table_versions(self, *, namespace: str | None = None) -> list[dict[str, Any]]:

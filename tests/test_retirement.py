@@ -1,0 +1,65 @@
+"""Retirement: a workflow an earlier run induced, whose cluster is gone or was induced again
+without it, is retired by the next run: never served, still readable, undone by a rollback."""
+
+from __future__ import annotations
+
+from flowmem.induction.rule import RuleInducer
+from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.models import Provenance
+from flowmem.policy.serving import served_versions
+from flowmem.settings import Settings
+from flowmem.sim import simulate
+from flowmem.storage import Store
+from tests.conftest import make_workflow
+
+
+def _served_ids(store: Store, ns: str) -> set[str]:
+    return {w.id for w in store.served_workflows(namespace=ns)}
+
+
+def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it_again(
+    store: Store, settings: Settings
+) -> None:
+    ns = settings.namespace
+    store_trajectories(store, simulate(60, seed=3), settings.scrub)
+    first = induce(store, settings, RuleInducer(), namespace=ns)
+    assert first.versions and first.retired == []
+    induced = {w.id for w in first.versions}
+    kept = sorted(induced)[0]
+    # As an earlier run would have left them: a workflow of a cluster that no re-clustering
+    # gives any more, a variant of a cluster that the next run induces again, and one put
+    # by hand (never induced by a run: never retired).
+    stale = make_workflow("agent-c99", provenance=Provenance(inducer="rule", run_id=first.run.id))
+    variant = make_workflow(f"{kept}-9", provenance=Provenance(inducer="rule", run_id=first.run.id))
+    hand = make_workflow("handmade")
+    for w in (stale, variant, hand):
+        store.put_workflow(w)
+    assert {"agent-c99", f"{kept}-9", "handmade"} <= _served_ids(store, ns)
+
+    second = induce(store, settings, RuleInducer(), namespace=ns, force=True)
+    assert second.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
+    assert {(t.workflow_id, t.cause) for t in second.retired} == {
+        ("agent-c99", "gone"),
+        (f"{kept}-9", "replaced"),
+    }
+    served = _served_ids(store, ns)
+    assert "agent-c99" not in served and f"{kept}-9" not in served
+    assert "handmade" in served and induced <= served  # nothing else is retired
+    old = store.get_workflow("agent-c99", version=1, namespace=ns)  # still readable by version
+    assert old.status == "retired" and old.steps == stale.steps
+    log = store.transitions(namespace=ns, workflow_id="agent-c99")
+    assert [(r["old"], r["new"], r["cause"]) for r in log] == [("candidate", "retired", "gone")]
+    assert second.run.counts["retired"] == 2
+
+    store.rollback(second.run.id, namespace=ns)
+    assert {"agent-c99", f"{kept}-9"} <= _served_ids(store, ns)  # as before the run
+    again = induce(store, settings, RuleInducer(), namespace=ns, force=True)
+    assert again.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
+
+
+def test_retired_versions_are_never_served() -> None:
+    active = make_workflow("w", 1, status="active")
+    retired = make_workflow("w", 2, steps=3, status="retired")
+    assert served_versions([active, retired]) == [active]
+    assert served_versions([make_workflow("x", status="retired")]) == []
