@@ -140,3 +140,4 @@ def demo(
     out.print(f"store: {settings.db}; look at what the agent learned:")
     out.print(f"  FLOWMEM_DB={settings.db} {cli} workflows list", soft_wrap=True)
     out.print(f'  FLOWMEM_DB={settings.db} {cli} search "Cancel my next meeting with Dana"', soft_wrap=True)
+    out.print(f"  FLOWMEM_DB={settings.db} {cli} dashboard --port 8765", soft_wrap=True)

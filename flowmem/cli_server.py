@@ -1,4 +1,5 @@
-"""The `flowmem api` and `flowmem mcp` commands (registered on the app in `flowmem.cli`)."""
+"""The `flowmem api`, `flowmem dashboard` and `flowmem mcp` commands (registered on the app in
+`flowmem.cli`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import typer
 
 from flowmem.settings import Settings
 
-__all__ = ["api", "mcp"]
+__all__ = ["api", "dashboard", "mcp"]
 
 
 def api(
@@ -23,6 +24,21 @@ def api(
 
     settings = Settings()
     run(settings, host=host or settings.api_host, port=port or settings.api_port)
+
+
+def dashboard(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    host: Annotated[str | None, typer.Option(help="Interface to listen on (FLOWMEM_API_HOST).")] = None,
+) -> None:
+    """Serve the dashboard of workflow versions (and the HTTP API, on the same app) for the
+    store FLOWMEM_DB and the namespace FLOWMEM_NAMESPACE; open http://HOST:PORT/.
+
+    Rollback needs FLOWMEM_API_TOKEN; with FLOWMEM_API_READ_TOKEN=true, every page needs it."""
+    from flowmem.server.api import run
+
+    settings = Settings()
+    typer.echo(f"flowmem dashboard: http://{host or settings.api_host}:{port}/ (store {settings.db})")
+    run(settings, host=host or settings.api_host, port=port)
 
 
 def mcp() -> None:

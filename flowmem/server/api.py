@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem import __version__
 from flowmem.interchange import RecordError, loads
+from flowmem.server.dashboard import dashboard_router
 from flowmem.server.payloads import workflow_payload
 from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
@@ -115,6 +116,7 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
 
     _read_routes(app, svc, Depends(read))
     _write_routes(app, svc, Depends(write))
+    app.include_router(dashboard_router(svc))  # the dashboard's pages: /, /workflows/..., /runs
     return app
 
 

@@ -1,0 +1,105 @@
+"""What the dashboard's workflow page shows: a version's steps, parameters, pitfalls with the
+failed runs they came from, source runs, and served / success per version."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from flowmem.induction.drafts import task_key
+from flowmem.induction.failures import first_divergence
+from flowmem.models import Trajectory, Workflow
+from flowmem.server.dashboard.views import memberships
+from flowmem.storage import Store
+from flowmem.storage.dashboard_reads import trajectory_outcomes
+
+__all__ = ["Pitfall", "VersionPoint", "pitfall_sources", "version_points"]
+
+_EVIDENCE = re.compile(r"\s*\((?:\d+/\d+ failures|\d+×)\)$")
+"""The evidence a pitfall ends with: `(3/7 failures)` or `(4×)`."""
+
+MAX_FAILED = 300
+"""Most failed runs read to link pitfalls to their runs."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+
+class Pitfall(_Frozen):
+    """A pitfall and the failed runs that show it."""
+
+    text: str
+    """The pitfall as the workflow states it."""
+    runs: list[tuple[str, str]]
+    """(trajectory id, task) of the failed runs whose first divergence it names."""
+
+
+class VersionPoint(_Frozen):
+    """Served and success counts of one version."""
+
+    version: int
+    """The version."""
+    label: str
+    """`v<n>` and the day it was created."""
+    served: int
+    """Runs it was served to."""
+    successes: int
+    """Of those, runs that succeeded."""
+    failures: int
+    """Of those, runs that failed."""
+
+
+def version_points(history: list[Workflow]) -> list[VersionPoint]:
+    """One point per version, oldest first (stats as merged by the store)."""
+    return [
+        VersionPoint(
+            version=w.version,
+            label=f"v{w.version} {w.created_at:%m-%d}",
+            served=w.stats.served,
+            successes=w.stats.successes,
+            failures=w.stats.failures,
+        )
+        for w in history
+    ]
+
+
+def _failed_runs(store: Store, workflow: Workflow) -> list[Trajectory]:
+    """Failed runs of the workflow's cluster, and failed runs it was served to."""
+    ns = workflow.namespace
+    keys = memberships(store.list_runs(namespace=ns)).get((workflow.agent, workflow.cluster_id or -1), set())
+    ids = [
+        t["id"]
+        for t in trajectory_outcomes(store, namespace=ns)
+        if t["success"] is False
+        and t["agent"] == workflow.agent
+        and (task_key(t["task"]) in keys or any(wid == workflow.id for wid, _ in t["used"]))
+    ]
+    return store.get_trajectories(ids[:MAX_FAILED], namespace=ns)
+
+
+def _same_advice(pitfall: str, advice: str) -> bool:
+    if pitfall == advice:
+        return True
+    # Error texts are masked with the cluster's example values, which the page does not
+    # have: an error pitfall matches a run that failed on the same action.
+    head = "check the arguments of "
+    return (
+        pitfall.startswith(head) and advice.startswith(head) and pitfall.split(":")[0] == advice.split(":")[0]
+    )
+
+
+def pitfall_sources(store: Store, workflow: Workflow) -> list[Pitfall]:
+    """Each pitfall of a version with the failed runs whose first divergence from its steps
+    it names (recomputed with `first_divergence`, as induction found them)."""
+    if not workflow.pitfalls:
+        return []
+    runs = _failed_runs(store, workflow)
+    found: list[Pitfall] = []
+    divergences = [(t, first_divergence(workflow.actions, t, set())) for t in runs]
+    for text in workflow.pitfalls:
+        advice = _EVIDENCE.sub("", text)
+        linked = [(t.id, t.task) for t, d in divergences if d is not None and _same_advice(advice, d.advice)]
+        found.append(Pitfall(text=text, runs=linked))
+    return found

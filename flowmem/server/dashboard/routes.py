@@ -1,0 +1,336 @@
+"""The dashboard's pages (`flowmem dashboard`): routes that read the store and render templates.
+
+Every page is server-rendered HTML that works without JavaScript; the routes are left out of
+the API's OpenAPI schema. Rollback goes through `Store.rollback`, as `flowmem workflows
+rollback` does.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib.resources import files
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup, escape
+
+from flowmem.agents.retrieval import ServedIndex
+from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER
+from flowmem.server.dashboard import charts
+from flowmem.server.dashboard.detail import pitfall_sources, version_points
+from flowmem.server.dashboard.security import Guard
+from flowmem.server.dashboard.views import HomeCache, cluster_map, learning_curve
+from flowmem.server.service import Service
+from flowmem.storage import NotFoundError, StoreError, pick_version
+
+__all__ = ["PAGE_SIZE", "dashboard_router"]
+
+PAGE_SIZE = 50
+"""Workflows per home page."""
+
+_ROOT = files("flowmem.server.dashboard")
+_FILTERS = ("agent", "status", "kind")
+Ns = Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)]
+
+
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(_ROOT / "templates")), autoescape=True)
+    env.filters["args"] = _args
+    env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0%}"
+    env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"
+    return env
+
+
+def _args(args: dict[str, Any]) -> Markup:
+    """Step arguments as `key=value` text, every `{placeholder}` highlighted."""
+    parts = []
+    for key, value in args.items():
+        text = str(escape(value if isinstance(value, str) else repr(value)))
+        # A placeholder survives escaping unchanged (it holds no character HTML escapes).
+        text = PLACEHOLDER.sub(lambda m: f'<mark class="ph">{m.group(0)}</mark>', text)
+        parts.append(f'<span class="arg">{escape(key)}=<code>{text}</code></span>')
+    return Markup(", ".join(parts))
+
+
+class _Pages:
+    """The dashboard of one service: its store, caches, guard and templates."""
+
+    def __init__(self, service: Service) -> None:
+        self.svc = service
+        self.store = service.store
+        self.guard = Guard(service.settings)
+        self.home_cache = HomeCache(service.store)
+        self.env = _environment()
+        self._indexes: dict[str, ServedIndex] = {}
+
+    def ns(self, given: str | None) -> str:
+        return given or self.svc.namespace
+
+    def index(self, ns: str) -> ServedIndex:
+        if ns == self.svc.namespace:
+            return self.svc.index
+        if ns not in self._indexes:
+            self._indexes[ns] = ServedIndex(self.store, ns, gap=self.svc.settings.relevance_gap)
+        return self._indexes[ns]
+
+    def href(self, ns: str) -> Any:
+        def make(path: str, **params: Any) -> str:
+            if ns != self.svc.namespace:
+                params["ns"] = ns
+            kept = {k: v for k, v in params.items() if v is not None and v != ""}
+            return quote(path, safe="/") + ("?" + urlencode(kept) if kept else "")
+
+        return make
+
+    def render(
+        self, request: Request, template: str, ns: str, *, status: int = 200, **ctx: Any
+    ) -> HTMLResponse:
+        html = self.env.get_template(template).render(
+            request=request,
+            ns=ns,
+            href=self.href(ns),
+            signed_in=self.guard.signed_in(request),
+            read_token=self.guard.read_token,
+            **ctx,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def form(self, request: Request, template: str, ns: str, **ctx: Any) -> HTMLResponse:
+        """A page with a form, its CSRF token rendered in and set as a cookie."""
+        token = self.guard.csrf_value(request)
+        page = self.render(request, template, ns, csrf=token, error=None, **ctx)
+        self.guard.set_csrf(page, request, token)
+        return page
+
+    def reader(self, request: Request) -> None:
+        """Send a browser that must sign in to the login form first."""
+        if not self.guard.may_read(request):
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            raise HTTPException(
+                303, "sign in first", headers={"Location": "/login?" + urlencode({"next": target})}
+            )
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = (await request.body())[:65_536].decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+def dashboard_router(service: Service) -> APIRouter:
+    """The dashboard's routes on a service's store."""
+    pages = _Pages(service)
+    router = APIRouter(include_in_schema=False, dependencies=[Depends(pages.reader)])
+    _list_routes(router, pages)
+    _workflow_routes(router, pages)
+    _run_routes(router, pages)
+    open_router = APIRouter(include_in_schema=False)
+    _login_routes(open_router, pages)
+    open_router.include_router(router)
+    return open_router
+
+
+def _list_routes(router: APIRouter, pages: _Pages) -> None:
+    @router.get("/", response_class=HTMLResponse)
+    def home(
+        request: Request,
+        ns: Ns = None,
+        agent: str | None = None,
+        status: str | None = None,
+        kind: str | None = None,
+        q: Annotated[str | None, Query(max_length=2_000)] = None,
+        page: Annotated[int, Query(ge=1)] = 1,
+    ) -> HTMLResponse:
+        space = pages.ns(ns)
+        rows = pages.home_cache.rows(space)
+        options = {f: sorted({getattr(r, f) for r in rows}) for f in _FILTERS}
+        chosen = {"agent": agent, "status": status, "kind": kind}
+        shown = [r for r in rows if all(not v or getattr(r, f) == v for f, v in chosen.items())]
+        pages_total = max(1, math.ceil(len(shown) / PAGE_SIZE))
+        page = min(page, pages_total)
+        hits = pages.index(space).search(q, k=10, agent=agent or None) if q and q.strip() else []
+        return pages.render(
+            request,
+            "home.html",
+            space,
+            rows=shown[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+            total=len(shown),
+            all_total=len(rows),
+            page=page,
+            pages_total=pages_total,
+            options=options,
+            chosen=chosen,
+            q=q or "",
+            hits=hits,
+            namespaces=sorted({*pages.store.namespaces(), space}),
+        )
+
+    @router.get("/learning", response_class=HTMLResponse)
+    def learning(
+        request: Request, ns: Ns = None, by: Annotated[str, Query(pattern="^(run|day)$")] = "run"
+    ) -> HTMLResponse:
+        space = pages.ns(ns)
+        buckets = learning_curve(pages.store, space, by=by)
+        return pages.render(
+            request, "learning.html", space, buckets=buckets, by=by, chart=charts.learning_svg(buckets)
+        )
+
+    @router.get("/clusters", response_class=HTMLResponse)
+    def clusters(request: Request, ns: Ns = None) -> HTMLResponse:
+        space = pages.ns(ns)
+        points = cluster_map(pages.store, space)
+        href = pages.href(space)
+        chart = charts.cluster_svg(points, lambda wid: href(f"/workflows/{wid}"))
+        legend = sorted(
+            {(p.cluster, p.workflow_id) for p in points if p.cluster is not None}, key=lambda c: c[0] or 0
+        )
+        return pages.render(
+            request, "clusters.html", space, chart=chart, points=points, legend=legend, palette=charts.PALETTE
+        )
+
+    @router.get("/trajectories/{trajectory_id:path}", response_class=HTMLResponse)
+    def trajectory(request: Request, trajectory_id: str, ns: Ns = None) -> HTMLResponse:
+        space = pages.ns(ns)
+        try:
+            t = pages.store.get_trajectory(trajectory_id, namespace=space)
+        except NotFoundError as e:
+            return pages.render(request, "error.html", space, status=404, message=str(e))
+        return pages.render(request, "trajectory.html", space, t=t)
+
+
+def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
+    @router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
+    def workflow(
+        request: Request, workflow_id: str, ns: Ns = None, version: Annotated[int | None, Query(ge=1)] = None
+    ) -> HTMLResponse:
+        space = pages.ns(ns)
+        try:
+            history = pages.store.history(workflow_id, namespace=space)
+            w = pick_version(history, version)
+        except NotFoundError as e:
+            return pages.render(request, "error.html", space, status=404, message=str(e))
+        sources = pages.store.get_trajectories(w.source_trajectory_ids[:50], namespace=space)
+        return pages.render(
+            request,
+            "workflow.html",
+            space,
+            w=w,
+            history=history,
+            pitfalls=pitfall_sources(pages.store, w),
+            sources=sources,
+            more_sources=max(0, len(w.source_trajectory_ids) - len(sources)),
+            chart=charts.versions_svg(version_points(history)),
+        )
+
+    @router.get("/workflows/{workflow_id}/history", response_class=HTMLResponse)
+    def history(request: Request, workflow_id: str, ns: Ns = None) -> HTMLResponse:
+        space = pages.ns(ns)
+        try:
+            versions = pages.store.history(workflow_id, namespace=space)
+        except NotFoundError as e:
+            return pages.render(request, "error.html", space, status=404, message=str(e))
+        transitions = pages.store.transitions(namespace=space, workflow_id=workflow_id)
+        return pages.render(
+            request, "history.html", space, wid=workflow_id, versions=versions, transitions=transitions
+        )
+
+    @router.get("/workflows/{workflow_id}/diff", response_class=HTMLResponse)
+    def diff(
+        request: Request,
+        workflow_id: str,
+        old: Annotated[int, Query(ge=1)],
+        new: Annotated[int, Query(ge=1)],
+        ns: Ns = None,
+    ) -> HTMLResponse:
+        space = pages.ns(ns)
+        try:
+            d = pages.store.diff(workflow_id, old, new, namespace=space)
+        except NotFoundError as e:
+            return pages.render(request, "error.html", space, status=404, message=str(e))
+        return pages.render(request, "diff.html", space, d=d)
+
+
+def _run_routes(router: APIRouter, pages: _Pages) -> None:
+    @router.get("/runs", response_class=HTMLResponse)
+    def runs(request: Request, ns: Ns = None, done: str | None = None) -> HTMLResponse:
+        space = pages.ns(ns)
+        found = pages.store.list_runs(namespace=space)
+        undone = {r.rolled_back_run: r for r in found if r.rolled_back_run}
+        result = next((r for r in found if r.id == done), None)
+        return pages.render(
+            request, "runs.html", space, runs=list(reversed(found)), undone=undone, result=result
+        )
+
+    @router.get("/runs/{run_id}/rollback", response_class=HTMLResponse)
+    def confirm(request: Request, run_id: str, ns: Ns = None) -> HTMLResponse:
+        space = pages.ns(ns)
+        try:
+            run = pages.store.get_run(run_id, namespace=space)
+        except NotFoundError as e:
+            return pages.render(request, "error.html", space, status=404, message=str(e))
+        later = [r for r in pages.store.list_runs(namespace=space) if r.started_at > run.started_at]
+        return pages.form(request, "rollback.html", space, run=run, later=later)
+
+    @router.post("/runs/{run_id}/rollback", response_class=HTMLResponse)
+    async def rollback(request: Request, run_id: str, ns: Ns = None) -> Response:
+        space = pages.ns(ns)
+        form = await _form(request)
+        if not pages.guard.csrf_ok(request, form.get("csrf")):
+            return pages.render(
+                request, "error.html", space, status=403, message="refused: the form's CSRF check failed"
+            )
+        if not pages.guard.writable:
+            return pages.render(
+                request,
+                "error.html",
+                space,
+                status=403,
+                message="this server has no FLOWMEM_API_TOKEN set, so it accepts no writes",
+            )
+        if not (pages.guard.token_ok(form.get("token")) or pages.guard.signed_in(request)):
+            return pages.render(
+                request, "error.html", space, status=401, message="refused: missing or invalid token"
+            )
+        try:
+            done = pages.store.rollback(run_id, namespace=space, note=form.get("note") or None)
+        except StoreError as e:
+            return pages.render(
+                request,
+                "error.html",
+                space,
+                status=409 if not isinstance(e, NotFoundError) else 404,
+                message=str(e),
+            )
+        return RedirectResponse(pages.href(space)("/runs", done=done.id), status_code=303)
+
+
+def _login_routes(router: APIRouter, pages: _Pages) -> None:
+    @router.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request, next: str = "/") -> HTMLResponse:
+        return pages.form(request, "login.html", pages.svc.namespace, next=next)
+
+    @router.post("/login", response_class=HTMLResponse)
+    async def login(request: Request) -> Response:
+        form = await _form(request)
+        target = form.get("next") or "/"
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"  # never redirect off this server
+        ns = pages.svc.namespace
+        if not pages.guard.csrf_ok(request, form.get("csrf")):
+            return pages.render(
+                request, "error.html", ns, status=403, message="refused: the form's CSRF check failed"
+            )
+        if not pages.guard.token_ok(form.get("token")):
+            return pages.render(
+                request, "login.html", ns, status=401, next=target, csrf=form.get("csrf"), error="wrong token"
+            )
+        response = RedirectResponse(target, status_code=303)
+        pages.guard.sign_in(response, request)
+        return response
+
+    @router.get("/static/dashboard.css")
+    def css() -> Response:
+        body = (_ROOT / "static" / "dashboard.css").read_text(encoding="utf-8")
+        return Response(body, media_type="text/css", headers={"Cache-Control": "max-age=300"})

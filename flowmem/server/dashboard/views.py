@@ -1,0 +1,270 @@
+"""What the dashboard's list pages show, read from the store: the workflows table (cached per
+store version), the learning curve and the 2-D map of the task embeddings."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from flowmem.induction.drafts import task_key
+from flowmem.models import InductionRun
+from flowmem.storage import Store
+from flowmem.storage.dashboard_reads import (
+    data_version,
+    task_vectors,
+    trajectory_outcomes,
+    workflow_summaries,
+)
+
+__all__ = [
+    "Bucket",
+    "HomeCache",
+    "Point",
+    "WorkflowRow",
+    "cluster_map",
+    "learning_curve",
+    "memberships",
+]
+
+Cluster = tuple[str, int]
+"""(agent, cluster id): clusters are numbered per agent."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+
+class WorkflowRow(_Frozen):
+    """One line of the workflows table."""
+
+    id: str
+    """The workflow's id."""
+    name: str
+    """Its latest version's name."""
+    kind: str
+    """`task` or `subroutine`."""
+    agent: str
+    """The agent role it is for."""
+    status: str
+    """The latest version's live status."""
+    version: int
+    """The latest version."""
+    versions: int
+    """How many versions are stored."""
+    support: int
+    """Source trajectories of the latest version."""
+    served: int
+    """Runs the latest version was served to."""
+    served_rate: float | None
+    """Success rate of the runs it was served to (None: no outcome yet)."""
+    unserved_runs: int
+    """Runs of its cluster, with an outcome, that were not served it."""
+    unserved_rate: float | None
+    """Their success rate (None: none)."""
+    changed_at: datetime
+    """When the latest version was created."""
+
+
+def _rate(successes: int, total: int) -> float | None:
+    return successes / total if total else None
+
+
+def memberships(runs: Sequence[InductionRun]) -> dict[Cluster, set[str]]:
+    """The task keys of every cluster, as the latest induction run that kept them left them."""
+    for run in reversed(runs):
+        clusters = run.state.get("clusters")
+        if run.kind == "induce" and isinstance(clusters, dict):
+            return {
+                (agent, int(cid)): set(keys) for agent, ids in clusters.items() for cid, keys in ids.items()
+            }
+    return {}
+
+
+def _cluster_of(members: Mapping[Cluster, set[str]]) -> dict[tuple[str, str], Cluster]:
+    return {(agent, key): (agent, cid) for (agent, cid), keys in members.items() for key in keys}
+
+
+def workflow_rows(store: Store, namespace: str) -> list[WorkflowRow]:
+    """Every workflow of a namespace with its served and not-served success rates, newest change first."""
+    summaries = workflow_summaries(store, namespace=namespace)
+    cluster_of = _cluster_of(memberships(store.list_runs(namespace=namespace)))
+    known: dict[Cluster, list[int]] = defaultdict(lambda: [0, 0])  # runs with an outcome, successes
+    served_it: dict[tuple[Cluster, str], list[int]] = defaultdict(lambda: [0, 0])
+    for t in trajectory_outcomes(store, namespace=namespace) if cluster_of else []:
+        cluster = cluster_of.get((t["agent"], task_key(t["task"])))
+        if cluster is None or t["success"] is None:
+            continue
+        known[cluster][0] += 1
+        known[cluster][1] += int(t["success"])
+        for wid in {wid for wid, _ in t["used"]}:
+            served_it[(cluster, wid)][0] += 1
+            served_it[(cluster, wid)][1] += int(t["success"])
+    out = []
+    for s in summaries:
+        cluster = (s["agent"], s["cluster_id"])
+        total, ok = known.get(cluster, [0, 0])
+        mine = served_it.get((cluster, s["id"]), [0, 0])
+        # model_construct: 10,000 rows from the store's own columns need no validation (~3x faster).
+        out.append(
+            WorkflowRow.model_construct(
+                id=s["id"],
+                name=s["name"],
+                kind=s["kind"],
+                agent=s["agent"],
+                status=s["status"],
+                version=s["version"],
+                versions=s["versions"],
+                support=s["support"],
+                served=s["served"],
+                served_rate=_rate(s["successes"], s["successes"] + s["failures"]),
+                unserved_runs=total - mine[0],
+                unserved_rate=_rate(ok - mine[1], total - mine[0]),
+                changed_at=s["created_at"],
+            )
+        )
+    out.sort(key=lambda r: (r.changed_at, r.id), reverse=True)
+    return out
+
+
+class HomeCache:
+    """The workflow rows of each namespace, rebuilt only when a table they come from moved:
+    filtering and paging 10,000 rows in memory is fast, reading them is not."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._cached: dict[str, tuple[tuple[int, ...], list[WorkflowRow]]] = {}
+
+    def rows(self, namespace: str) -> list[WorkflowRow]:
+        """The namespace's workflow rows, newest change first."""
+        version = data_version(self.store, namespace=namespace)
+        with self._lock:
+            hit = self._cached.get(namespace)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+        found = workflow_rows(self.store, namespace)
+        with self._lock:
+            self._cached[namespace] = (version, found)
+        return found
+
+
+class Bucket(_Frozen):
+    """Runs of one period (an induction run's interval, or a day), served a workflow or not."""
+
+    label: str
+    """The run id or the day."""
+    served_runs: int
+    """Runs served at least one workflow, with an outcome."""
+    served_rate: float | None
+    """Their success rate."""
+    served_steps: float | None
+    """Their mean number of steps."""
+    other_runs: int
+    """Runs served none, with an outcome."""
+    other_rate: float | None
+    """Their success rate."""
+    other_steps: float | None
+    """Their mean number of steps."""
+
+
+def _bucket(label: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
+    served = [r for r in runs if r["success"] is not None and r["used"]]
+    other = [r for r in runs if r["success"] is not None and not r["used"]]
+
+    def mean(values: list[int]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    return Bucket(
+        label=label,
+        served_runs=len(served),
+        served_rate=mean([int(r["success"]) for r in served]),
+        served_steps=mean([r["n_steps"] for r in served]),
+        other_runs=len(other),
+        other_rate=mean([int(r["success"]) for r in other]),
+        other_steps=mean([r["n_steps"] for r in other]),
+    )
+
+
+def learning_curve(store: Store, namespace: str, *, by: str = "run") -> list[Bucket]:
+    """Success rate and steps per task of served vs not-served runs, per induction run (the
+    runs recorded after it and before the next one) or per day, oldest first."""
+    found = sorted(trajectory_outcomes(store, namespace=namespace), key=lambda t: t["created_at"])
+    groups: dict[str, list[dict[str, Any]]] = {}
+    if by == "day":
+        for t in found:
+            groups.setdefault(t["created_at"].strftime("%Y-%m-%d"), []).append(t)
+    else:
+        runs = [r for r in store.list_runs(namespace=namespace) if r.kind == "induce"]
+        starts = [r.finished_at or r.started_at for r in runs]
+        for t in found:
+            i = sum(1 for s in starts if s <= t["created_at"]) - 1
+            groups.setdefault("before any run" if i < 0 else f"after {runs[i].id}", []).append(t)
+    return [_bucket(label, runs) for label, runs in groups.items()]
+
+
+class Point(_Frozen):
+    """One trajectory on the 2-D map."""
+
+    x: float
+    """First principal component, scaled to 0..1."""
+    y: float
+    """Second principal component, scaled to 0..1."""
+    id: str
+    """The trajectory's id."""
+    task: str
+    """Its task text (shown on hover)."""
+    cluster: int | None
+    """Its cluster (None: noise, or not clustered yet)."""
+    failed: bool
+    """True when the run failed."""
+    workflow_id: str | None
+    """The workflow induced from its cluster, if any."""
+
+
+def _project(matrix: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """PCA to two dimensions, each scaled to 0..1."""
+    if len(matrix) == 0:
+        return np.zeros((0, 2))
+    centred = matrix - matrix.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    xy = centred @ vt[:2].T if vt.shape[0] >= 2 else np.zeros((len(matrix), 2))
+    xy = np.pad(xy, ((0, 0), (0, 2 - xy.shape[1])))
+    span = xy.max(axis=0) - xy.min(axis=0)
+    return np.asarray((xy - xy.min(axis=0)) / np.where(span > 0, span, 1.0))
+
+
+def cluster_map(store: Store, namespace: str, *, limit: int = 2_000) -> list[Point]:
+    """The task embeddings of a namespace's runs (at most `limit`, evenly sampled), projected
+    to 2-D with PCA, with their cluster, outcome and their cluster's workflow."""
+    found, matrix = task_vectors(store, namespace=namespace)
+    if len(found) > limit:
+        keep = np.linspace(0, len(found) - 1, limit).astype(int)
+        found, matrix = [found[i] for i in keep], matrix[keep]
+    cluster_of = _cluster_of(memberships(store.list_runs(namespace=namespace)))
+    owner: dict[Cluster, tuple[int, str]] = {}
+    for s in workflow_summaries(store, namespace=namespace):
+        if s["cluster_id"] is not None and s["kind"] == "task":
+            key = (s["agent"], s["cluster_id"])
+            if key not in owner or s["support"] > owner[key][0]:
+                owner[key] = (s["support"], s["id"])
+    points = []
+    for t, (x, y) in zip(found, _project(matrix), strict=True):
+        cluster = cluster_of.get((t["agent"], task_key(t["task"])))
+        points.append(
+            Point(
+                x=float(x),
+                y=float(y),
+                id=t["id"],
+                task=t["task"],
+                cluster=cluster[1] if cluster else None,
+                failed=t["success"] is False,
+                workflow_id=owner[cluster][1] if cluster in owner else None,
+            )
+        )
+    return points

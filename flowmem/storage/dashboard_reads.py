@@ -1,0 +1,114 @@
+"""Light reads for the dashboard: the columns a listing shows, never vectors or step JSON.
+
+`Store.list_workflows` builds whole `Workflow` models (steps, parameters, provenance); a page
+that lists 10,000 workflows needs a dozen scalar columns of each, so these functions select
+only those, keep the same visibility rules (`committed_rows`, `live`) and return plain dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from flowmem.storage import rows
+from flowmem.storage.base import Vector, quote, select
+from flowmem.storage.store import Store
+
+__all__ = ["data_version", "task_vectors", "trajectory_outcomes", "workflow_summaries"]
+
+_SUMMARY_COLUMNS = (
+    "id",
+    "version",
+    "name",
+    "agent",
+    "status",
+    "kind",
+    "cluster_id",
+    "run_id",
+    "source_trajectory_ids",
+    "created_at",
+)
+
+
+def data_version(store: Store, *, namespace: str) -> tuple[int, ...]:
+    """The versions of every table a dashboard page reads (workflows, usage, lifecycle,
+    trajectories, runs): a page cached under it is stale as soon as any of them moves."""
+    return (
+        *store.served_version(namespace=namespace),
+        int(store._trajectories().version),
+        int(store._runs().version),
+    )
+
+
+def workflow_summaries(store: Store, *, namespace: str) -> list[dict[str, Any]]:
+    """The latest committed version of every workflow of a namespace, as dicts of `id`,
+    `version`, `versions` (how many), `name`, `agent`, `status` (live), `kind`, `cluster_id`,
+    `support` (source trajectories), `served`, `successes`, `failures` (live usage of that
+    version) and `created_at`."""
+    table = store._workflows(namespace)
+    columns = [c for c in _SUMMARY_COLUMNS if c in table.schema.names]
+    found = select(table, f"namespace = {quote(namespace)}", columns)
+    # The support is a count: the id lists are never turned into Python lists.
+    support = pc.fill_null(pc.list_value_length(found["source_trajectory_ids"]), 0)
+    found = found.drop_columns(["source_trajectory_ids"]).append_column("support", support)
+    raw = store.committed_rows(rows.rows_of(found), namespace=namespace)
+    latest: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for r in raw:
+        counts[r["id"]] = counts.get(r["id"], 0) + 1
+        if r["id"] not in latest or r["version"] > latest[r["id"]]["version"]:
+            latest[r["id"]] = r
+    usage = store.usage(namespace=namespace)
+    status = {(t["id"], t["version"]): t["new"] for t in store.transitions(namespace=namespace)}
+    out = []
+    for wid in sorted(latest):
+        r = latest[wid]
+        stats = usage.get((wid, r["version"]))
+        out.append(
+            {
+                "id": wid,
+                "version": r["version"],
+                "versions": counts[wid],
+                "name": r["name"],
+                "agent": r["agent"],
+                "status": status.get((wid, r["version"]), r["status"]),
+                "kind": r.get("kind") or "task",
+                "cluster_id": r["cluster_id"],
+                "support": r["support"],
+                "served": stats.served if stats else 0,
+                "successes": stats.successes if stats else 0,
+                "failures": stats.failures if stats else 0,
+                "created_at": r["created_at"],
+            }
+        )
+    return out
+
+
+def trajectory_outcomes(store: Store, *, namespace: str) -> list[dict[str, Any]]:
+    """Every trajectory of a namespace without its steps: `id`, `task`, `agent`, `success`,
+    `n_steps`, `used` (the served (workflow id, version) pairs) and `created_at`."""
+    columns = ["id", "task", "agent", "success", "n_steps", "workflows_used", "created_at"]
+    found = select(store._trajectories(), f"namespace = {quote(namespace)}", columns)
+    out = []
+    for r in rows.rows_of(found):
+        used = json.loads(r.pop("workflows_used") or "[]")
+        out.append({**r, "used": [(u["id"], int(u["version"])) for u in used]})
+    return out
+
+
+def task_vectors(store: Store, *, namespace: str) -> tuple[list[dict[str, Any]], Vector]:
+    """The trajectories of a namespace (`id`, `task`, `agent`, `success`) and their task vectors."""
+    found = rows.rows_of(
+        select(
+            store._trajectories(),
+            f"namespace = {quote(namespace)}",
+            ["id", "task", "agent", "success", "vector"],
+        )
+    )
+    matrix = np.array([r.pop("vector") for r in found], dtype=np.float32).reshape(
+        len(found), store.embedder.dim
+    )
+    return found, matrix

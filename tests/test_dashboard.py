@@ -1,0 +1,270 @@
+"""The dashboard's pages through FastAPI's TestClient: content, paging, escaping, tokens, CSRF."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flowmem.induction.rule import RuleInducer
+from flowmem.interchange import parse_line
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.jobs.learn import learn
+from flowmem.models import Step, Trajectory, WorkflowRef, now
+from flowmem.server.api import create_app
+from flowmem.settings import Settings
+from flowmem.storage import Store
+from tests.conftest import WORKBENCH, make_workflow
+from tests.test_retrieval import induced
+
+TOKEN = "dash-Token-9c1e"
+SCRIPT_TASK = "Delete the latest email from <script>window.__xss = 1</script> please"
+GROUPS = ("email/t00", "email/t01", "email/t02", "email/t03")
+EXTRA = Step(action="notes.read_notes", args={"topic": "the request"})
+"""The step the drifted runs take first: induction run 2 adds it to a workflow (version 2)."""
+
+
+@dataclass
+class Seeded:
+    """A store seeded by the real induction pipeline, with outcomes."""
+
+    settings: Settings
+    store: Store
+    revised: str
+    """The workflow that has a version 2 (from induction run 2)."""
+    served: str
+    """The workflow served to the runs with outcomes."""
+    script_run: str
+    """The run whose task holds a `<script>` element."""
+    runs: list[str]
+    """The two induction runs, oldest first."""
+
+
+def _slice(settings: Settings, per_group: int = 30) -> list[Trajectory]:
+    """A WorkBench slice (four email templates), or simulated office runs without the data."""
+    if not WORKBENCH.exists():
+        from flowmem.sim import simulate
+
+        return simulate(4 * per_group, seed=0)
+    found: list[Trajectory] = []
+    counts: dict[str, int] = {}
+    with gzip.open(WORKBENCH, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            group = json.loads(line)["group"]
+            if group in GROUPS and counts.get(group, 0) < per_group:
+                counts[group] = counts.get(group, 0) + 1
+                found.append(parse_line(line.encode(), settings))
+    return found
+
+
+def seed(settings: Settings) -> Seeded:
+    """Induce a WorkBench slice, drift one cluster and induce again (a version 2 with an
+    added step), then record served runs with outcomes (one task holding `<script>`) and learn."""
+    store = store_from(settings)
+    ns = settings.namespace
+    store_trajectories(store, _slice(settings), settings.scrub)
+    first = induce(store, settings, RuleInducer(), namespace=ns)
+    top = max(store.list_workflows(namespace=ns), key=lambda w: len(w.source_trajectory_ids))
+    sources = store.get_trajectories(top.source_trajectory_ids, namespace=ns)
+    drift = [
+        t.model_copy(update={"id": f"{t.id}/drift{i}", "steps": [EXTRA, *t.steps], "success": True})
+        for i, t in enumerate(sources * 3)
+    ]
+    store_trajectories(store, drift, settings.scrub)
+    second = induce(store, settings, RuleInducer(), namespace=ns)
+    assert store.get_workflow(top.id, namespace=ns).version == 2, "run 2 should revise the workflow"
+    other = next(w for w in store.list_workflows(namespace=ns) if w.id != top.id and w.pitfalls)
+    examples = store.get_trajectories(other.source_trajectory_ids, namespace=ns)
+    used = [WorkflowRef(id=other.id, version=other.version)]
+    served = [
+        t.model_copy(
+            update={
+                "id": f"{t.id}/served{i}",
+                "workflows_used": used,
+                "success": i % 3 != 0,
+                "created_at": now(),
+            }
+        )
+        for i, t in enumerate(examples * 2)
+    ]
+    script = examples[0].model_copy(
+        update={
+            "id": "script-run",
+            "task": SCRIPT_TASK,
+            "workflows_used": used,
+            "success": False,
+            "created_at": now(),
+        }
+    )
+    store_trajectories(store, [*served, script], settings.scrub)
+    learn(store, namespace=ns)
+    return Seeded(settings, store, top.id, other.id, "script-run", [first.run.id, second.run.id])
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    settings = Settings(db=str(tmp_path_factory.mktemp("dash") / "db"), api_token=TOKEN)
+    return seed(settings)
+
+
+def client(settings: Settings, **kw: Any) -> TestClient:
+    return TestClient(create_app(Settings.model_validate({**settings.model_dump(), **kw})))
+
+
+def test_every_page_shows_the_seeded_store(seeded: Seeded) -> None:
+    api, store = client(seeded.settings), seeded.store
+    workflows = store.list_workflows()
+    home = api.get("/")
+    assert home.status_code == 200 and home.headers["content-type"].startswith("text/html")
+    for w in workflows:
+        assert f'href="/workflows/{w.id}"' in home.text
+    served = next(w for w in workflows if w.id == seeded.served)
+    row = home.text.split(f'href="/workflows/{served.id}"')[1].split("</tr>")[0]
+    rate = served.stats.successes / served.stats.served
+    assert served.stats.served > 0 and f"{rate:.0%}" in row
+    page = api.get(f"/workflows/{served.id}").text
+    for step in served.steps:
+        assert step.action in page
+    assert '<mark class="ph">{' in page and "<svg" in page
+    pitfalls = page.split('id="pitfalls"')[1].split("</section>")[0]
+    linked = re.findall(r'href="/trajectories/([^"]+)"', pitfalls)
+    assert linked and all(store.get_trajectory(i).success is False for i in linked)
+    assert served.source_trajectory_ids[0] in page.split('id="sources"')[1]
+    history = api.get(f"/workflows/{seeded.revised}/history").text
+    assert "v2" in history and seeded.runs[1] in history and "rule" in history
+    runs = api.get("/runs").text
+    assert all(r in runs for r in seeded.runs) and "versions created" in runs and "clusters changed" in runs
+    assert api.get(f"/trajectories/{served.source_trajectory_ids[0]}").status_code == 200
+    assert api.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
+    assert api.get("/trajectories/nope").status_code == 404
+    assert api.get("/workflows/nope").status_code == 404
+
+
+def test_the_diff_shows_the_added_step_side_by_side(seeded: Seeded) -> None:
+    page = client(seeded.settings).get(f"/workflows/{seeded.revised}/diff", params={"old": 1, "new": 2}).text
+    added = re.findall(r'<tr class="added">(.*?)</tr>', page, flags=re.S)
+    assert len(added) == 1 and EXTRA.action in added[0]
+    assert EXTRA.action not in "".join(re.findall(r'<tr class="equal">(.*?)</tr>', page, flags=re.S))
+
+
+def test_learning_curve_and_cluster_map_count_the_runs(seeded: Seeded) -> None:
+    api, store = client(seeded.settings), seeded.store
+    runs = store.list_trajectories(limit=None)
+    served = [t for t in runs if t.workflows_used]
+    page = api.get("/learning").text
+    last = re.findall(r"<tr><td>after " + seeded.runs[1] + r"</td>(.*?)</tr>", page, flags=re.S)[0]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', last)
+    rate = sum(bool(t.success) for t in served) / len(served)
+    assert cells[0] == str(len(served)) and cells[1] == f"{rate:.0%}"
+    assert api.get("/learning", params={"by": "day"}).status_code == 200
+    assert api.get("/learning", params={"by": "week"}).status_code == 422
+    svg = api.get("/clusters").text
+    assert svg.count("<circle") == len(runs)
+    assert svg.count('class="pt failed"') == sum(t.success is False for t in runs)
+    assert f'<a href="/workflows/{seeded.revised}"><circle' in svg
+
+
+def test_a_script_in_a_task_renders_as_text(seeded: Seeded) -> None:
+    api = client(seeded.settings)
+    for path in (f"/trajectories/{seeded.script_run}", "/clusters", f"/workflows/{seeded.served}"):
+        html = api.get(path).text
+        assert "<script>window.__xss" not in html, path
+    assert (
+        "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in api.get(f"/trajectories/{seeded.script_run}").text
+    )
+    searched = api.get("/", params={"q": "<script>alert(1)</script> delete email"}).text
+    assert "<script>alert(1)" not in searched and "&lt;script&gt;alert(1)" in searched
+
+
+def test_home_filters_pages_and_searches(settings: Settings) -> None:
+    store = induced(settings)
+    for i in range(120):
+        store.put_workflow(make_workflow(f"manual-{i:03d}", agent="helper" if i % 2 else "agent"))
+    api = client(settings)
+    first = api.get("/").text
+    assert first.count('class="id"') == 50 and "page 1 of 3" in first
+    last = api.get("/", params={"page": 3}).text
+    assert last.count('class="id"') == 122 - 100 and "page 3 of 3" in last
+    helpers = api.get("/", params={"agent": "helper"}).text
+    assert "page 1 of 2" in helpers and "manual-119" in helpers and "manual-118" not in helpers
+    assert "Workflows <small>60 of 122</small>" in helpers
+    hits = api.get("/", params={"q": "Forward the latest email about 'roadmap' to zed"}).text
+    search = hits.split('id="search"')[1].split("</section>")[0]
+    assert "Score" in search and re.search(r'<td class="num">0\.\d{3}</td>', search)
+    assert api.get("/", params={"ns": "bad ns!"}).status_code == 422
+
+
+def test_reads_need_the_token_when_configured(settings: Settings) -> None:
+    induced(settings)
+    api = client(settings, api_token=TOKEN, api_read_token=True)
+    gone = api.get("/runs", follow_redirects=False)
+    assert gone.status_code == 303 and gone.headers["location"] == "/login?next=%2Fruns"
+    assert TOKEN not in gone.text
+    assert api.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    form = api.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert form.status_code == 200 and csrf is not None
+    wrong = api.post("/login", data={"csrf": csrf[1], "token": "nope", "next": "/runs"})
+    assert wrong.status_code == 401 and "wrong token" in wrong.text
+    assert api.post("/login", data={"csrf": "forged", "token": TOKEN}).status_code == 403
+    ok = api.post(
+        "/login", data={"csrf": csrf[1], "token": TOKEN, "next": "//evil.test/"}, follow_redirects=False
+    )
+    assert ok.status_code == 303 and ok.headers["location"] == "/"
+    cookie = ok.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
+    assert api.get("/runs").status_code == 200  # the cookie now proves the token
+    assert client(settings).get("/runs").status_code == 200  # reads are open by default
+
+
+def _confirm(api: TestClient, run_id: str) -> str:
+    page = api.get(f"/runs/{run_id}/rollback")
+    assert page.status_code == 200 and "Roll back" in page.text
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None and api.cookies.get("flowmem_csrf") == found[1]
+    return found[1]
+
+
+def test_rollback_needs_the_token_and_a_csrf_token_from_this_server(settings: Settings) -> None:
+    store = induced(settings)
+    run = store.list_runs()[0]
+    before = len(store.list_workflows())
+    api = client(settings, api_token=TOKEN)
+    csrf = _confirm(api, run.id)
+    url = f"/runs/{run.id}/rollback"
+    assert api.post(url, data={"token": TOKEN}).status_code == 403  # no CSRF token
+    assert api.post(url, data={"token": TOKEN, "csrf": "guessed"}).status_code == 403
+    evil = api.post(url, data={"token": TOKEN, "csrf": csrf}, headers={"Origin": "http://evil.test"})
+    assert evil.status_code == 403
+    assert api.post(url, data={"csrf": csrf}).status_code == 401
+    assert api.post(url, data={"csrf": csrf, "token": "wrong"}).status_code == 401
+    assert len(store.list_workflows()) == before and len(store.list_runs()) == 1
+    done = api.post(
+        url, data={"csrf": csrf, "token": TOKEN, "note": "bad run"}, headers={"Origin": "http://testserver"}
+    )
+    assert done.status_code == 200 and "Rolled back" in done.text
+    assert store.list_workflows() == [] and store.list_runs()[-1].rolled_back_run == run.id
+    assert api.post(url, data={"csrf": csrf, "token": TOKEN}).status_code == 409  # already rolled back
+    no_token = client(settings)  # a server without FLOWMEM_API_TOKEN accepts no writes
+    assert no_token.post(url, data={"csrf": _confirm(no_token, run.id), "token": TOKEN}).status_code == 403
+
+
+def test_dashboard_routes_stay_out_of_the_api_schema(settings: Settings) -> None:
+    paths = set(client(settings).get("/openapi.json").json()["paths"])
+    assert not paths & {"/", "/runs", "/login", "/clusters", "/learning"}
+
+
+def test_the_home_page_reads_only_when_the_store_moved(settings: Settings, tmp_path: Path) -> None:
+    store = induced(settings)
+    api = client(settings)
+    assert "forward" in api.get("/").text.lower()
+    store.put_workflow(make_workflow("brand-new"))
+    assert 'href="/workflows/brand-new"' in api.get("/").text

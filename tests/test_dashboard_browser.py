@@ -1,0 +1,186 @@
+"""The dashboard in headless Chromium (Playwright's sync API) against uvicorn on 127.0.0.1.
+
+Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download is never
+used. Each page's screenshot goes to tests/screenshots/ (git-ignored) for a reviewer to look at.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowmem.server.api import create_app
+from flowmem.settings import Settings
+from tests.test_dashboard import EXTRA, SCRIPT_TASK, TOKEN, Seeded, seed
+
+CHROMIUM = shutil.which("chromium")
+SHOTS = Path(__file__).parent / "screenshots"
+ARGS = [
+    "--no-sandbox",  # we run as root
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, str]]:
+    """The seeded store behind uvicorn in a thread: (the seed, the base URL)."""
+    import uvicorn
+
+    seeded = seed(Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN))
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(seeded.settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield seeded, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+class Watched:
+    """A page with every console error, page error and failed request it saw."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page, self.base, self.problems = page, base, []
+        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
+        page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+
+    def visit(self, path: str, shot: str) -> Any:
+        response = self.page.goto(self.base + path)
+        assert response is not None and response.status == 200, path
+        self.page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
+        assert self.problems == [], path
+        return response
+
+
+@pytest.fixture
+def page(browser: Any, served: tuple[Seeded, str]) -> Iterator[Watched]:
+    SHOTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    yield Watched(context.new_page(), served[1])
+    context.close()
+
+
+def test_every_page_loads_clean_and_shows_the_seeded_workflows(
+    page: Watched, served: tuple[Seeded, str]
+) -> None:
+    seeded, _ = served
+    workflows = seeded.store.list_workflows()
+    page.visit("/", "home")
+    table = page.page.locator("#workflows").inner_text()
+    assert all(w.id in table for w in workflows)
+    w = next(w for w in workflows if w.id == seeded.served)
+    page.visit(f"/workflows/{w.id}", "workflow")
+    assert page.page.locator("mark.ph").count() >= len(w.placeholders) > 0
+    assert page.page.locator("#pitfalls a[href^='/trajectories/']").count() > 0
+    page.visit(f"/workflows/{seeded.revised}/history", "history")
+    page.visit("/runs", "runs")
+    assert all(page.page.locator(f"li[id='{r}']").count() == 1 for r in seeded.runs)
+    page.visit("/learning", "learning")
+    assert page.page.locator("#curve tbody tr").count() >= 2
+    page.visit(f"/trajectories/{w.source_trajectory_ids[0]}", "trajectory")
+    page.visit(f"/runs/{seeded.runs[1]}/rollback", "rollback-confirm")
+    page.visit("/?q=delete+the+latest+email", "search")
+    assert page.page.locator("#search tbody tr").count() >= 1
+    page.visit("/clusters", "clusters")
+    tasks = page.page.locator("svg circle title").all_text_contents()
+    assert len(tasks) == seeded.store.count_trajectories() and any(SCRIPT_TASK in t for t in tasks)
+    # The last circle of the cluster is drawn on top: a real click there lands on it.
+    page.page.locator(f"svg a[href='/workflows/{seeded.revised}'] circle").last.click(timeout=5_000)
+    page.page.wait_for_url(f"**/workflows/{seeded.revised}")
+    assert page.problems == []
+
+
+def test_a_phone_width_window_needs_no_sideways_scrolling(page: Watched) -> None:
+    page.page.set_viewport_size({"width": 390, "height": 844})
+    for path, shot in (("/", "home-phone"), ("/runs", "runs-phone"), ("/clusters", "clusters-phone")):
+        page.visit(path, shot)
+        assert page.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
+
+
+def test_the_diff_of_two_versions_shows_the_added_step(page: Watched, served: tuple[Seeded, str]) -> None:
+    seeded, _ = served
+    page.visit(f"/workflows/{seeded.revised}/history", "history")
+    page.page.select_option("select[name=old]", "1")
+    page.page.select_option("select[name=new]", "2")
+    page.page.click("text=Compare")
+    page.page.wait_for_url("**/diff?**")
+    page.page.screenshot(path=str(SHOTS / "diff.png"), full_page=True)
+    added = page.page.locator("#diff tr.added")
+    assert added.count() == 1 and EXTRA.action in added.inner_text()
+    assert page.problems == []
+
+
+def test_a_script_in_a_task_renders_as_text(page: Watched, served: tuple[Seeded, str]) -> None:
+    seeded, _ = served
+    page.visit(f"/trajectories/{seeded.script_run}", "trajectory-script")
+    assert page.page.locator("#task").inner_text() == SCRIPT_TASK
+    assert page.page.evaluate("window.__xss") is None
+
+
+def test_rollback_is_refused_without_the_token_and_changes_the_store_with_it(
+    page: Watched, served: tuple[Seeded, str]
+) -> None:
+    seeded, _ = served
+    store, run = seeded.store, seeded.runs[1]
+    assert store.get_workflow(seeded.revised).version == 2
+    page.visit("/runs", "runs")
+    page.page.locator(f"li[id='{run}'] a.button").click()
+    page.page.wait_for_url(f"**/runs/{run}/rollback")
+    with page.page.expect_response(lambda r: r.request.method == "POST") as refused:
+        page.page.click("button.danger")
+    assert refused.value.status == 401 and "invalid token" in page.page.locator(".error").inner_text()
+    assert store.get_workflow(seeded.revised).version == 2 and store.list_runs()[-1].id == run
+    page.problems.clear()  # the refusal's 401 is expected
+    page.visit(f"/runs/{run}/rollback", "rollback-confirm")
+    page.page.fill("input[name=token]", TOKEN)
+    page.page.fill("input[name=note]", "drifted runs, <b>undo</b>")
+    page.page.click("button.danger")
+    page.page.wait_for_url("**/runs?done=**")
+    page.page.screenshot(path=str(SHOTS / "rollback-done.png"), full_page=True)
+    assert "Rolled back" in page.page.locator("#result").inner_text()
+    assert store.get_workflow(seeded.revised).version == 1
+    assert (
+        store.list_runs()[-1].rolled_back_run == run
+        and store.list_runs()[-1].note == "drifted runs, <b>undo</b>"
+    )
+    assert page.page.locator(f"li[id='{run}'] .undone-note").count() == 1
+    assert page.problems == []
