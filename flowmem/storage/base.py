@@ -25,6 +25,8 @@ T = TypeVar("T")
 Vector = npt.NDArray[np.float32]
 
 TRAJECTORIES = "trajectories"
+_METADATA_CACHE = 64 * 1024 * 1024
+_INDEX_CACHE = 128 * 1024 * 1024
 RUNS = "runs"
 
 
@@ -91,8 +93,12 @@ class StoreBase:
 
             from flowmem.storage.migrations import migrate
 
-            # A zero interval: every read sees what other processes committed before it.
-            db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0))
+            # A zero interval: every read sees what other processes committed before it. Bounded
+            # caches: LanceDB's defaults let them grow by ~100 KB per commit, to gigabytes.
+            session = lancedb.Session(
+                metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=_INDEX_CACHE
+            )
+            db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0), session=session)
             migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
             self._db = db
         return self._db

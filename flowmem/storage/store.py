@@ -30,6 +30,7 @@ from flowmem.storage.base import (
     quote,
     select,
 )
+from flowmem.storage.maintenance import MaintenanceMixin
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.version_state import VersionStateMixin
@@ -53,7 +54,7 @@ def pick_version(history: Sequence[Workflow], version: int | None) -> Workflow:
     raise NotFoundError(f"workflow {history[-1].id!r} has no version {version}")
 
 
-class Store(VersionStateMixin, RunsMixin):
+class Store(VersionStateMixin, MaintenanceMixin, RunsMixin):
     """Trajectories, workflow versions and runs, in one LanceDB database."""
 
     # -- trajectories -------------------------------------------------------------------
@@ -64,20 +65,25 @@ class Store(VersionStateMixin, RunsMixin):
 
         Every input path stores through `flowmem.jobs.ingest.store_trajectories`, which
         scrubs them first: the store keeps what it is given."""
-        stored = 0
+        return len(self.insert_trajectories(trajectories))
+
+    def insert_trajectories(self, trajectories: Iterable[Trajectory]) -> set[tuple[str, str]]:
+        """Like `add_trajectories`, returning the (namespace, id) of each trajectory this
+        call stored (of a key given twice, the first one is stored)."""
+        stored: set[tuple[str, str]] = set()
         batch: dict[tuple[str, str], Trajectory] = {}
         for trajectory in trajectories:
             key = (trajectory.namespace, trajectory.id)
             if key not in batch:
                 batch[key] = trajectory
             if len(batch) >= _BATCH:
-                stored += self._insert_trajectories(list(batch.values()))
+                stored |= self._insert_trajectories(list(batch.values()))
                 batch.clear()
         if batch:
-            stored += self._insert_trajectories(list(batch.values()))
+            stored |= self._insert_trajectories(list(batch.values()))
         return stored
 
-    def _insert_trajectories(self, batch: list[Trajectory]) -> int:
+    def _insert_trajectories(self, batch: list[Trajectory]) -> set[tuple[str, str]]:
         vectors = self.embedder.embed([t.task for t in batch])
         at = now()
         data = [rows.trajectory_to_row(t, v, at) for t, v in zip(batch, vectors, strict=True)]
@@ -87,7 +93,19 @@ class Store(VersionStateMixin, RunsMixin):
             merge = table.merge_insert(["namespace", "id"]).when_not_matched_insert_all()
             return int(merge.execute(data).num_inserted_rows)
 
-        return _retry(write)
+        inserted = _retry(write)
+        keys = {(t.namespace, t.id) for t in batch}
+        if inserted == len(batch):
+            return keys
+        # Some were stored before: ours are the rows that carry this commit's `stored_at`.
+        found: set[tuple[str, str]] = set()
+        for ns in sorted({k[0] for k in keys}):
+            ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
+            where = f"namespace = {quote(ns)} AND id IN ({ids})"
+            for r in rows.rows_of(select(table, where, ["id", "stored_at"])):
+                if r["stored_at"] == at:
+                    found.add((ns, r["id"]))
+        return found
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a trajectory or a workflow, sorted."""
