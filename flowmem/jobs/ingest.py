@@ -13,7 +13,7 @@ from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_tra
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["IngestReport", "ingest_files", "quarantine", "store_trajectories"]
+__all__ = ["IngestReport", "ingest_files", "quarantine", "store_new_trajectories", "store_trajectories"]
 
 _BATCH = 1_000
 
@@ -52,9 +52,17 @@ def store_trajectories(store: Store, trajectories: Iterable[Trajectory], scrub: 
     ids already stored; returns how many were new. Every input path — files, the spool, the
     hooks, the API, the MCP server — stores through here, so only masked secrets and
     personal data reach the store."""
+    return len(store_new_trajectories(store, trajectories, scrub))
+
+
+def store_new_trajectories(
+    store: Store, trajectories: Iterable[Trajectory], scrub: Collection[ScrubKind]
+) -> set[tuple[str, str]]:
+    """`store_trajectories`, returning the (namespace, id) of each trajectory it stored: what
+    a group commit needs to tell each request how many of its own were new."""
     if scrub:
         trajectories = (scrub_trajectory(t, scrub) for t in trajectories)
-    return store.add_trajectories(trajectories)
+    return store.insert_trajectories(trajectories)
 
 
 def quarantine(
