@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.ingest import quarantine, store_trajectories
+from flowmem.jobs.ingest import quarantine, store_new_trajectories
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import Trajectory
+from flowmem.server.committer import GroupCommitter
 from flowmem.server.payloads import hit_payload, workflow_payload
 from flowmem.settings import Settings
 from flowmem.storage import Store, pick_version
@@ -29,6 +31,11 @@ MAX_BATCH = 1_000
 
 T = TypeVar("T")
 
+COMPACT_EVERY = 100
+"""Group commits between two compactions of the trajectories table (see `GroupCommitter`)."""
+COMPACT_KEEP = timedelta(minutes=1)
+"""Trajectories table versions younger than this survive a compaction (for reads in flight)."""
+
 
 class Service:
     """The operations the API and MCP server expose, on one store and namespace."""
@@ -39,6 +46,12 @@ class Service:
         self.store = store if store is not None else store_from(settings)
         self._index: ServedIndex | None = None
         self._lock = threading.Lock()
+        self.committer = GroupCommitter(
+            lambda batch: store_new_trajectories(self.store, batch, self.settings.scrub),
+            compact=lambda: self.store.compact_trajectories(keep=COMPACT_KEEP),
+            compact_every=COMPACT_EVERY,
+        )
+        """Stores what concurrent requests record in one commit per batch."""
 
     @property
     def index(self) -> ServedIndex:
@@ -111,7 +124,7 @@ class Service:
             except RecordError as exc:
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else repr(item)
                 rejected.append(Rejection(source=origin, line=i + 1, reason=str(exc), raw=raw[:10_000]))
-        stored = store_trajectories(self.store, valid, self.settings.scrub) if valid else 0
+        stored = self.committer.submit(valid)
         quarantine(rejected, self.settings.quarantine_path, self.settings.scrub)
         return {
             "received": len(items),

@@ -1,0 +1,142 @@
+"""Group commit: trajectories that requests submit together are stored in one commit.
+
+A LanceDB commit costs milliseconds and leaves a table version and a data file behind, so a
+server that committed every request on its own would slow down with every write. Requests
+hand their trajectories to one `GroupCommitter`; its thread takes everything queued (waiting
+`linger` seconds for more, up to `max_records`), writes it once, and only then wakes each
+request with the count of its own trajectories that were new. If the write fails, every
+request of that batch — and no other — gets the error. Every `compact_every` commits the
+thread runs `compact` (a request is never kept waiting for it: it runs after the wake-ups).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from flowmem.models import Trajectory
+
+__all__ = ["GroupCommitter"]
+
+log = logging.getLogger("flowmem.committer")
+
+Key = tuple[str, str]
+"""(namespace, id) of a trajectory."""
+
+
+@dataclass
+class _Request:
+    trajectories: list[Trajectory]
+    done: threading.Event = field(default_factory=threading.Event)
+    stored: int = 0
+    error: BaseException | None = None
+
+
+class GroupCommitter:
+    """Stores what concurrent callers submit, one write per batch, each caller told its own."""
+
+    def __init__(
+        self,
+        write: Callable[[list[Trajectory]], Collection[Key]],
+        *,
+        linger: float = 0.002,
+        max_records: int = 1_000,
+        compact: Callable[[], None] | None = None,
+        compact_every: int = 100,
+        idle_exit: float = 5.0,
+    ) -> None:
+        """`write` stores a batch and returns the keys it stored (that were new). The thread
+        starts with the first submission and ends after `idle_exit` seconds without one."""
+        self._write = write
+        self.linger = linger
+        self.max_records = max_records
+        self._compact = compact
+        self.compact_every = compact_every
+        self.idle_exit = idle_exit
+        self._queue: deque[_Request] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.commits = 0
+        """Batches written (successfully or not) since this committer was made."""
+        self.requests = 0
+        """Submissions those batches carried."""
+        self.compactions = 0
+        """Times `compact` ran."""
+
+    def submit(self, trajectories: Sequence[Trajectory]) -> int:
+        """Store trajectories with whatever else is being submitted; returns how many of
+        these were new, once they are committed.
+
+        Raises:
+            Exception: whatever the write of this submission's batch raised.
+        """
+        request = _Request(list(trajectories))
+        if not request.trajectories:
+            return 0
+        with self._cond:
+            self._queue.append(request)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="flowmem-group-commit", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        return request.stored
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            self._commit(batch)
+            if self._compact is not None and self.commits % self.compact_every == 0:
+                try:
+                    self._compact()
+                    self.compactions += 1
+                except Exception:  # the writes are committed; the next round compacts again
+                    log.exception("compaction after %d commits failed", self.commits)
+
+    def _take(self) -> list[_Request] | None:
+        """The next batch: what is queued, plus what arrives within `linger`; None when
+        nothing came for `idle_exit` seconds (the thread then ends)."""
+        with self._cond:
+            if not self._queue:
+                self._cond.wait(timeout=self.idle_exit)
+                if not self._queue:
+                    self._thread = None
+                    return None
+            deadline = time.monotonic() + self.linger
+            while sum(len(r.trajectories) for r in self._queue) < self.max_records:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(timeout=left)
+            batch = [self._queue.popleft()]
+            size = len(batch[0].trajectories)
+            while self._queue and size + len(self._queue[0].trajectories) <= self.max_records:
+                size += len(self._queue[0].trajectories)
+                batch.append(self._queue.popleft())
+            return batch
+
+    def _commit(self, batch: list[_Request]) -> None:
+        self.commits += 1
+        self.requests += len(batch)
+        try:
+            stored = set(self._write([t for r in batch for t in r.trajectories]))
+        except BaseException as err:  # the thread lives on: every request of the batch is told
+            for request in batch:
+                request.error = err
+                request.done.set()
+            return
+        # Of a key that two requests of the batch carry, the first one's copy was stored.
+        for request in batch:
+            mine = {(t.namespace, t.id) for t in request.trajectories} & stored
+            request.stored = len(mine)
+            stored -= mine
+        for request in batch:
+            request.done.set()
