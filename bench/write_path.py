@@ -1,0 +1,188 @@
+"""Does the write path stay flat? N single-record POSTs to a real `flowmem api` process.
+
+8 client threads (keep-alive connections, loopback) post one trajectory per request to
+`flowmem api` on a fresh store that already holds one tagged induction run. Printed: per
+window of `--window` requests (by completion order) the throughput and p50 / p95 latency, the
+API process's RSS, and how many commits the group commit made; then the trajectories stored
+(and duplicates), `flowmem maintain --keep 0` (versions and files before -> after, per table),
+and a checkout of every run tag and a rollback of the run.
+
+Usage: python bench/write_path.py [--writes 20000] [--clients 8] [--window 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from flowmem.jobs.factories import store_from
+from flowmem.models import InductionRun, Workflow, WorkflowStep
+from flowmem.settings import Settings
+
+TOKEN = "bench-token"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def record(i: int) -> dict[str, object]:
+    return {
+        "id": f"w-{i:06d}",
+        "task": f"Forward the latest email about budget {i % 97} to olga",
+        "agent": "bench",
+        "success": i % 3 != 0,
+        "steps": [
+            {"action": "email.search_emails", "args": {"query": f"budget {i % 97}"}, "observation": "[e1]"},
+            {"action": "email.forward_email", "args": {"email_id": "e1", "recipient": "olga@corp.test"}},
+        ],
+    }
+
+
+def seed_run(settings: Settings) -> str:
+    """A tagged induction run, so the bench can check that maintain keeps it restorable."""
+    workflow = Workflow(
+        id="forward_latest",
+        name="forward_latest",
+        description="Forward the newest email on a subject to a colleague.",
+        steps=[WorkflowStep(action="email.search_emails", args={"query": "{subject}"})],
+        parameters={"subject": "the subject"},
+    )
+    return store_from(settings).commit_run(InductionRun(id="run-bench"), [workflow]).id
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--writes", type=int, default=20_000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--window", type=int, default=2_000)
+    args = parser.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="flowmem-write-path-"))
+    settings = Settings(db=str(root / "db"))
+    run_id = seed_run(settings)
+    port = free_port()
+    env = {**os.environ, "FLOWMEM_DB": settings.db, "FLOWMEM_API_TOKEN": TOKEN, "LANCEDB_LOG": "error"}
+    log = (root / "api.log").open("wb")
+    command = [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port)]
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the API did not start: see {root / 'api.log'}")
+            time.sleep(0.2)
+        done = drive(base, proc.pid, args.writes, args.clients, args.window)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+    report(done, args.window)
+    after_the_run(settings, run_id, args.writes)
+
+
+def drive(base: str, pid: int, writes: int, clients: int, window: int) -> list[tuple[float, float, float]]:
+    """(completed at, latency, RSS in MB or 0) per request, in completion order."""
+    lock = threading.Lock()
+    done: list[tuple[float, float, float]] = []
+    counter = iter(range(writes))
+    errors: list[str] = []
+
+    def client() -> None:
+        with httpx.Client(base_url=base, timeout=120, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                start = time.perf_counter()
+                r = http.post("/v1/trajectories", json=[record(i)])
+                end = time.perf_counter()
+                if r.status_code != 200 or r.json()["stored"] != 1:
+                    errors.append(f"{r.status_code} {r.text[:200]}")
+                with lock:
+                    rss = rss_mb(pid) if (len(done) + 1) % window == 0 else 0.0
+                    done.append((end, end - start, rss))
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"{len(errors)} failed writes, e.g. {errors[0]}")
+    return [(end - t0, latency, rss) for end, latency, rss in done]
+
+
+def report(done: list[tuple[float, float, float]], window: int) -> None:
+    print(f"{'requests':>15} {'req/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'RSS MB':>7}")
+    previous_end = 0.0
+    rows = []
+    for w in range(0, len(done), window):
+        chunk = done[w : w + window]
+        end = chunk[-1][0]
+        latencies = sorted(c[1] for c in chunk)
+        rate = len(chunk) / (end - previous_end)
+        p50, p95 = statistics.median(latencies) * 1000, latencies[int(0.95 * (len(latencies) - 1))] * 1000
+        rows.append((rate, p50))
+        print(f"{w + 1:>7}-{w + len(chunk):<7} {rate:>7.0f} {p50:>7.1f} {p95:>7.1f} {chunk[-1][2]:>7.0f}")
+        previous_end = end
+    (r0, p0), (r1, p1) = rows[0], rows[-1]
+    print(
+        f"last/first window: throughput {r1 / r0:.2f}x (>= 0.8 wanted), p50 {p1 / p0:.2f}x (<= 1.25 wanted)"
+    )
+
+
+def after_the_run(settings: Settings, run_id: str, writes: int) -> None:
+    from datetime import timedelta
+
+    from flowmem.jobs.maintain import maintain
+
+    store = store_from(settings)
+    stored = store.count_trajectories()
+    distinct = len({t.id for t in store.list_trajectories(limit=None)})
+    print(f"stored {stored} of {writes} ({stored - distinct} duplicates)")
+    start = time.perf_counter()
+    result = maintain(store, keep=timedelta(0))
+    print(f"maintain --keep 0 in {time.perf_counter() - start:.1f} s:")
+    for t in result.tables:
+        b, a = t.before, t.after
+        print(
+            f"  {b.table}: versions {b.versions} -> {a.versions}, fragments {b.fragments} -> "
+            f"{a.fragments}, data files {b.files} -> {a.files}"
+        )
+    print(f"run tags checked out: {result.tags}")
+    before = len(store.list_workflows())
+    store.rollback(run_id)
+    print(f"rollback of {run_id}: workflows {before} -> {len(store.list_workflows())}")
+
+
+if __name__ == "__main__":
+    main()
