@@ -1,4 +1,4 @@
-"""The scheduled flows: collect → induce → learn, and cycle (all three).
+"""The scheduled flows: collect → induce → learn, cycle (all three), and maintain.
 
 Thin Prefect tasks around the use cases of `flowmem.jobs` (collect, induce, learn); each flow
 reads top to bottom like the pipeline it runs. Flows take only plain parameters (a store URI
@@ -22,9 +22,10 @@ from flowmem.jobs.collect import collect as collect_spool
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import RunPlan, RunReport, commit_outcomes, prepare_run
 from flowmem.jobs.learn import learn as learn_job
+from flowmem.jobs.maintain import maintain as maintain_job
 from flowmem.settings import Settings
 
-__all__ = ["collect", "cycle", "induce", "learn"]
+__all__ = ["collect", "cycle", "induce", "learn", "maintain"]
 
 LLM_LIMIT = "flowmem-llm"
 """Global concurrency limit on LLM calls (create it with `prefect gcl create flowmem-llm --limit N`)."""
@@ -100,6 +101,12 @@ def fold_outcomes(settings: Settings) -> dict[str, Any]:
     return learn_job(store_from(settings), namespace=settings.namespace)
 
 
+@task(cache_policy=NONE)
+def maintain_store(settings: Settings) -> dict[str, Any]:
+    """Compact and prune every table, keeping what run tags and rollbacks need."""
+    return maintain_job(store_from(settings)).summary()
+
+
 def _gather(
     groups: list[list[ClusterInput]], futures: list[PrefectFuture[list[ClusterOutcome]]]
 ) -> list[ClusterOutcome]:
@@ -125,6 +132,7 @@ def _artifact(report: RunReport, timings: dict[str, float]) -> None:
         ("clusters changed / all", f"{s['clusters_changed']} / {s['clusters']}"),
         ("workflows created", s["new_workflows"]),
         ("new versions", s["versions_created"]),
+        ("workflows retired", len(s["retired"])),
         ("failed clusters", ", ".join(s["failed_clusters"]) or "none"),
         ("LLM calls / retries / tokens", f"{s['llm_calls']} / {s['llm_retries']} / {s['llm_tokens']}"),
         ("LLM outputs rejected", ", ".join(f"{k}: {n}" for k, n in s["llm_rejected"].items()) or "none"),
@@ -181,3 +189,10 @@ def cycle(db: str | None = None, namespace: str | None = None, inducer: str = "r
         "induce": induce(db, namespace, inducer),
         "learn": learn(db, namespace),
     }
+
+
+@flow(name="flowmem-maintain", log_prints=True)
+def maintain(db: str | None = None) -> dict[str, Any]:
+    """Compact every table's files, prune old table versions (never one a run tag or a
+    rollback needs), check out every run tag: keeps a store that takes many small writes fast."""
+    return maintain_store(_settings(db, None))

@@ -56,9 +56,10 @@ DEPLOYMENTS = (
     Deployment("induce", "*/15 * * * *", parameters={"inducer": "rule"}),
     Deployment("learn", "0 * * * *"),
     Deployment("cycle", "*/15 * * * *", active=False, parameters={"inducer": "rule"}),
+    Deployment("maintain", "30 * * * *"),
 )
 """collect every 5 minutes, induce every 15, learn hourly; cycle (all three) is there, paused,
-for those who prefer one schedule."""
+for those who prefer one schedule; maintain hourly, at half past (away from learn)."""
 
 
 def _free_port() -> int:

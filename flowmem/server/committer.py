@@ -5,8 +5,8 @@ server that committed every request on its own would slow down with every write.
 hand their trajectories to one `GroupCommitter`; its thread takes everything queued (waiting
 `linger` seconds for more, up to `max_records`), writes it once, and only then wakes each
 request with the count of its own trajectories that were new. If the write fails, every
-request of that batch — and no other — gets the error. Every `compact_every` commits the
-thread runs `compact` (a request is never kept waiting for it: it runs after the wake-ups).
+request of that batch — and no other — gets the error. Every `compact_every` commits it
+starts `compact` in a thread of its own (at most one at a time), so commits go on meanwhile.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class GroupCommitter:
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._compacting = threading.Lock()
         self.commits = 0
         """Batches written (successfully or not) since this committer was made."""
         self.requests = 0
@@ -95,11 +96,20 @@ class GroupCommitter:
                 return
             self._commit(batch)
             if self._compact is not None and self.commits % self.compact_every == 0:
-                try:
-                    self._compact()
-                    self.compactions += 1
-                except Exception:  # the writes are committed; the next round compacts again
-                    log.exception("compaction after %d commits failed", self.commits)
+                if self._compacting.acquire(blocking=False):  # one at a time; else next round
+                    threading.Thread(target=self._compaction, name="flowmem-compact", daemon=True).start()
+
+    def _compaction(self) -> None:
+        # Apart from the commits: a compaction (a LanceDB rewrite) and inserts commit side by
+        # side, conflicts being resolved or retried by LanceDB and `_retry`.
+        assert self._compact is not None
+        try:
+            self._compact()
+            self.compactions += 1
+        except Exception:  # the writes are committed; the next round compacts again
+            log.exception("compaction after %d commits failed", self.commits)
+        finally:
+            self._compacting.release()
 
     def _take(self) -> list[_Request] | None:
         """The next batch: what is queued, plus what arrives within `linger`; None when
