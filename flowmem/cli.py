@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from flowmem import cli_demo, cli_eval, cli_export, cli_server
+from flowmem import cli_demo, cli_eval, cli_export, cli_maintain, cli_server, cli_status
 from flowmem import cli_render as render
 from flowmem.cli_common import (
     JsonOpt,
@@ -283,6 +283,9 @@ def induce(
             f"{s['pitfall_notes']} pitfall notes, "
             f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
         )
+        if s["retired"]:
+            shown = ", ".join(s["retired"][:10]) + (", ..." if len(s["retired"]) > 10 else "")
+            typer.echo(f"retired {len(s['retired'])} workflows no longer induced: {shown}")
     failed = s["failed_clusters"]
     if failed and len(failed) == s["clusters_changed"]:  # nothing could be induced: not a success
         first = next(iter(failed.values()))
@@ -363,7 +366,12 @@ app.command()(cli_demo.generate)
 app.command()(cli_demo.demo)
 app.command("eval")(cli_eval.eval_command)
 app.command("api")(cli_server.api)
+app.command("dashboard")(cli_server.dashboard)
 app.command("mcp")(cli_server.mcp)
+workflows_app.command("promote")(cli_status.promote)
+workflows_app.command("deprecate")(cli_status.deprecate)
+workflows_app.command("retire")(cli_status.retire)
+app.command()(cli_maintain.maintain)
 
 
 def main() -> None:

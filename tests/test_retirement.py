@@ -3,6 +3,8 @@ without it, is retired by the next run: never served, still readable, undone by 
 
 from __future__ import annotations
 
+import pytest
+
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
@@ -63,3 +65,52 @@ def test_retired_versions_are_never_served() -> None:
     retired = make_workflow("w", 2, steps=3, status="retired")
     assert served_versions([active, retired]) == [active]
     assert served_versions([make_workflow("x", status="retired")]) == []
+
+
+def test_promote_deprecate_retire_by_hand_are_recorded_with_who_and_why(
+    store: Store, settings: Settings
+) -> None:
+    from flowmem.jobs.status import set_status
+    from flowmem.storage import StoreError
+
+    ns = settings.namespace
+    store.put_workflow(make_workflow("w", 1))
+    store.put_workflow(make_workflow("w", 2, steps=3))
+    [t] = set_status(store, "w", "promote", namespace=ns, version=1, why="checked by hand", by="ana")
+    assert (t.version, t.old, t.new, t.cause, t.reason) == (
+        1,
+        "candidate",
+        "active",
+        "manual",
+        "checked by hand (by ana)",
+    )
+    done = set_status(store, "w", "promote", namespace=ns, why="v2 is better", by="ana")
+    assert [(t.version, t.new) for t in done] == [(2, "active"), (1, "deprecated")]
+    assert [w.version for w in served_versions(store.history("w", namespace=ns))] == [2]
+    assert set_status(store, "w", "promote", namespace=ns, why="again", by="ana") == []  # already so
+    with pytest.raises(StoreError, match="no version 7"):
+        set_status(store, "w", "deprecate", namespace=ns, version=7, why="x", by="ana")
+    with pytest.raises(StoreError, match="say why"):
+        set_status(store, "w", "retire", namespace=ns, why=" ", by="ana")
+    [t] = set_status(store, "w", "retire", namespace=ns, why="obsolete tool", by="bo")
+    assert (t.version, t.new) == (2, "retired") and "w" not in _served_ids(store, ns)
+    log = store.transitions(namespace=ns, workflow_id="w")
+    assert (
+        log[-1]["reason"] == "obsolete tool (by bo)"
+        and store.get_workflow("w", namespace=ns).status == "retired"
+    )
+
+
+def test_the_cli_retires_a_workflow_in_one_line(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from flowmem.cli import app
+    from flowmem.jobs.factories import store_from
+
+    store_from(settings).put_workflow(make_workflow("w", 1))
+    monkeypatch.setenv("FLOWMEM_DB", settings.db)
+    result = CliRunner().invoke(app, ["workflows", "retire", "w", "--why", "tool removed", "--by", "ops"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "w v1: candidate -> retired (tool removed (by ops))"
+    missing = CliRunner().invoke(app, ["workflows", "deprecate", "nope", "--why", "x"])
+    assert missing.exit_code == 1 and "Traceback" not in missing.output
