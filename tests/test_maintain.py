@@ -132,6 +132,16 @@ def test_an_error_reaches_exactly_the_requests_of_its_batch() -> None:
     assert committer.submit([traj(3)]) == 1  # t3 was never stored
 
 
+def test_the_committer_compacts_every_so_many_commits_beside_them() -> None:
+    compacted = threading.Event()
+    committer = GroupCommitter(lambda batch: {(t.namespace, t.id) for t in batch}, compact=compacted.set)
+    committer.compact_every = 3
+    assert [committer.submit([traj(i)]) for i in range(2)] == [1, 1]
+    assert not compacted.is_set()
+    committer.submit([traj(2)])
+    assert compacted.wait(10) and committer.commits == 3
+
+
 def test_maintain_bounds_versions_and_files_and_keeps_every_run_restorable(settings: Settings) -> None:
     store = store_from(settings)
     for k in range(4):  # untagged versions: nothing needs the first three
@@ -141,7 +151,8 @@ def test_maintain_bounds_versions_and_files_and_keeps_every_run_restorable(setti
     run1 = store.commit_run(InductionRun(id="run-1"), [make_workflow(version=1)])
     run2 = store.commit_run(InductionRun(id="run-2"), [make_workflow(version=2, steps=3)])
     svc = Service(settings, store=store)
-    for i in range(250):  # one commit per write: the worst case for fragments and versions
+    svc.committer.compact_every = 10**9  # no compaction by the committer: the worst case
+    for i in range(250):  # one commit per write
         svc.record([record(i)])
     before = {t.table: t for t in (store.table_state(n) for n in store.maintained_tables())}
     assert before["trajectories"].versions > 100

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 COMPACT_EVERY = 100
 """Group commits between two compactions of the trajectories table (see `GroupCommitter`)."""
-COMPACT_KEEP = timedelta(minutes=1)
+COMPACT_KEEP = timedelta(seconds=10)
 """Trajectories table versions younger than this survive a compaction (for reads in flight)."""
 
 
