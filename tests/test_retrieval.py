@@ -19,7 +19,7 @@ from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import WORKBENCH
+from tests.conftest import WORKBENCH, make_workflow
 from tests.test_induction import cancel, forward, run
 
 
@@ -127,3 +127,22 @@ def test_within_gap_keeps_the_memories_close_to_the_first() -> None:
     assert within_gap([0.9, 0.8, 0.61, 0.59], 0.3) == 3
     assert within_gap([0.9, 0.8, 0.61, 0.59], None) == 4
     assert within_gap([0.9, 0.2], 0.0) == 1 and within_gap([], 0.3) == 0
+
+
+def test_a_commit_through_the_same_store_is_served_at_once_another_processs_after_check_every(
+    settings: Settings,
+) -> None:
+    from flowmem.agents.retrieval import ServedIndex
+
+    store = store_from(settings)
+    store.add_trajectories([forward(i) for i in range(8)])
+    index = ServedIndex(store, settings.namespace, check_every=3600)
+    task = "Forward the latest email about 'roadmap' to zed"
+    assert index.search(task) == []
+    other = store_from(settings)  # another Store object: as another process would commit
+    other.put_workflow(make_workflow("elsewhere"))
+    assert index.search(task) == []  # not looked for before check_every
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    hits = index.search(task)
+    assert hits and hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
+    assert "elsewhere" in {w.id for w in index.served()}  # the rebuild read the store whole

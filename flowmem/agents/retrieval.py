@@ -9,7 +9,7 @@ to a configurable share of requests (decided by a hash of the task, so the same 
 same version). The index is rebuilt only when the store has a new
 workflows table version (a committed induction run, a rollback), new usage stats or a status
 change; the store is asked at most every `check_every` seconds, so an agent's search costs
-no I/O in between.
+no I/O in between, or at once after a commit made through the same `Store` object.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class ServedIndex:
         """A memory scoring more than this below the first is not served (`within_gap`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
+        self._writes = store.writes
         self._version: tuple[int, int, int] | None = None
         self._snapshot = _Snapshot.of([], ExampleIndex(store.embedder.embed([]), [], 0), params)
         self.reloads = 0
@@ -94,9 +95,10 @@ class ServedIndex:
 
     def _refresh(self) -> None:
         now = time.monotonic()
-        if now - self._checked < self.check_every:
+        writes = self.store.writes  # this process's own commits are served at once
+        if now - self._checked < self.check_every and writes == self._writes:
             return
-        self._checked = now
+        self._checked, self._writes = now, writes
         version = self.store.served_version(namespace=self.namespace)
         if version == self._version:
             return

@@ -82,6 +82,10 @@ class StoreBase:
         builds the one the settings select)."""
         self._db: Any = None
         self._tables: dict[str, Any] = {}
+        self.writes = 0
+        """Commits this object made that change what is served (versions, status, usage, a
+        rollback): an in-process served index rebuilds at once after one, without waiting
+        for its next look at the store's table versions."""
 
     # -- plumbing -----------------------------------------------------------------------
 

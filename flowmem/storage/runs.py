@@ -54,6 +54,7 @@ class RunsMixin(StoreBase):
             }
         )
         _retry(lambda: self._runs().add([rows.run_to_row(committed)]))
+        self.writes += 1
         return committed
 
     def repair(self, *, namespace: str | None = None) -> int:
@@ -137,6 +138,7 @@ class RunsMixin(StoreBase):
         table.tags.create(rollback.id, version)
         rollback = rollback.model_copy(update={"tag": rollback.id})
         _retry(lambda: self._runs().add([rows.run_to_row(rollback)]))
+        self.writes += 1
         # What the run retired is served again, as it was before the run.
         restored = [
             Transition(str(wid), int(v), "retired", old, f"rollback of run {run_id}", "manual")

@@ -187,6 +187,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin):
             VersionConflictError: if the version exists or does not follow the latest one.
         """
         self._append_workflows(workflow.namespace, [workflow])
+        self.writes += 1
         return workflow
 
     def get_workflow(

@@ -33,6 +33,7 @@ class VersionStateMixin(StoreBase):
                 table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
             )
             _retry(lambda: merge.execute(data))
+            self.writes += 1
         return len(data)
 
     def add_usage(self, delta: Mapping[tuple[str, int], UsageStats], *, namespace: str | None = None) -> int:
@@ -80,6 +81,7 @@ class VersionStateMixin(StoreBase):
         if data:
             table = self._lifecycle_table(self._ns(namespace))
             _retry(lambda: table.add(data))
+            self.writes += 1
         return len(data)
 
     def transitions(
