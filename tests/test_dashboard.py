@@ -268,3 +268,18 @@ def test_the_home_page_reads_only_when_the_store_moved(settings: Settings, tmp_p
     assert "forward" in api.get("/").text.lower()
     store.put_workflow(make_workflow("brand-new"))
     assert 'href="/workflows/brand-new"' in api.get("/").text
+
+
+def test_a_placeholders_choices_show_with_its_parameter(settings: Settings) -> None:
+    from flowmem.models import WorkflowStep
+
+    step = WorkflowStep(
+        action="flights.book", args={"cabin": "{cabin}"}, choices={"cabin": ["business", "economy"]}
+    )
+    booking = make_workflow("book", steps=1).model_copy(
+        update={"steps": [step], "parameters": {"cabin": "task"}}
+    )
+    store_from(settings).put_workflow(booking)
+    page = client(settings).get("/workflows/book").text
+    params = page.split("<h2>Parameters</h2>")[1].split("</section>")[0]
+    assert "one of <code>business | economy</code>" in params
