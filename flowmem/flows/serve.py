@@ -1,12 +1,16 @@
 """`flowmem serve`: the deployments of `deployments/prefect.yaml`, served from one process.
 
 The schedules are defined here once; a test checks that `deployments/prefect.yaml` declares
-the same deployments, entrypoints, schedules and parameters.
+the same deployments, entrypoints, schedules and parameters. Served deployments are named
+`<name>-served` (`flowmem-collect/collect-served`), so they never overwrite the work-pool
+deployments `prefect deploy` registers as `flowmem-collect/collect` on the same server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
 import socket
 import subprocess
 import sys
@@ -15,15 +19,20 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
+from uuid import UUID
 
-import prefect
+from prefect.client.orchestration import get_client
 from prefect.deployments.runner import RunnerDeployment
 from prefect.flows import Flow
+from prefect.runner import Runner
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flowmem.flows import pipeline
 
-__all__ = ["DEPLOYMENTS", "Deployment", "serve"]
+__all__ = ["DEPLOYMENTS", "SERVED_SUFFIX", "Deployment", "serve"]
+
+SERVED_SUFFIX = "-served"
+"""Appended to the name of every served deployment; no deployment of prefect.yaml ends so."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,11 @@ class Deployment:
     """Whether the schedule starts active."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """Flow parameters."""
+
+    @property
+    def served_name(self) -> str:
+        """The deployment's name under `flowmem serve` (prefect.yaml's is `name`)."""
+        return self.name + SERVED_SUFFIX
 
     @property
     def entrypoint(self) -> str:
@@ -109,17 +123,36 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM does what Ctrl-C does: KeyboardInterrupt in plain code; inside `asyncio.run`,
+    asyncio's own SIGINT handler cancels the main task, so the runner exits its context
+    (pausing its schedules) and no traceback is printed."""
+    signal.raise_signal(signal.SIGINT)
+
+
+class _Runner(Runner):
+    """Prefect's runner, stopped by SIGTERM as by Ctrl-C.
+
+    Prefect's own SIGTERM handler calls `sys.exit(0)` from inside the event loop, which
+    prints an asyncio traceback."""
+
+    def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+        _interrupt(signal.SIGTERM, None)
+
+
 def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
-    """Serve the deployments until interrupted (Ctrl-C or SIGTERM).
+    """Serve the deployments until interrupted (Ctrl-C or SIGTERM, both a clean stop).
 
     `interval` (seconds) replaces every cron schedule, for a quick local check; `only` serves a
-    subset by name. Schedules are not paused on shutdown, so the next `serve` picks them up.
+    subset by name. On shutdown the served deployments are paused, so no runs pile up as Late
+    while nothing serves them; the next `serve` registers them again with their own `active`
+    flag (prefect.yaml's deployments are separate and left alone).
     """
     deployments = [
         cast(
             RunnerDeployment,
             d.flow.to_deployment(
-                name=d.name,
+                name=d.served_name,
                 cron=None if interval else d.cron,
                 interval=interval,
                 paused=False if interval else not d.active,
@@ -129,5 +162,27 @@ def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
         for d in DEPLOYMENTS
         if not only or d.name in only
     ]
-    with local_server():
-        prefect.serve(*deployments, pause_on_shutdown=False)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # also while the local server starts
+    try:
+        with local_server():
+            runner = _Runner(pause_on_shutdown=False)  # paused below, however early the stop
+            ids = [cast(UUID, runner.add_deployment(d)) for d in deployments]
+            try:
+                names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
+                print(f"flowmem serve: {names}", flush=True)
+                asyncio.run(runner.start())
+            finally:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second stop must not cut this
+                _pause(ids)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _pause(ids: list[UUID]) -> None:
+    """Pause the served deployments (best effort: the server may be gone already)."""
+    try:
+        with get_client(sync_client=True) as client:
+            for deployment_id in ids:
+                client.pause_deployment(deployment_id)
+    except Exception as exc:  # stopping must still succeed
+        print(f"flowmem serve: could not pause the served deployments: {exc}", file=sys.stderr)

@@ -1,0 +1,184 @@
+"""`prefect deploy --all` and `flowmem serve` on one Prefect server: both sides' runs complete,
+and SIGTERM stops `flowmem serve` cleanly (issue #13)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_served_names_never_equal_a_prefect_yaml_name() -> None:
+    import yaml
+
+    from flowmem.flows.serve import DEPLOYMENTS
+
+    spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    declared = {d["name"] for d in spec["deployments"]}
+    served = {d.served_name for d in DEPLOYMENTS}
+    assert served == {f"{name}-served" for name in declared} and not served & declared
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real `prefect server start` on a free port; yields the environment to reach it."""
+    home = tmp_path_factory.mktemp("prefect-coexist")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {
+        "PREFECT_HOME": str(home / "prefect"),
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "FLOWMEM_DB": str(home / "db"),
+    }
+    url = f"http://127.0.0.1:{_free_port()}/api"
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthy(url):
+            assert process.poll() is None and time.monotonic() < deadline, "the Prefect server did not start"
+            time.sleep(0.3)
+        yield env | {"PREFECT_API_URL": url}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", "--no-prompt", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def _serve(env: dict[str, str]) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "flowmem.cli", "serve", "--only", "collect"]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = 60) -> str:
+    """Read the process's stdout until a line starts with `prefix` (serve prints it once its
+    deployments are registered and it is about to poll)."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith(prefix):
+            return line
+        assert line or process.poll() is None, (
+            f"serve exited: {process.stderr.read() if process.stderr else ''}"
+        )
+    raise AssertionError(f"no line starting {prefix!r}")
+
+
+def _client(env: dict[str, str]) -> Any:
+    from prefect.client.orchestration import SyncPrefectClient
+
+    return SyncPrefectClient(env["PREFECT_API_URL"])
+
+
+def _state(env: dict[str, str], flow_run_id: Any, timeout: float = 60) -> str:
+    """The flow run's final state type, waited for."""
+    with _client(env) as client:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = client.read_flow_run(flow_run_id).state
+            if state is not None and state.is_final():
+                return str(state.type.value)
+            time.sleep(0.5)
+    return "TIMEOUT"
+
+
+def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.mark.slow
+def test_prefect_deploy_and_flowmem_serve_both_run_to_completion(server: dict[str, str]) -> None:
+    serving = _serve(server)  # starts while `prefect deploy` runs: they register concurrently
+    try:
+        _prefect(server, "work-pool", "create", "flowmem-pool", "--type", "process", "--overwrite")
+        _prefect(server, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+        assert "flowmem-collect/collect-served" in _wait_for_line(serving, "flowmem serve:")
+        with _client(server) as client:
+            deployed = client.read_deployment_by_name("flowmem-collect/collect")
+            served = client.read_deployment_by_name("flowmem-collect/collect-served")
+            assert deployed.id != served.id and deployed.work_pool_name == "flowmem-pool"
+            assert served.work_pool_name is None and deployed.pull_steps  # serve left it alone
+            runs = {
+                "deployed": client.create_flow_run_from_deployment(deployed.id).id,
+                "served": client.create_flow_run_from_deployment(served.id).id,
+            }
+        worker = ["worker", "start", "--pool", "flowmem-pool", "--run-once"]
+        _prefect(server, *worker)  # runs the work-pool side once, in a subprocess
+        assert {side: _state(server, run) for side, run in runs.items()} == {
+            "deployed": "COMPLETED",
+            "served": "COMPLETED",
+        }
+    finally:
+        _stop(serving)
+    with _client(server) as client:  # the stop paused the served side only
+        assert client.read_deployment_by_name("flowmem-collect/collect-served").paused
+        assert not client.read_deployment_by_name("flowmem-collect/collect").paused
+
+
+@pytest.mark.slow
+def test_sigterm_stops_flowmem_serve_cleanly_and_pauses_its_deployments(
+    server: dict[str, str],
+) -> None:
+    serving = _serve(server)
+    try:
+        _wait_for_line(serving, "flowmem serve:")
+        with _client(server) as client:
+            assert not client.read_deployment_by_name("flowmem-collect/collect-served").paused
+    finally:
+        out, err = _stop(serving)
+    assert serving.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert "flowmem serve stopped" in out
+    with _client(server) as client:
+        # Paused while nothing serves it (no Late runs pile up); `serve` re-activates it on start.
+        assert client.read_deployment_by_name("flowmem-collect/collect-served").paused
