@@ -9,7 +9,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export LANCEDB_LOG := error
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup demo test lint typecheck pytest clean
+.PHONY: setup demo test lint typecheck pytest docs-check clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,10 @@ pytest: setup
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest
+
+# The figures README.md and docs/ quote, regenerated and compared (bench/docs_check.py; needs ../shared/data).
+docs-check: setup
+	$(BIN)/python bench/docs_check.py
 
 clean:
 	rm -rf $(VENV) .flowmem .mypy_cache .pytest_cache .ruff_cache
