@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     """Seconds the hooks' background writer waits to gather a batch."""
     flush_batch: int = Field(500, ge=1)
     """Trajectories the background writer stores per commit at most."""
+    durable: bool = False
+    """Durable hooks: `run.finish` (and the end of a `record` block) returns only once the run
+    is fsync'ed to a local journal (`journal_path`) that the writer empties as it stores, and
+    that the next `WorkflowMemory.open` replays if the process was killed. Costs ~ one fsync per
+    finished run (docs/reliability.md); off by default."""
 
     # Input limits (every input path enforces them, with a clear reason on rejection).
     max_record_bytes: int = Field(2_000_000, ge=1_000)
@@ -140,6 +145,11 @@ class Settings(BaseSettings):
             return Path(".flowmem") / "spool"
         db = Path(self.db)
         return db.with_name(db.name + ".spool")
+
+    @property
+    def journal_path(self) -> Path:
+        """The durable hooks' journal directory, next to the spool."""
+        return self.spool_path.with_name(self.spool_path.name.replace("spool", "journal"))
 
     @property
     def quarantine_path(self) -> Path:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast, overload
 from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
-from flowmem.agents.writer import Writer
+from flowmem.agents.writer import Writer, journal_run, open_journal
 from flowmem.induction.render import render_workflow
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
@@ -54,6 +54,11 @@ class WorkflowMemory:
         # Imports now, not in the writer at exit time, when Python no longer allows them.
         if settings.record_to == "store":
             self.store.prepare()
+        # Durable hooks: each finished run is fsync'ed to a journal first (replayed here if a
+        # killed process left one).
+        self._journal = open_journal(self.store, settings) if settings.durable else None
+        journal = self._journal
+        self._journal_hook = functools.partial(journal_run, journal, settings) if journal else None
         shutdown.track(self)
 
     @classmethod
@@ -73,7 +78,7 @@ class WorkflowMemory:
             if self._closed:
                 raise RuntimeError("this WorkflowMemory is closed")
             if self._writer is None:
-                self._writer = Writer(self.store, self.settings)
+                self._writer = Writer(self.store, self.settings, journal=self._journal)
                 self._writer.start()
             writer = self._writer
         writer.submit(run)
@@ -107,6 +112,7 @@ class WorkflowMemory:
             source=source,
             group=group,
             meta=meta,
+            journal=self._journal_hook,
         )
 
     @overload
@@ -334,6 +340,8 @@ class WorkflowMemory:
             writer.flush()
             writer.stop()
             writer.join()
+        if self._journal is not None:  # empty now: every run is stored, spooled or spilled
+            self._journal.close()
         shutdown.untrack(self)
 
     def __enter__(self) -> WorkflowMemory:

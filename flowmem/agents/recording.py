@@ -66,6 +66,7 @@ class Run:
         source: str | None = None,
         group: str | None = None,
         meta: dict[str, Any] | None = None,
+        journal: Callable[[Run], None] | None = None,
     ) -> None:
         if not task:
             raise ValueError("a run needs a non-empty task")
@@ -82,6 +83,8 @@ class Run:
         self._submitted = False
         self._entered = False
         self._token: contextvars.Token[Run | None] | None = None
+        self._journal = journal
+        self._journaled: tuple[int, int, dict[str, Any]] | None = None  # the state last journaled
 
     def step(
         self,
@@ -127,8 +130,19 @@ class Run:
                 "feedback": feedback,
             }
             self._finished = True
+        if self._journal is not None:
+            self._journal_now()
         if not self._entered:
             self._hand_over()
+
+    def _journal_now(self) -> None:
+        """Durable mode: write the run as it is now to the journal unless it already holds
+        this state (steps, workflows used, outcome)."""
+        assert self._journal is not None
+        state = (len(self._steps), len(self._used), self._outcome)
+        if state != self._journaled:
+            self._journal(self)
+            self._journaled = state
 
     @property
     def finished(self) -> bool:
@@ -167,6 +181,8 @@ class Run:
                 self._outcome = {**self._outcome, "success": False, "feedback": error}
                 self.meta["error"] = error
                 self._finished = True
+        if self._journal is not None:
+            self._journal_now()
         self._hand_over()
 
     def to_trajectory(self) -> Trajectory:

@@ -8,6 +8,7 @@ import time
 
 from flowmem.agents.recording import Run
 from flowmem.interchange import write_jsonl, write_spool_file
+from flowmem.interchange.journal import Journal
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.policy.scrub import scrub_trajectory
@@ -15,7 +16,7 @@ from flowmem.policy.usage import usage_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["Writer"]
+__all__ = ["Writer", "journal_run", "open_journal"]
 
 log = logging.getLogger("flowmem.memory")
 
@@ -24,9 +25,9 @@ class Writer(threading.Thread):
     """Stores finished runs in batches; never loses one: on persistent failure, the runs go
     to a JSONL file next to the store that `flowmem ingest` takes back."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, settings: Settings, *, journal: Journal | None = None) -> None:
         super().__init__(name="flowmem-writer", daemon=True)
-        self.store, self.settings = store, settings
+        self.store, self.settings, self.journal = store, settings, journal
         self._cond = threading.Condition()
         self._queue: list[Run] = []
         self._pending = 0
@@ -80,6 +81,13 @@ class Writer(threading.Thread):
                 trajectories.append(run.to_trajectory())
             except Exception:  # a bad record must not sink the batch
                 log.exception("flowmem: run %s could not be turned into a trajectory", run.id)
+        self.store_batch(trajectories)
+        if self.journal is not None:  # stored, spooled or spilled: the journal may let go
+            self.journal.done((run.namespace, run.id) for run in batch)
+
+    def store_batch(self, trajectories: list[Trajectory]) -> None:
+        """Store (or spool) trajectories, retrying; on persistent failure spill them to the
+        unsaved-runs file. Returns once they are in one of those places."""
         for attempt in range(3):
             try:
                 if self.settings.record_to == "spool":  # scrubbed before it touches the disk
@@ -114,5 +122,26 @@ class Writer(threading.Thread):
         path = self.settings.quarantine_path.with_name(
             self.settings.quarantine_path.name.replace("quarantine", "unsaved")
         )
-        write_jsonl(path, self._scrubbed(trajectories), append=True)
+        write_jsonl(path, self._scrubbed(trajectories), append=True, durable=True)
         log.error("flowmem: %d runs written to %s; `flowmem ingest` it later", len(trajectories), path)
+
+
+def open_journal(store: Store, settings: Settings) -> Journal:
+    """Open this process's journal, first storing what killed processes left in theirs."""
+    journal = Journal(settings.journal_path).open()
+    replayer = Writer(store, settings)  # never started: its storing path, on this thread
+    for lock, runs in journal.orphans():
+        if runs:
+            replayer.store_batch(runs)  # ids already stored are skipped
+            log.warning("flowmem: %d runs replayed from the journal of a stopped process", len(runs))
+        journal.forget(lock)
+    return journal
+
+
+def journal_run(journal: Journal, settings: Settings, run: Run) -> None:
+    """Durable mode, on the agent's thread: the run, scrubbed, fsync'ed to the journal."""
+    try:
+        trajectory = run.to_trajectory()
+    except Exception:  # the writer drops it too, and says so
+        return
+    journal.append(scrub_trajectory(trajectory, settings.scrub) if settings.scrub else trajectory)
