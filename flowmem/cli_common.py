@@ -111,3 +111,20 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    _prefect_reachable(os.environ.get("PREFECT_API_URL"))
+
+
+def _prefect_reachable(url: str | None) -> None:
+    """A configured Prefect server that does not answer is one line, not a traceback after
+    Prefect's own retries (no URL: a temporary local server is started, nothing to check)."""
+    if not url:
+        return
+    import httpx
+
+    try:
+        httpx.get(url.rstrip("/") + "/health", timeout=5.0)
+    except httpx.HTTPError as e:
+        raise fail(
+            f"cannot reach the Prefect server at PREFECT_API_URL={url} ({type(e).__name__}): start it "
+            "(`prefect server start`) or unset PREFECT_API_URL to run on a temporary local server"
+        ) from None

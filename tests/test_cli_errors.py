@@ -112,3 +112,19 @@ def test_an_invalid_setting(tmp_path: Path) -> None:
     code, lines = run(tmp_path, "workflows", "list", FLOWMEM_NAMESPACE="bad ns!")
     assert code == 2 and len(lines) == 1
     assert lines[0].startswith("error: FLOWMEM_NAMESPACE='bad ns!' is not valid: String should match pattern")
+
+
+@pytest.mark.parametrize("args", [("run", "induce"), ("serve",)])
+def test_an_unreachable_prefect_server(filled: Path, args: tuple[str, ...]) -> None:
+    code, lines = run(filled, *args, PREFECT_API_URL="http://127.0.0.1:9/api")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith(
+        "error: cannot reach the Prefect server at PREFECT_API_URL=http://127.0.0.1:9/api"
+    )
+    assert lines[0].endswith("or unset PREFECT_API_URL to run on a temporary local server")
+
+
+def test_a_non_numeric_setting(tmp_path: Path) -> None:
+    code, lines = run(tmp_path, "induce", FLOWMEM_MIN_CLUSTER_SIZE="abc")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: FLOWMEM_MIN_CLUSTER_SIZE='abc' is not valid")
