@@ -134,6 +134,18 @@ class Trajectory(_Frozen):
         """The action names, in order."""
         return [s.action for s in self.steps]
 
+    def content_hash(self) -> str:
+        """SHA-256 of what the run did: its canonical JSON without the fields set at or after
+        ingest — `created_at` (defaulted when a record has none), `success` and `feedback`
+        (`report_outcome` sets them later) and the `demonstration` mark (`ingest --from`).
+
+        The same id sent again with another hash is another run under a taken id.
+        """
+        content = self.model_dump(mode="json", exclude={"created_at", "success", "feedback"})
+        content["meta"].pop(DEMONSTRATION, None)
+        blob = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
 
 class WorkflowStep(_Frozen):
     """One abstract step of a workflow; argument values may hold `{placeholders}`."""

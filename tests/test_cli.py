@@ -254,3 +254,21 @@ def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fail
         output.splitlines()[-1]
         == "error: every cluster to induce failed (2), e.g. RuntimeError: model unreachable"
     )
+
+
+def test_ingest_reports_an_id_stored_with_other_content(tmp_path: Path) -> None:
+    db, first, second = tmp_path / "db", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    runs = [json.loads(good(i)) | {"id": f"run-{i}"} for i in range(3)]
+    first.write_text("\n".join(json.dumps(r) for r in runs) + "\n")
+    assert invoke(db, "ingest", str(first))[0] == 0
+    assert invoke(db, "ingest", str(first))[0] == 0  # the same runs again: duplicates, fine
+    changed = runs[1] | {"task": "Send the monthly report to somebody else"}
+    second.write_text(json.dumps(changed) + "\n" + json.dumps(runs[2]) + "\n")
+    stored_hash = store_from(Settings(db=str(db))).get_trajectory("run-1").content_hash()
+    code, output = invoke(db, "ingest", str(second))
+    assert code == 1 and f"id 'run-1' is stored with other content (hash {stored_hash})" in output
+    assert "1 conflicting with a stored id" in output
+    code, output = invoke(db, "ingest", "--json", str(second))
+    assert code == 1 and [c["id"] for c in json.loads(output)["conflicts"]] == ["run-1"]
+    assert invoke(db, "ingest", "--skip-existing", str(second))[0] == 0
+    assert store_from(Settings(db=str(db))).get_trajectory("run-1").task == runs[1]["task"]  # kept

@@ -13,9 +13,44 @@ from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_tra
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["IngestReport", "ingest_files", "quarantine", "store_new_trajectories", "store_trajectories"]
+__all__ = [
+    "Conflict",
+    "IngestReport",
+    "Written",
+    "ingest_files",
+    "quarantine",
+    "store_checked",
+    "store_new_trajectories",
+    "store_trajectories",
+]
 
 _BATCH = 1_000
+
+Key = tuple[str, str]
+"""(namespace, id) of a trajectory."""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A trajectory sent under an id the store already holds with other content."""
+
+    namespace: str
+    id: str
+    stored_hash: str
+    """`Trajectory.content_hash` of the version in the store (which is kept)."""
+    sent_hash: str
+    """That of the version sent (scrubbed, as it would have been stored)."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `store_checked` did with a sequence of trajectories."""
+
+    stored: set[Key]
+    """The (namespace, id) of those it stored (of a key given twice, the first copy)."""
+    conflicts: dict[int, Conflict]
+    """Position in the input -> conflict, for each one not stored whose content differs
+    from the stored version's."""
 
 
 @dataclass
@@ -30,6 +65,8 @@ class IngestReport:
     """Lines that were not stored, with reasons."""
     quarantine: Path | None = None
     """Where the rejected lines were written."""
+    conflicts: list[Conflict] = field(default_factory=list)
+    """Valid lines whose id was already stored with other content (not stored)."""
 
     @property
     def duplicates(self) -> int:
@@ -41,6 +78,8 @@ class IngestReport:
         line = f"stored {self.stored}"
         if self.duplicates:
             line += f" ({self.duplicates} already stored)"
+        if self.conflicts:
+            line += f", {len(self.conflicts)} conflicting with a stored id"
         line += f", rejected {len(self.rejected)}"
         if self.rejected and self.quarantine is not None:
             line += f" (see {self.quarantine})"
@@ -63,6 +102,31 @@ def store_new_trajectories(
     if scrub:
         trajectories = (scrub_trajectory(t, scrub) for t in trajectories)
     return store.insert_trajectories(trajectories)
+
+
+def store_checked(store: Store, trajectories: Sequence[Trajectory], scrub: Collection[ScrubKind]) -> Written:
+    """`store_new_trajectories`, also telling which of those not stored differ from the stored
+    version of their id (compared by `Trajectory.content_hash`, after scrubbing). Only ids
+    that were already taken cost a read."""
+    sent = [scrub_trajectory(t, scrub) for t in trajectories] if scrub else list(trajectories)
+    stored = store.insert_trajectories(sent)
+    first: dict[Key, int] = {}
+    for i, t in enumerate(sent):
+        first.setdefault((t.namespace, t.id), i)
+    kept = {key: sent[i].content_hash() for key, i in first.items() if key in stored}
+    taken = sorted(key for key in first if key not in stored)
+    for ns in sorted({n for n, _ in taken}):
+        for t in store.get_trajectories([i for n, i in taken if n == ns], namespace=ns):
+            kept[(ns, t.id)] = t.content_hash()
+    conflicts: dict[int, Conflict] = {}
+    for i, t in enumerate(sent):
+        key = (t.namespace, t.id)
+        if first[key] == i and key in stored:
+            continue
+        mine = t.content_hash()
+        if key in kept and kept[key] != mine:
+            conflicts[i] = Conflict(t.namespace, t.id, kept[key], mine)
+    return Written(stored, conflicts)
 
 
 def quarantine(
@@ -94,7 +158,9 @@ def ingest_files(
     batch: list[Trajectory] = []
 
     def flush() -> None:
-        report.stored += store_trajectories(store, batch, settings.scrub)
+        written = store_checked(store, batch, settings.scrub)
+        report.stored += len(written.stored)
+        report.conflicts += written.conflicts.values()
         batch.clear()
 
     for path in paths:

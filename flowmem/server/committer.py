@@ -4,7 +4,8 @@ A LanceDB commit costs milliseconds and leaves a table version and a data file b
 server that committed every request on its own would slow down with every write. Requests
 hand their trajectories to one `GroupCommitter`; its thread takes everything queued (waiting
 `linger` seconds for more, up to `max_records`), writes it once, and only then wakes each
-request with the count of its own trajectories that were new. If the write fails, every
+request with the count of its own trajectories that were new (and, when the write tells,
+those of its own that conflict with a stored version). If the write fails, every
 request of that batch — and no other — gets the error. Every `compact_every` commits it
 starts `compact` in a thread of its own (at most one at a time), so commits go on meanwhile.
 """
@@ -18,9 +19,10 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
+from flowmem.jobs.ingest import Conflict, Written
 from flowmem.models import Trajectory
 
-__all__ = ["GroupCommitter"]
+__all__ = ["Committed", "GroupCommitter"]
 
 log = logging.getLogger("flowmem.committer")
 
@@ -29,10 +31,21 @@ Key = tuple[str, str]
 
 
 @dataclass
+class Committed:
+    """What one submission's trajectories became."""
+
+    stored: int = 0
+    """How many were new."""
+    conflicts: dict[int, Conflict] = field(default_factory=dict)
+    """Position in the submission -> conflict, for those not stored because their id is
+    stored with other content."""
+
+
+@dataclass
 class _Request:
     trajectories: list[Trajectory]
     done: threading.Event = field(default_factory=threading.Event)
-    stored: int = 0
+    result: Committed = field(default_factory=Committed)
     error: BaseException | None = None
 
 
@@ -41,7 +54,7 @@ class GroupCommitter:
 
     def __init__(
         self,
-        write: Callable[[list[Trajectory]], Collection[Key]],
+        write: Callable[[list[Trajectory]], Collection[Key] | Written],
         *,
         linger: float = 0.002,
         max_records: int = 1_000,
@@ -49,7 +62,8 @@ class GroupCommitter:
         compact_every: int = 100,
         idle_exit: float = 5.0,
     ) -> None:
-        """`write` stores a batch and returns the keys it stored (that were new). The thread
+        """`write` stores a batch and returns the keys it stored (that were new), or a
+        `Written` that also tells the conflicts by position in the batch. The thread
         starts with the first submission and ends after `idle_exit` seconds without one."""
         self._write = write
         self.linger = linger
@@ -75,9 +89,17 @@ class GroupCommitter:
         Raises:
             Exception: whatever the write of this submission's batch raised.
         """
+        return self.commit(trajectories).stored
+
+    def commit(self, trajectories: Sequence[Trajectory]) -> Committed:
+        """`submit`, telling also which of these conflict with a stored version.
+
+        Raises:
+            Exception: whatever the write of this submission's batch raised.
+        """
         request = _Request(list(trajectories))
         if not request.trajectories:
-            return 0
+            return request.result
         with self._cond:
             self._queue.append(request)
             if self._thread is None:
@@ -87,7 +109,7 @@ class GroupCommitter:
         request.done.wait()
         if request.error is not None:
             raise request.error
-        return request.stored
+        return request.result
 
     def _run(self) -> None:
         while True:
@@ -137,16 +159,23 @@ class GroupCommitter:
         self.commits += 1
         self.requests += len(batch)
         try:
-            stored = set(self._write([t for r in batch for t in r.trajectories]))
+            written = self._write([t for r in batch for t in r.trajectories])
         except BaseException as err:  # the thread lives on: every request of the batch is told
             for request in batch:
                 request.error = err
                 request.done.set()
             return
+        stored, conflicts = (
+            (set(written.stored), written.conflicts) if isinstance(written, Written) else (set(written), {})
+        )
         # Of a key that two requests of the batch carry, the first one's copy was stored.
+        start = 0
         for request in batch:
             mine = {(t.namespace, t.id) for t in request.trajectories} & stored
-            request.stored = len(mine)
+            request.result.stored = len(mine)
             stored -= mine
+            end = start + len(request.trajectories)
+            request.result.conflicts = {i - start: c for i, c in conflicts.items() if start <= i < end}
+            start = end
         for request in batch:
             request.done.set()
