@@ -6,9 +6,11 @@ import json
 import logging
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,13 @@ from fastapi.testclient import TestClient
 
 from flowmem.interchange import RecordError, loads, parse_line
 from flowmem.jobs.factories import store_from
+from flowmem.models import InductionRun
 from flowmem.server.api import create_app
+from flowmem.server.service import Service
 from flowmem.settings import Settings
+from tests.conftest import make_workflow
 from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
-from tests.test_induction import forward
+from tests.test_induction import cancel, forward
 from tests.test_retrieval import induced
 
 TOKEN = "s3cret-Token-do-not-echo-7f3a"
@@ -53,6 +58,11 @@ def test_docs_and_openapi_describe_every_route(settings: Settings) -> None:
         "/v1/workflows/{workflow_id}",
         "/v1/trajectories",
         "/v1/runs/{run_id}/outcome",
+        "/v1/workflows/{workflow_id}/history",
+        "/v1/workflows/{workflow_id}/diff",
+        "/v1/workflows/{workflow_id}/status",
+        "/v1/induction/runs",
+        "/v1/induction/runs/{run_id}/rollback",
     }
     assert "application/x-ndjson" in spec["paths"]["/v1/trajectories"]["post"]["requestBody"]["content"]
     assert api.get("/health").json()["namespace"] == "default"
@@ -283,3 +293,214 @@ def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -
     text = log.read_text(encoding="utf-8")
     assert "POST /v1/trajectories" in text and TOKEN not in text and "guess" not in text
     assert store_from(Settings(db=str(tmp_path / "db"))).count_trajectories() == 1
+
+
+def _local_assets(html: str) -> list[str]:
+    """Every URL a docs page loads (scripts, styles, icons, the spec); none may leave the server."""
+    found = re.findall(
+        r"""(?:src|href)=["']([^"']+)["']|url:\s*["']([^"']+)["']|spec-url=["']([^"']+)["']""", html
+    )
+    urls = [u for groups in found for u in groups if u]
+    outside = [u for u in urls if re.match(r"(https?:)?//", u) and not u.startswith("http://127.0.0.1")]
+    assert not outside, outside
+    return urls
+
+
+def test_docs_pages_load_every_asset_from_the_server(settings: Settings) -> None:
+    api = client(settings)
+    for page, needed in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        r = api.get(page)
+        assert r.status_code == 200 and "cdn." not in r.text and "fonts.googleapis" not in r.text
+        urls = _local_assets(r.text)
+        assert any(u.endswith(needed) for u in urls) and "/openapi.json" in urls
+        for url in urls:
+            got = api.get(url)
+            assert got.status_code == 200, url
+            if url.endswith(".js"):
+                assert len(got.content) > 100_000  # the real bundle, not a stub
+    assert '"validatorUrl": null' in api.get("/docs").text  # nothing sends the spec away
+
+
+def _two_versions(settings: Settings) -> Any:
+    store = store_from(settings)
+    store.commit_run(InductionRun(id="r1"), [make_workflow(version=1)])
+    store.commit_run(InductionRun(id="r2"), [make_workflow(version=2, steps=3, pitfalls=["check the date"])])
+    return store
+
+
+def test_history_diff_and_runs(settings: Settings) -> None:
+    _two_versions(settings)
+    api = client(settings)
+    h = api.get("/v1/workflows/forward_latest/history").json()
+    assert [(v["version"], v["parent_version"], v["status"]) for v in h["versions"]] == [
+        (1, None, "candidate"),
+        (2, 1, "candidate"),
+    ]
+    assert h["versions"][1]["provenance"]["inducer"] == "manual" and h["transitions"] == []
+    assert h["versions"][0]["content_hash"] != h["versions"][1]["content_hash"]
+    assert api.get("/v1/workflows/nope/history").status_code == 404
+
+    d = api.get("/v1/workflows/forward_latest/diff", params={"old": 1, "new": 2}).json()
+    assert (d["old_version"], d["new_version"], d["unchanged"]) == (1, 2, False)
+    assert [(s["op"], s["new"]["action"]) for s in d["steps"] if s["op"] != "equal"] == [
+        ("added", "mail.forward")
+    ]
+    assert "pitfalls" in {f["field"] for f in d["fields"]}
+    same = api.get("/v1/workflows/forward_latest/diff", params={"old": 2, "new": 2}).json()
+    assert same["unchanged"] is True
+    assert api.get("/v1/workflows/forward_latest/diff", params={"old": 1, "new": 9}).status_code == 404
+    assert api.get("/v1/workflows/forward_latest/diff", params={"old": 1}).status_code == 422
+
+    runs = api.get("/v1/induction/runs").json()
+    assert [(r["id"], r["kind"], r["tag"], r["retired"]) for r in runs] == [
+        ("r1", "induce", "r1", []),
+        ("r2", "induce", "r2", []),
+    ]
+    assert "state" not in runs[0] and runs[1]["base_version"] is not None
+
+
+def test_rollback_through_the_api(settings: Settings) -> None:
+    _two_versions(settings)
+    api = client(settings)
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        assert api.post("/v1/induction/runs/r2/rollback", headers=headers).status_code == 401
+    assert TestClient(create_app(settings)).post("/v1/induction/runs/r2/rollback").status_code == 403
+    assert [w["version"] for w in api.get("/v1/workflows").json()] == [2]  # nothing rolled back
+
+    r = api.post("/v1/induction/runs/r2/rollback", json={"note": "bad pitfalls"}, headers=AUTH)
+    assert r.status_code == 200
+    undo = r.json()
+    assert (undo["kind"], undo["rolled_back_run"], undo["note"]) == ("rollback", "r2", "bad pitfalls")
+    assert undo["id"].startswith("rollback") and undo["tag"] == undo["id"]
+    assert [w["version"] for w in api.get("/v1/workflows").json()] == [1]
+    assert [x["id"] for x in api.get("/v1/induction/runs").json()] == ["r1", "r2", undo["id"]]
+    again = api.post("/v1/induction/runs/r2/rollback", headers=AUTH)
+    assert again.status_code == 409 and "already rolled back" in again.json()["detail"]
+    assert api.post("/v1/induction/runs/nope/rollback", headers=AUTH).status_code == 404
+
+
+def test_status_changes_are_logged_with_who_and_why(settings: Settings) -> None:
+    _two_versions(settings)
+    api = client(settings)
+    url = "/v1/workflows/forward_latest/status"
+    assert api.post(url, json={"action": "promote", "why": "x"}).status_code == 401
+    assert (
+        TestClient(create_app(settings)).post(url, json={"action": "promote", "why": "x"}).status_code == 403
+    )
+    for bad in ({"action": "promote"}, {"action": "promote", "why": "  "}, {"action": "bless", "why": "x"}):
+        assert api.post(url, json=bad, headers=AUTH).status_code == 422, bad
+
+    r = api.post(url, json={"action": "promote", "why": "reviewed", "version": 1}, headers=AUTH).json()
+    assert [(t["version"], t["old"], t["new"]) for t in r["transitions"]] == [(1, "candidate", "active")]
+    assert r["transitions"][0]["reason"] == "reviewed (by api)"
+    r = api.post(url, json={"action": "promote", "why": "better", "by": "ana"}, headers=AUTH).json()
+    assert [(t["version"], t["new"]) for t in r["transitions"]] == [(2, "active"), (1, "deprecated")]
+    assert api.post(url, json={"action": "promote", "why": "again"}, headers=AUTH).json()["transitions"] == []
+
+    retired = api.post(url, json={"action": "retire", "why": "obsolete", "by": "ana"}, headers=AUTH).json()
+    assert [(t["version"], t["new"]) for t in retired["transitions"]] == [(2, "retired")]
+    assert api.get("/v1/workflows/search", params={"task": FORWARD}).json() == []  # never served
+    assert [w["id"] for w in api.get("/v1/workflows", params={"status": "retired"}).json()] == [
+        "forward_latest"
+    ]
+    log = api.get("/v1/workflows/forward_latest/history").json()["transitions"]
+    assert [(t["version"], t["new"], t["cause"], t["reason"]) for t in log] == [
+        (1, "active", "manual", "reviewed (by api)"),
+        (1, "deprecated", "manual", "superseded by v2: better (by ana)"),  # one commit: by version
+        (2, "active", "manual", "better (by ana)"),
+        (2, "retired", "manual", "obsolete (by ana)"),
+    ]
+    assert all(t["at"] for t in log)
+    missing = api.post(url, json={"action": "retire", "why": "x", "version": 9}, headers=AUTH)
+    assert missing.status_code == 404
+    assert (
+        api.post("/v1/workflows/nope/status", json={"action": "retire", "why": "x"}, headers=AUTH).status_code
+        == 404
+    )
+
+
+def test_induction_on_demand_one_at_a_time(settings: Settings) -> None:
+    store = store_from(settings)
+    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    api = client(settings)
+    assert api.post("/v1/induction/runs").status_code == 401
+    assert TestClient(create_app(settings)).post("/v1/induction/runs").status_code == 403
+    assert (
+        api.post("/v1/induction/runs", json={"inducer": "llm"}, headers=AUTH).status_code == 400
+    )  # no model
+
+    r = api.post("/v1/induction/runs", headers=AUTH)
+    assert r.status_code == 200
+    s = r.json()
+    assert (s["inducer"], s["skipped"], s["trajectories"], s["new_workflows"]) == ("rule", False, 16, 2)
+    assert [x["id"] for x in api.get("/v1/induction/runs").json()] == [s["run"]]
+    hits = api.get("/v1/workflows/search", params={"task": FORWARD}).json()
+    assert hits and hits[0]["steps"][-1]["action"] == "mail.forward"  # served at once
+    nothing = api.post("/v1/induction/runs", json={}, headers=AUTH).json()
+    assert nothing["skipped"] is True and nothing["run"] is None
+
+    # A second one while one runs is refused, not queued.
+    svc = Service(with_(settings, api_token=TOKEN))
+    busy = TestClient(create_app(svc.settings, service=svc))
+    started, release = threading.Event(), threading.Event()
+    real = svc.store.list_runs
+
+    def slow_list_runs(**kw: Any) -> Any:
+        started.set()
+        release.wait(10)
+        return real(**kw)
+
+    svc.store.list_runs = slow_list_runs  # type: ignore[method-assign]
+    first: dict[str, int] = {}
+    worker = threading.Thread(
+        target=lambda: first.__setitem__("status", busy.post("/v1/induction/runs", headers=AUTH).status_code)
+    )
+    worker.start()
+    assert started.wait(10)
+    refused = busy.post("/v1/induction/runs", json={"all": True}, headers=AUTH)
+    assert refused.status_code == 409 and "already running" in refused.json()["detail"]
+    release.set()
+    worker.join(30)
+    svc.store.list_runs = real  # type: ignore[method-assign]
+    assert first["status"] == 200
+    assert busy.post("/v1/induction/runs", json={"all": True}, headers=AUTH).json()["skipped"] is False
+
+
+def test_an_id_sent_again_with_other_content_is_a_409(settings: Settings) -> None:
+    api = client(settings)
+    assert api.post("/v1/trajectories", json=[record(1), record(2)], headers=AUTH).json()["stored"] == 2
+    stored_hash = store_from(settings).get_trajectory("api-1").content_hash()
+    # The same content again — with an outcome reported since — is a plain duplicate.
+    api.post("/v1/runs/api-1/outcome", json={"success": True}, headers=AUTH)
+    same = api.post("/v1/trajectories", json=[record(1)], headers=AUTH)
+    assert same.status_code == 200 and same.json()["conflicts"] == [] and same.json()["duplicates"] == 1
+
+    changed = record(1, task="Forward the budget email to olga")
+    r = api.post("/v1/trajectories", json=[record(3), changed, record(2)], headers=AUTH)
+    assert r.status_code == 409
+    body = r.json()
+    assert (body["stored"], body["duplicates"]) == (1, 1)  # the others are handled as usual
+    [conflict] = body["conflicts"]
+    assert (conflict["index"], conflict["id"], conflict["stored_hash"]) == (1, "api-1", stored_hash)
+    assert conflict["sent_hash"] != stored_hash
+    kept = store_from(settings).get_trajectory("api-1")
+    assert kept.task == record(1)["task"] and kept.content_hash() == stored_hash  # never overwritten
+
+    # Two different contents under one new id in one batch: the first is stored, the second is a conflict.
+    twice = api.post("/v1/trajectories", json=[record(7), record(7, task="Cancel the offsite")], headers=AUTH)
+    assert twice.status_code == 409 and twice.json()["stored"] == 1
+    assert [c["index"] for c in twice.json()["conflicts"]] == [1]
+    # JSON Lines too.
+    nd = api.post(
+        "/v1/trajectories",
+        content=encode(changed),
+        headers={**AUTH, "Content-Type": "application/x-ndjson"},
+    )
+    assert nd.status_code == 409 and nd.json()["conflicts"][0]["stored_hash"] == stored_hash
+
+
+def test_a_batch_of_only_rejected_records_is_a_422(settings: Settings) -> None:
+    api = client(settings)
+    r = api.post("/v1/trajectories", json=[{"task": 5}, "nope"], headers=AUTH)
+    assert r.status_code == 422 and r.json()["stored"] == 0 and len(r.json()["rejected"]) == 2
+    assert api.post("/v1/trajectories", json=[], headers=AUTH).status_code == 200  # nothing to reject

@@ -1,5 +1,6 @@
 """The HTTP API (`flowmem api`): agents in any language post trajectories, search workflows,
-get a workflow's versions and report outcomes. OpenAPI docs at /docs.
+get a workflow's versions and report outcomes; operators read histories, diffs and runs, roll
+back, change a status and start induction (`api_manage`). OpenAPI docs at /docs, offline.
 
 Writes need `Authorization: Bearer <FLOWMEM_API_TOKEN>` (compared in constant time); with no
 token configured, writes are refused. Reads are open unless FLOWMEM_API_READ_TOKEN=true. The
@@ -20,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem import __version__
 from flowmem.interchange import RecordError, loads
+from flowmem.server.api_docs import add_docs
+from flowmem.server.api_manage import manage_routes
 from flowmem.server.dashboard import dashboard_router
 from flowmem.server.payloads import workflow_payload
 from flowmem.server.service import MAX_BATCH, Service
@@ -97,7 +100,10 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
         description=(
             f"Workflow memory for LLM agents, namespace `{svc.namespace}`. Writes need a bearer token."
         ),
+        docs_url=None,  # `add_docs` serves /docs and /redoc with local assets instead of a CDN's
+        redoc_url=None,
     )
+    add_docs(app)
 
     @app.exception_handler(NotFoundError)
     async def not_found(request: Request, exc: NotFoundError) -> JSONResponse:
@@ -116,6 +122,7 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
 
     _read_routes(app, svc, Depends(read))
     _write_routes(app, svc, Depends(write))
+    manage_routes(app, svc, Depends(read), Depends(write))
     app.include_router(dashboard_router(svc))  # the dashboard's pages: /, /workflows/..., /runs
     return app
 
@@ -132,7 +139,7 @@ def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
 
     @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
     def list_workflows(
-        status: Annotated[str | None, Query(pattern="^(candidate|active|deprecated)$")] = None,
+        status: Annotated[str | None, Query(pattern="^(candidate|active|deprecated|retired)$")] = None,
     ) -> list[dict[str, Any]]:
         """The latest version of every workflow (optionally of one status)."""
         return [workflow_payload(w) for w in svc.store.list_workflows(namespace=svc.namespace, status=status)]
@@ -152,7 +159,9 @@ def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
     )
     async def post_trajectories(request: Request) -> Any:
         """Store a batch of trajectories; each invalid one is rejected with its reason. 200 when
-        any record was valid; 422, with the same body, when every record was rejected."""
+        any record was valid; 422, with the same body, when every record was rejected; 409,
+        with the same body, when any record reuses a stored id with other content (listed in
+        `conflicts` with the stored version's `stored_hash`; the rest are stored as usual)."""
         body = await _body(request)
         if request.headers.get("content-type", "").split(";")[0].strip() in _JSONL_TYPES:
             lines = [line for line in body.splitlines() if line.strip()]
@@ -163,6 +172,8 @@ def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
             result = await run_in_threadpool(svc.record, _records(body))
         if result["received"] and not result["ids"]:
             return JSONResponse(result, status_code=422)
+        if result["conflicts"]:
+            return JSONResponse(result, status_code=409)
         return result
 
     @app.post("/v1/runs/{run_id}/outcome", tags=["trajectories"], dependencies=[guard])

@@ -15,16 +15,23 @@ from typing import Any, TypeVar
 
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
-from flowmem.jobs.factories import store_from
-from flowmem.jobs.ingest import quarantine, store_new_trajectories
+from flowmem.jobs.factories import inducer_from, store_from
+from flowmem.jobs.ingest import quarantine, store_checked
 from flowmem.jobs.outcome import report_outcome
+from flowmem.jobs.status import Verb, set_status
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
-from flowmem.server.payloads import hit_payload, workflow_payload
+from flowmem.server.payloads import (
+    hit_payload,
+    run_payload,
+    transition_payload,
+    version_payload,
+    workflow_payload,
+)
 from flowmem.settings import Settings
 from flowmem.storage import Store, pick_version
 
-__all__ = ["MAX_BATCH", "Service"]
+__all__ = ["MAX_BATCH", "Busy", "Service"]
 
 MAX_BATCH = 1_000
 """Most trajectories accepted in one request."""
@@ -37,6 +44,10 @@ COMPACT_KEEP = timedelta(seconds=10)
 """Trajectories table versions younger than this survive a compaction (for reads in flight)."""
 
 
+class Busy(RuntimeError):
+    """An operation that runs one at a time is already running."""
+
+
 class Service:
     """The operations the API and MCP server expose, on one store and namespace."""
 
@@ -46,8 +57,9 @@ class Service:
         self.store = store if store is not None else store_from(settings)
         self._index: ServedIndex | None = None
         self._lock = threading.Lock()
+        self._inducing = threading.Lock()
         self.committer = GroupCommitter(
-            lambda batch: store_new_trajectories(self.store, batch, self.settings.scrub),
+            lambda batch: store_checked(self.store, batch, self.settings.scrub),
             compact=lambda: self.store.compact_trajectories(keep=COMPACT_KEEP),
             compact_every=COMPACT_EVERY,
         )
@@ -86,7 +98,8 @@ class Service:
 
         Every record is checked on its own: valid ones are stored (idempotently, by id),
         invalid ones are rejected with a reason — returned to the caller and written to the
-        quarantine file — and never stop the rest.
+        quarantine file — and never stop the rest. A valid one whose id is stored with other
+        content (`Trajectory.content_hash`) is not stored and listed in `conflicts`.
 
         Raises:
             ValueError: if there are more than `MAX_BATCH` records.
@@ -112,6 +125,7 @@ class Service:
         if len(items) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} trajectories per request, got {len(items)}")
         valid: list[Trajectory] = []
+        at: list[int] = []  # index in the request of each valid one
         rejected: list[Rejection] = []
         for i, item in enumerate(items):
             try:
@@ -121,16 +135,21 @@ class Service:
                         f"namespace {trajectory.namespace!r} is not this server's ({self.namespace!r})"
                     )
                 valid.append(trajectory)
+                at.append(i)
             except RecordError as exc:
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else repr(item)
                 rejected.append(Rejection(source=origin, line=i + 1, reason=str(exc), raw=raw[:10_000]))
-        stored = self.committer.submit(valid)
+        committed = self.committer.commit(valid)
         quarantine(rejected, self.settings.quarantine_path, self.settings.scrub)
         return {
             "received": len(items),
-            "stored": stored,
-            "duplicates": len(valid) - stored,
+            "stored": committed.stored,
+            "duplicates": len(valid) - committed.stored - len(committed.conflicts),
             "rejected": [{"index": r.line - 1, "reason": r.reason} for r in rejected],
+            "conflicts": [
+                {"index": at[i], "id": c.id, "stored_hash": c.stored_hash, "sent_hash": c.sent_hash}
+                for i, c in sorted(committed.conflicts.items())
+            ],
             "ids": [t.id for t in valid],
         }
 
@@ -149,3 +168,78 @@ class Service:
             scrub=self.settings.scrub,
         )
         return {"id": run_id, "success": success}
+
+    def history(self, workflow_id: str) -> dict[str, Any]:
+        """Every version of a workflow (status, parent, provenance) and its status transitions.
+
+        Raises:
+            NotFoundError: if the namespace has no such workflow.
+        """
+        versions = self.store.history(workflow_id, namespace=self.namespace)
+        return {
+            "id": workflow_id,
+            "versions": [version_payload(w) for w in versions],
+            "transitions": [
+                transition_payload(t)
+                for t in self.store.transitions(namespace=self.namespace, workflow_id=workflow_id)
+            ],
+        }
+
+    def diff(self, workflow_id: str, old: int, new: int) -> dict[str, Any]:
+        """Step-level diff between two versions of a workflow.
+
+        Raises:
+            NotFoundError: if the namespace has no such workflow or version.
+        """
+        d = self.store.diff(workflow_id, old, new, namespace=self.namespace)
+        return {**d.model_dump(mode="json"), "unchanged": d.unchanged}
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Induction runs and rollbacks, oldest first, with full ids."""
+        return [run_payload(r) for r in self.store.list_runs(namespace=self.namespace)]
+
+    def rollback(self, run_id: str, *, note: str | None = None) -> dict[str, Any]:
+        """Restore the workflows to the table version before a run (itself a new, tagged run).
+
+        Raises:
+            NotFoundError: if the namespace has no such run.
+            StoreError: if the run cannot be rolled back (no base version, already rolled back).
+        """
+        return run_payload(self.store.rollback(run_id, namespace=self.namespace, note=note))
+
+    def set_status(
+        self, workflow_id: str, verb: Verb, *, why: str, by: str, version: int | None = None
+    ) -> dict[str, Any]:
+        """Promote, deprecate or retire a workflow version, logged with who and why.
+
+        Raises:
+            NotFoundError: if the namespace has no such workflow or version.
+            StoreError: if `why` is empty.
+        """
+        if version is not None:  # an unknown version is a 404, not a refusal
+            pick_version(self.store.history(workflow_id, namespace=self.namespace), version)
+        made = set_status(
+            self.store, workflow_id, verb, namespace=self.namespace, why=why, by=by, version=version
+        )
+        return {"id": workflow_id, "action": verb, "transitions": [transition_payload(t) for t in made]}
+
+    def induce(self, *, inducer: str | None = None, force: bool = False) -> dict[str, Any]:
+        """Run the induction job now (`flowmem induce`), one at a time; its summary.
+
+        `inducer` is `rule` or `llm`; by default `llm` when a model is configured, else `rule`.
+
+        Raises:
+            Busy: if an induction started here is still running.
+            ValueError: if the inducer is unknown or `llm` has no configured model.
+        """
+        from flowmem.jobs.induce import induce  # imports the induction machinery on first use
+
+        kind = inducer or ("llm" if self.settings.llm_model else "rule")
+        built = inducer_from(kind, self.settings)
+        if not self._inducing.acquire(blocking=False):
+            raise Busy("an induction run is already running on this server")
+        try:
+            report = induce(self.store, self.settings, built, namespace=self.namespace, force=force)
+        finally:
+            self._inducing.release()
+        return {**report.summary(), "inducer": kind}
