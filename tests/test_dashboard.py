@@ -283,3 +283,28 @@ def test_a_placeholders_choices_show_with_its_parameter(settings: Settings) -> N
     page = client(settings).get("/workflows/book").text
     params = page.split("<h2>Parameters</h2>")[1].split("</section>")[0]
     assert "one of <code>business | economy</code>" in params
+
+
+def test_new_runs_alone_rebuild_the_home_rows_at_most_every_max_age(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowmem.server.dashboard import views
+    from tests.test_induction import forward
+
+    store = induced(settings)
+    ns = settings.namespace
+    reads: list[str] = []
+    real = views.workflow_rows
+    monkeypatch.setattr(views, "workflow_rows", lambda s, n: reads.append(n) or real(s, n))
+    cache = views.HomeCache(store)
+    cache.rows(ns)
+    store.add_trajectories([forward(100)])  # an agent's run: the home rows stay
+    cache.rows(ns)
+    assert len(reads) == 1
+    store.put_workflow(make_workflow("brand-new"))  # a new version: rebuilt at once
+    assert "brand-new" in {r.id for r in cache.rows(ns)} and len(reads) == 2
+    eager = views.HomeCache(store, runs_max_age=0)
+    eager.rows(ns)
+    store.add_trajectories([forward(101)])
+    eager.rows(ns)
+    assert len(reads) == 4

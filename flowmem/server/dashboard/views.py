@@ -4,6 +4,7 @@ store version), the learning curve and the 2-D map of the task embeddings."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -134,23 +135,33 @@ def workflow_rows(store: Store, namespace: str) -> list[WorkflowRow]:
 
 class HomeCache:
     """The workflow rows of each namespace, rebuilt only when a table they come from moved:
-    filtering and paging 10,000 rows in memory is fast, reading them is not."""
+    filtering and paging 10,000 rows in memory is fast, reading them is not.
 
-    def __init__(self, store: Store) -> None:
+    A new workflow version, status or usage count rebuilds them at once. New runs alone (the
+    trajectories and runs tables move with every run an agent finishes) only change the
+    "success when not served" figures: those are rebuilt at most every `runs_max_age`
+    seconds, so a store written to all the time still serves its home page from memory."""
+
+    def __init__(self, store: Store, *, runs_max_age: float = 30.0) -> None:
         self.store = store
+        self.runs_max_age = runs_max_age
         self._lock = threading.Lock()
-        self._cached: dict[str, tuple[tuple[int, ...], list[WorkflowRow]]] = {}
+        self._cached: dict[str, tuple[tuple[int, ...], float, list[WorkflowRow]]] = {}
 
     def rows(self, namespace: str) -> list[WorkflowRow]:
         """The namespace's workflow rows, newest change first."""
         version = data_version(self.store, namespace=namespace)
+        served = version[:3]  # workflows, usage, lifecycle (`Store.served_version`)
+        now = time.monotonic()
         with self._lock:
             hit = self._cached.get(namespace)
-            if hit is not None and hit[0] == version:
-                return hit[1]
+            if hit is not None and (
+                hit[0] == version or (hit[0][:3] == served and now - hit[1] < self.runs_max_age)
+            ):
+                return hit[2]
         found = workflow_rows(self.store, namespace)
         with self._lock:
-            self._cached[namespace] = (version, found)
+            self._cached[namespace] = (version, now, found)
         return found
 
 
