@@ -365,7 +365,9 @@ def serve(
 ) -> None:
     """Serve the scheduled flows (collect, induce, learn; cycle paused) from this process.
 
-    Needs no work pool. Stop with Ctrl-C; the schedules stay active for the next serve."""
+    Needs no work pool; its deployments are named <name>-served, so `prefect deploy`'s can share
+    the server. Stop with Ctrl-C or SIGTERM: its schedules are paused on stop and re-activated on
+    the next start."""
     prefect_env()
     from flowmem.flows.serve import serve as serve_flows
 
