@@ -314,7 +314,11 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     env |= {
         "PREFECT_HOME": str(tmp_path / "prefect"),
         "FLOWMEM_DB": settings.db,
-        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+        # Quick turns, not the production pace: the server schedules every second, and the
+        # runner looks for due runs every second (not 10) and starts a run only once it is due.
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+        "PREFECT_RUNNER_PREFETCH_SECONDS": "0",
     }
     command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -322,7 +326,7 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         deadline = time.monotonic() + 240
         while store_from(settings).count_trajectories() < len(runs):  # a scheduled collect ran
             assert process.poll() is None and time.monotonic() < deadline, "no scheduled run"
-            time.sleep(2)
+            time.sleep(0.5)
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
     finally:
