@@ -6,6 +6,7 @@ SDK (one line saying what to set, a non-zero exit, no run stored), and against a
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -236,14 +239,6 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def closed_port() -> Iterator[int]:
-    """A port on 127.0.0.1 that refuses connections: bound, never listening."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
-
-
 class Refusing:
     """An endpoint on 127.0.0.1 that answers every request with one error status; use it as a
     context manager, which gives its base URL."""
@@ -277,61 +272,113 @@ class Refusing:
         self.thread.join()
 
 
+REFUSED = [  # the three examples share this code: each is checked once, each status at least once
+    ("openai_function_calling", 401, "refused the API key", "FLOWMEM_LLM_API_KEY"),
+    ("openai_agents_sdk", 404, "has no model 'm'", "FLOWMEM_LLM_MODEL"),
+    ("llm_office_loop", 401, "refused the API key", "OPENAI_API_KEY"),
+]
+
+
+@dataclass
+class Launched:
+    """An example run started by `launched`: its directory, the endpoint it was given (or ""),
+    the stub behind that endpoint (if any), and the run (`done.result()` waits for it)."""
+
+    cwd: Path
+    url: str
+    done: Future[subprocess.CompletedProcess[str]]
+    stub: LLMStub | None = None
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Launched]]:
+    """Every example run of the tests below, started at once, three at a time. Each is a fresh
+    interpreter that spends most of its time importing, so they share the cores instead of
+    queueing one after another; each test waits for its own run and checks it. The endpoints
+    (a closed port, refusing servers, working stubs) live as long as the module."""
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.socket())
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        refusing = {name: stack.enter_context(Refusing(status)) for name, status, _, _ in REFUSED}
+        stubs = {name: stack.enter_context(LLMStub(default={"done": True})) for name in NAMES}
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=3))  # exits first: every run ended
+        runs: dict[tuple[str, str], Launched] = {}
+
+        def launch(key: tuple[str, str], url: str, *args: str, code: str | None = None) -> None:
+            name, cwd = key[1], tmp_path_factory.mktemp("-".join(key))
+            env = {"FLOWMEM_LLM_BASE_URL": url, "FLOWMEM_LLM_MODEL": "m"} if url else {}
+            runs[key] = Launched(cwd, url, pool.submit(run_example, name, cwd, *args, code=code, **env))
+
+        for name in NAMES:
+            launch(("no_model", name), "")
+            launch(("unreachable", name), closed)
+            launch(("refused", name), refusing[name])
+        # None in sys.modules makes `import agents` fail as if the package were not installed.
+        block = "import runpy, sys; sys.modules['agents'] = None"
+        code = f"{block}; runpy.run_path({str(EXAMPLES / 'openai_agents_sdk.py')!r}, run_name='__main__')"
+        launch(("no_sdk", "openai_agents_sdk"), "", code=code)
+        for name in NAMES:
+            launch(
+                ("working", name),
+                stubs[name].url,
+                *(["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []),
+            )
+            runs["working", name].stub = stubs[name]
+        yield runs
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_without_a_model_each_example_says_what_to_set_in_one_line(name: str, tmp_path: Path) -> None:
-    line = one_line(run_example(name, tmp_path))
+def test_without_a_model_each_example_says_what_to_set_in_one_line(
+    name: str, launched: dict[tuple[str, str], Launched]
+) -> None:
+    run = launched["no_model", name]
+    line = one_line(run.done.result())
     assert line.startswith(f"{name} needs a model")
     for variable in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL", "FLOWMEM_LLM_MODEL"):
         assert variable in line
     assert "OpenAI-compatible" in line
-    assert stored(Settings(db=str(tmp_path / "db"))) == []
+    assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
-    name: str, tmp_path: Path, closed_port: int
+    name: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
-    url = f"http://127.0.0.1:{closed_port}/v1"
-    line = one_line(run_example(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
-    assert line.startswith(f"{name}: no answer from {url}")
+    run = launched["unreachable", name]
+    line = one_line(run.done.result())
+    assert line.startswith(f"{name}: no answer from {run.url}")
     assert "FLOWMEM_LLM_BASE_URL" in line and "OpenAI-compatible" in line
-    assert stored(Settings(db=str(tmp_path / "db"))) == []
+    assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
-@pytest.mark.parametrize(
-    ("name", "status", "phrase", "variable"),
-    [  # the three examples share this code: each is checked once, each status at least once
-        ("openai_function_calling", 401, "refused the API key", "FLOWMEM_LLM_API_KEY"),
-        ("openai_agents_sdk", 404, "has no model 'm'", "FLOWMEM_LLM_MODEL"),
-        ("llm_office_loop", 401, "refused the API key", "OPENAI_API_KEY"),
-    ],
-)
+@pytest.mark.parametrize(("name", "status", "phrase", "variable"), REFUSED)
 def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
-    name: str, status: int, phrase: str, variable: str, tmp_path: Path
+    name: str, status: int, phrase: str, variable: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
-    with Refusing(status) as url:
-        line = one_line(run_example(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
-    assert line.startswith(f"{name}: {url}") and phrase in line and variable in line
-    assert stored(Settings(db=str(tmp_path / "db"))) == []
+    run = launched["refused", name]
+    line = one_line(run.done.result())
+    assert line.startswith(f"{name}: {run.url}") and phrase in line and variable in line
+    assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
-def test_without_the_agents_sdk_its_example_says_what_to_install(tmp_path: Path) -> None:
-    path = EXAMPLES / "openai_agents_sdk.py"
-    # None in sys.modules makes `import agents` fail as if the package were not installed.
-    block = "import runpy, sys; sys.modules['agents'] = None"
-    code = f"{block}; runpy.run_path({str(path)!r}, run_name='__main__')"
-    line = one_line(run_example("openai_agents_sdk", tmp_path, code=code))
+def test_without_the_agents_sdk_its_example_says_what_to_install(
+    launched: dict[tuple[str, str], Launched],
+) -> None:
+    run = launched["no_sdk", "openai_agents_sdk"]
+    line = one_line(run.done.result())
     assert "OpenAI Agents SDK" in line and "pip install" in line and "openai-agents" in line
-    assert not (tmp_path / "db").exists()
+    assert not (run.cwd / "db").exists()
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_with_a_working_endpoint_each_example_runs_and_records(name: str, tmp_path: Path) -> None:
-    with LLMStub(default={"done": True}) as stub:
-        args = ["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []
-        done = run_example(name, tmp_path, *args, FLOWMEM_LLM_BASE_URL=stub.url, FLOWMEM_LLM_MODEL="m")
+def test_with_a_working_endpoint_each_example_runs_and_records(
+    name: str, launched: dict[tuple[str, str], Launched]
+) -> None:
+    run = launched["working", name]
+    done = run.done.result()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert {r.body["model"] for r in stub.requests} == {"m"}
-    [run] = stored(Settings(db=str(tmp_path / "db")))
-    assert run.final_answer == '{"done": true}'
+    assert run.stub is not None and {r.body["model"] for r in run.stub.requests} == {"m"}
+    [recorded] = stored(Settings(db=str(run.cwd / "db")))
+    assert recorded.final_answer == '{"done": true}'
