@@ -104,18 +104,23 @@ def results(index: ServedIndex) -> list[list[list[Any]]]:
     return out
 
 
-def _index(settings: Settings, gap: float | None) -> ServedIndex:
+def _index(settings: Settings, gap: float | None, **kw: Any) -> ServedIndex:
     store = store_from(settings)
     seed(store)
-    return ServedIndex(store, settings.namespace, gap=gap)
+    return ServedIndex(store, settings.namespace, gap=gap, **kw)
 
 
+@pytest.mark.parametrize("ann", [False, True], ids=["brute-force", "ann"])
 @pytest.mark.parametrize("gap", [None, 0.25])
 def test_the_columnar_index_serves_what_the_previous_one_served(
-    settings: Settings, gap: float | None
+    settings: Settings, gap: float | None, ann: bool
 ) -> None:
+    if ann:
+        pytest.importorskip("faiss")
     expected = json.loads(EXPECTED.read_text())[str(gap)]
-    got = results(_index(settings, gap))
+    index = _index(settings, gap, ann_min=0 if ann else 20_000, ann_wait=True)
+    got = results(index)
+    assert (index._snapshot.slot.ann is not None) == ann
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert [h[:2] for h in g] == [h[:2] for h in e]

@@ -6,26 +6,37 @@ multiplies by the version's rank factor (from the Beta posterior of its outcomes
 the best k (fewer when the others score far below the first: `policy.serving.within_gap`).
 A workflow's active version is served; a newer candidate version on trial is served instead
 to a configurable share of requests (decided by a hash of the task, so the same task gets the
-same version). The index is rebuilt only when the store has a new
-workflows table version (a committed induction run, a rollback), new usage stats or a status
-change; the store is asked at most every `check_every` seconds, so an agent's search costs
-no I/O in between, or at once after a commit made through the same `Store` object.
+same version).
+
+The index holds columns, not a `Workflow` per version (`agents.ranking`, from
+`Store.served_rows`): a hit's `Workflow` is built when it is served. Past `ann_min` keys an
+HNSW index (optional: faiss) is built in a background thread; until it is ready, and where it
+cannot prove its ranking exact, search scores every key.
+
+The index is rebuilt only when the store has a new workflows table version (a committed
+induction run, a rollback), new usage stats or a status change; the store is asked at most
+every `check_every` seconds, so an agent's search costs no I/O in between, or at once after a
+commit made through the same `Store` object.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.nearest import ExampleIndex
+from flowmem.agents.ranking import AnnSlot, Snapshot
+from flowmem.induction.ann import build_ann
 from flowmem.models import Workflow
-from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.storage import Store
+from flowmem.storage.served import ServedRows
 
 __all__ = ["Hit", "ServedIndex"]
 
@@ -43,33 +54,6 @@ class Hit:
     `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`induction.nearest`)."""
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    """The served versions as arrays, rebuilt when the store has new versions or stats."""
-
-    workflows: list[Workflow]
-    index: ExampleIndex
-    factors: npt.NDArray[np.float64]
-    """Per version: its rank factor."""
-    agents: npt.NDArray[np.object_]
-    scopes: npt.NDArray[np.object_]
-    trials: list[tuple[int, int]]
-    """(candidate on trial, its workflow's active version): the candidate is served instead
-    of the active version to a share of the requests."""
-
-    @classmethod
-    def of(cls, workflows: list[Workflow], index: ExampleIndex, params: LifecycleParams) -> _Snapshot:
-        active = {w.id: i for i, w in enumerate(workflows) if w.status == "active"}
-        return cls(
-            workflows,
-            index,
-            np.array([rank_factor(w.stats, params) for w in workflows], dtype=np.float64),
-            np.array([w.agent for w in workflows], dtype=object),
-            np.array([w.scope for w in workflows], dtype=object),
-            [(i, active[w.id]) for i, w in enumerate(workflows) if w.status != "active" and w.id in active],
-        )
-
-
 class ServedIndex:
     """The served workflows of one namespace, kept in memory and refreshed on new versions."""
 
@@ -81,6 +65,8 @@ class ServedIndex:
         check_every: float = 0.25,
         params: LifecycleParams = DEFAULT_PARAMS,
         gap: float | None = None,
+        ann_min: int = 20_000,
+        ann_wait: bool = False,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.gap = gap
@@ -89,7 +75,11 @@ class ServedIndex:
         self._checked = -float("inf")
         self._writes = store.writes
         self._version: tuple[int, int, int] | None = None
-        self._snapshot = _Snapshot.of([], ExampleIndex(store.embedder.embed([]), [], 0), params)
+        self._snapshot = Snapshot.of(ServedRows.empty(store.embedder.dim), params)
+        self.ann_min = ann_min
+        """Keys from which an ANN index is built (in a background thread) and used."""
+        self.ann_wait = ann_wait
+        """Build the ANN during the reload rather than in the background (tests)."""
         self.reloads = 0
         """How many times the index was rebuilt."""
 
@@ -102,17 +92,35 @@ class ServedIndex:
         version = self.store.served_version(namespace=self.namespace)
         if version == self._version:
             return
-        workflows, vectors, owners, shares = self.store.workflow_index(namespace=self.namespace)
-        index = ExampleIndex(vectors, owners, len(workflows), shares)
-        self._snapshot = _Snapshot.of(workflows, index, self.params)
-        self._version = version
+        old = self._snapshot
+        snap = Snapshot.of(
+            self.store.served_rows(namespace=self.namespace), self.params, ann_min=self.ann_min
+        )
+        if old.wants_ann() and np.array_equal(old.index.vectors, snap.index.vectors):
+            snap.slot = old.slot  # usage or status changed, not the keys: the same ANN holds
+        elif snap.wants_ann():
+            self._build_ann(snap.slot, snap.index.vectors)
+        self._snapshot, self._version = snap, version
         self.reloads += 1
+
+    def _build_ann(self, slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
+        """Build an ANN into the slot in a background thread (here when `ann_wait`): a reload
+        is served at once by brute force, and by the ANN once it is ready."""
+
+        def build() -> None:
+            slot.ann = build_ann(vectors)
+
+        if self.ann_wait:
+            build()
+        else:
+            threading.Thread(target=build, name="flowmem-ann", daemon=True).start()
 
     def served(self) -> list[Workflow]:
         """The versions being served now (a workflow's candidate on trial too)."""
         with self._lock:
             self._refresh()
-            return list(self._snapshot.workflows)
+            snap = self._snapshot
+        return [snap.workflow(i) for i in range(len(snap))]
 
     def search(
         self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None
@@ -121,23 +129,34 @@ class ServedIndex:
         with self._lock:
             self._refresh()
             snap = self._snapshot
-        if not snap.workflows:
+        if not len(snap):
             return []
-        similarity = snap.index.similarities(self.store.embedder.embed([task])[0])
-        ok = np.isfinite(similarity)
-        if agent is not None:
-            ok &= snap.agents == agent
-        if scope is not None:
-            ok &= snap.scopes == scope
-        for candidate, active in snap.trials:  # on trial: served to a share of the requests only
-            w = snap.workflows[candidate]
-            if serve_candidate(task, w.id, w.version, self.params.candidate_share):
-                ok[active] = False
-            else:
-                ok[candidate] = False
-        scores = np.where(ok, similarity * snap.factors, -np.inf)
-        # Versions are in id order, so the stable sort breaks score ties by id.
-        ranked = [int(i) for i in np.argsort(-scores, kind="stable")[: max(k, CANDIDATES)] if ok[i]]
-        ranked = ranked[: within_gap([float(scores[i]) for i in ranked], self.gap)]
-        top = [ranked[p] for p in compose([snap.workflows[i] for i in ranked], k)]
-        return [Hit(snap.workflows[i], float(scores[i]), float(similarity[i])) for i in top]
+        query = self.store.embedder.embed([task])[0]
+        ok = snap.mask(agent, scope)
+        share = self.params.candidate_share
+        ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
+        n = within_gap(scores.tolist(), self.gap)
+        if snap.rows.subroutine[ranked[:n]].any():
+            top = compose(_Lazy(snap, ranked[:n].tolist()), k)
+        else:  # what compose gives task-level workflows, without building them
+            top = list(range(min(k, n)))
+        return [Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p])) for p in top]
+
+
+class _Lazy(Sequence[Workflow]):
+    """Served versions by position, each built only when `compose` looks at it."""
+
+    def __init__(self, snap: Snapshot, positions: list[int]) -> None:
+        self.snap, self.positions = snap, positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> Workflow: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Workflow]: ...
+    def __getitem__(self, i: int | slice) -> Workflow | Sequence[Workflow]:
+        if isinstance(i, slice):
+            return [self.snap.workflow(p) for p in self.positions[i]]
+        return self.snap.workflow(self.positions[i])

@@ -56,9 +56,9 @@ class ExampleIndex:
     def __init__(
         self,
         vectors: npt.NDArray[np.float32],
-        owners: Sequence[int],
+        owners: Sequence[int] | npt.NDArray[np.int64],
         n_items: int,
-        shares: Sequence[float] | None = None,
+        shares: Sequence[float] | npt.NDArray[np.float64] | None = None,
     ) -> None:
         if len(vectors) != len(owners) or (shares is not None and len(shares) != len(owners)):
             raise ValueError("one owner (and share) per example vector")
@@ -72,6 +72,14 @@ class ExampleIndex:
         self.n_items = n_items
         # Owners in runs (each item's examples together), as a store's index lays them out.
         self._grouped = bool(len(self.owners)) and bool(np.all(np.diff(self.owners) >= 0))
+        self._starts = (
+            np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]]) if self._grouped else None
+        )
+        # Per item, where its examples start and end (a grouped index): `item_similarities`.
+        self._lo, self._hi = np.zeros(n_items, np.int64), np.zeros(n_items, np.int64)
+        if self._starts is not None:
+            held = self.owners[self._starts]
+            self._lo[held], self._hi[held] = self._starts, np.r_[self._starts[1:], len(self.owners)]
 
     def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
         """Per item, the best score of its examples: cosine less the share penalty (see the
@@ -79,11 +87,35 @@ class ExampleIndex:
         best = np.full(self.n_items, -np.inf, dtype=np.float64)
         if len(self.owners):
             scores = (self.vectors @ query).astype(np.float64) - self.penalty
-            if self._grouped:
-                starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]])
-                best[self.owners[starts]] = np.maximum.reduceat(scores, starts)
+            if self._starts is not None:
+                best[self.owners[self._starts]] = np.maximum.reduceat(scores, self._starts)
             else:
                 np.maximum.at(best, self.owners, scores)
+        return best
+
+    @property
+    def grouped(self) -> bool:
+        """Whether each item's examples are together (what `item_similarities` needs)."""
+        return self._starts is not None
+
+    def item_similarities(
+        self, query: npt.NDArray[np.float32], items: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """`similarities` of some items only (distinct, of a grouped index): their examples are
+        gathered and scored, the others not looked at."""
+        if self._starts is None:
+            return self.similarities(query)[items]
+        best = np.full(len(items), -np.inf, dtype=np.float64)
+        if not len(items):
+            return best
+        lo = self._lo[items]
+        counts = self._hi[items] - lo
+        has = counts > 0
+        lo, counts = lo[has], counts[has]
+        offsets = np.cumsum(counts) - counts
+        rows = np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()))
+        scores = (self.vectors[rows] @ query).astype(np.float64) - self.penalty[rows]
+        best[has] = np.maximum.reduceat(scores, offsets)
         return best
 
     def ranked(self, query: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

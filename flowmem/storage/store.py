@@ -33,6 +33,7 @@ from flowmem.storage.base import (
 from flowmem.storage.maintenance import MaintenanceMixin
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
+from flowmem.storage.served import ServedMixin
 from flowmem.storage.version_state import VersionStateMixin
 
 __all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "pick_version", "quote"]
@@ -54,7 +55,7 @@ def pick_version(history: Sequence[Workflow], version: int | None) -> Workflow:
     raise NotFoundError(f"workflow {history[-1].id!r} has no version {version}")
 
 
-class Store(VersionStateMixin, MaintenanceMixin, RunsMixin):
+class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
     """Trajectories, workflow versions and runs, in one LanceDB database."""
 
     # -- trajectories -------------------------------------------------------------------

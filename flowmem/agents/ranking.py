@@ -1,0 +1,211 @@
+"""The served index's arrays and its exact ranking: brute force, or an ANN with a re-rank.
+
+A snapshot holds the served versions as columns (`storage.served.ServedRows`): their keys as
+one float32 matrix with an owner per key, rank factors, agent and scope codes, trial pairs;
+no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
+
+`Snapshot.ranked` returns the best `m` servable versions by score (similarity × rank factor),
+ties by position, exactly as sorting every version would. Up to `ann_min` keys it scores
+every key (one matrix-vector product, one BLAS thread: steadier and faster than two for one
+query). Past that, once the ANN is built, it re-ranks exactly the versions owning the keys
+the ANN returns, and stops when the m-th best score is at least what any version it has not
+looked at could score (the cosine of the farthest key returned, times the largest rank
+factor); otherwise it asks for more keys, and past a limit scores every key.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+from flowmem.induction.ann import KeyANN
+from flowmem.induction.nearest import ExampleIndex
+from flowmem.models import Workflow
+from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.storage.served import ServedRows
+
+__all__ = ["AnnSlot", "Snapshot"]
+
+_BLAS = ThreadpoolController()
+_FIRST_KEYS = 256
+"""Keys asked of the ANN first; doubled while the ranking is not proven exact."""
+_MAX_KEYS = 4096
+"""Past this many keys from the ANN, score every key instead."""
+_ONE_THREAD = 50_000
+"""Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
+above, memory bandwidth makes two threads faster."""
+_CACHE = 256
+"""Workflow objects kept per snapshot (the hits of recent searches)."""
+
+
+def _top(scores: npt.NDArray[np.float64], m: int) -> npt.NDArray[np.int64]:
+    """Positions of the m best finite scores, best first, ties by position (as a stable sort
+    of every score would give)."""
+    finite = np.flatnonzero(np.isfinite(scores))
+    if len(finite) > m:
+        part = finite[np.argpartition(-scores[finite], m - 1)[:m]]
+        finite = finite[scores[finite] >= scores[part].min()]
+    return finite[np.lexsort((finite, -scores[finite]))][:m]
+
+
+@dataclass
+class AnnSlot:
+    """Where an ANN lands once built; snapshots of the same keys share one."""
+
+    ann: KeyANN | None = None
+
+
+@dataclass
+class Snapshot:
+    """The served versions of one namespace, as arrays (see the module docstring)."""
+
+    rows: ServedRows
+    index: ExampleIndex
+    factors: npt.NDArray[np.float64]
+    """Per version: its rank factor."""
+    partner: npt.NDArray[np.int64]
+    """Per version on trial (a candidate and its workflow's active version): the other one; -1."""
+    slot: AnnSlot = field(default_factory=AnnSlot)
+    """Its ANN once built (in the background); until then search is brute force."""
+    ann_min: int = 20_000
+    _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def of(
+        cls, rows: ServedRows, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = 20_000
+    ) -> Snapshot:
+        """A snapshot of served rows."""
+        cache: dict[str, float] = {}
+        factors = np.array(
+            [cache.setdefault(s.model_dump_json(), rank_factor(s, params)) for s in rows.stats],
+            dtype=np.float64,
+        )
+        partner = np.full(len(rows), -1, dtype=np.int64)
+        active = {w: i for i, (w, s) in enumerate(zip(rows.ids, rows.statuses, strict=True)) if s == "active"}
+        for i, (w, s) in enumerate(zip(rows.ids, rows.statuses, strict=True)):
+            if s != "active" and w in active:
+                partner[i], partner[active[w]] = active[w], i
+        index = ExampleIndex(rows.keys, rows.owners, len(rows), rows.shares)
+        return cls(rows, index, factors, partner, ann_min=ann_min)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def workflow(self, i: int) -> Workflow:
+        """The served version at position i (built from its row once, then cached)."""
+        with self._lock:
+            found = self._cache.get(i)
+            if found is not None:
+                self._cache.move_to_end(i)
+                return found
+        found = self.rows.workflow(i)
+        with self._lock:
+            self._cache[i] = found
+            while len(self._cache) > _CACHE:
+                self._cache.popitem(last=False)
+        return found
+
+    def wants_ann(self) -> bool:
+        """Whether this snapshot is large enough for an ANN."""
+        return len(self.index.vectors) >= self.ann_min and self.index.grouped
+
+    def mask(self, agent: str | None, scope: str | None) -> npt.NDArray[np.bool_] | None:
+        """Versions of this agent and scope (None: no filter)."""
+        ok: npt.NDArray[np.bool_] | None = None
+        for value, names, codes in (
+            (agent, self.rows.agent_names, self.rows.agents),
+            (scope, self.rows.scope_names, self.rows.scopes),
+        ):
+            if value is not None:
+                hit = codes == names.index(value) if value in names else np.zeros(len(codes), bool)
+                ok = hit if ok is None else ok & hit
+        return ok
+
+    def ranked(
+        self,
+        query: npt.NDArray[np.float32],
+        task: str,
+        m: int,
+        ok: npt.NDArray[np.bool_] | None,
+        share: float,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The best m servable versions for the query, best first, with their scores and
+        similarities; `ok` limits the versions, `share` is the candidates' share on trial."""
+        ann = self.slot.ann
+        if ann is not None and (ok is None or ok.sum() * 4 >= len(ok)):
+            found = self._ranked_ann(ann, query, task, m, ok, share)
+            if found is not None:
+                return found
+        if ok is not None and ok.sum() * 4 < len(ok) and self.index.grouped:
+            items = np.flatnonzero(ok)
+            similarity = np.full(len(self), -np.inf)
+            with _BLAS.limit(limits=1, user_api="blas"):
+                similarity[items] = self.index.item_similarities(query, items)
+        elif len(self.index.vectors) < _ONE_THREAD:
+            with _BLAS.limit(limits=1, user_api="blas"):
+                similarity = self.index.similarities(query)
+        else:
+            similarity = self.index.similarities(query)
+        allowed = np.isfinite(similarity) if ok is None else ok & np.isfinite(similarity)
+        scores = np.where(allowed, similarity * self.factors, -np.inf)
+        top = self._trial_filtered(scores, task, m, share)
+        return top, scores[top], similarity[top]
+
+    def _trial_filtered(
+        self, scores: npt.NDArray[np.float64], task: str, m: int, share: float
+    ) -> npt.NDArray[np.int64]:
+        """`_top`, after taking out the version of each trial pair this request is not served."""
+        while True:
+            top = _top(scores, m)
+            # A pair's decision is the same whichever of its two is looked at: drop those of
+            # the top that lose it, until none does.
+            dropped = {p for i in top for p in self._excluded(int(i), task, share)} & set(top.tolist())
+            if not dropped:
+                return top
+            scores = scores.copy()
+            scores[list(dropped)] = -np.inf
+
+    def _excluded(self, i: int, task: str, share: float) -> list[int]:
+        """Of the trial pair holding version i (if any), the one this request is not served."""
+        other = int(self.partner[i])
+        if other < 0:
+            return []
+        candidate, active = (i, other) if self.rows.statuses[i] != "active" else (other, i)
+        wid, version = self.rows.ids[candidate], int(self.rows.versions[candidate])
+        return [active] if serve_candidate(task, wid, version, share) else [candidate]
+
+    def _ranked_ann(
+        self,
+        ann: KeyANN,
+        query: npt.NDArray[np.float32],
+        task: str,
+        m: int,
+        ok: npt.NDArray[np.bool_] | None,
+        share: float,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+        """`ranked` from the ANN's keys, exactly re-ranked; None when not proven exact within
+        `_MAX_KEYS` keys (the caller then scores every key)."""
+        count, fmax, fmin = _FIRST_KEYS, float(self.factors.max()), float(self.factors.min())
+        while count <= _MAX_KEYS:
+            keys = ann.search(query, count)
+            items = np.unique(self.index.owners[keys])
+            with _BLAS.limit(limits=1, user_api="blas"):
+                similarity = self.index.item_similarities(query, items)
+                farthest = float((self.index.vectors[keys] @ query).min()) if len(keys) else -1.0
+            allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
+            scores = np.where(allowed, similarity * self.factors[items], -np.inf)
+            full = np.full(len(self), -np.inf)
+            full[items] = scores
+            top = self._trial_filtered(full, task, m, share)
+            bound = farthest * (fmax if farthest >= 0 else fmin)
+            if len(keys) >= len(self.index.vectors) or (len(top) >= m and full[top[-1]] >= bound):
+                where = np.searchsorted(items, top)
+                return top, full[top], similarity[where]
+            count *= 2
+        return None

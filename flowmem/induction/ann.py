@@ -1,0 +1,56 @@
+"""An approximate nearest-neighbour index of key vectors, for search past brute force's reach.
+
+Optional: it needs `faiss-cpu` (`pip install 'flowmem[ann]'`); without it `build_ann` returns
+None and search stays exact brute force. Chosen by measurement (docs/performance.md, 100k
+keys × 384 on 2 cores): faiss's HNSW (M=32) built in 23 s and answered 256 neighbours in
+0.6 ms (recall@3 of keys 0.99); usearch's built in 52 s (f32) and answered in 1.1 ms, its
+int8 index lost recall (0.83). Callers re-rank what it returns exactly (`agents.ranking`), so
+its approximations cost recall only where a key it missed would have ranked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["KeyANN", "ann_available", "build_ann"]
+
+
+def ann_available() -> bool:
+    """Whether the optional ANN library is installed."""
+    return importlib.util.find_spec("faiss") is not None
+
+
+class KeyANN:
+    """HNSW over unit key vectors by inner product (= cosine); keys are their row numbers."""
+
+    def __init__(self, index: Any, size: int) -> None:
+        self._index, self.size = index, size
+
+    def search(self, query: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
+        """Row numbers of (about) the `count` keys nearest the query, nearest first."""
+        import faiss
+
+        count = min(count, self.size)
+        # Per-call parameters: concurrent searches never share a mutable efSearch.
+        params = faiss.SearchParametersHNSW(efSearch=max(count, 64))  # type: ignore[attr-defined]
+        _, found = self._index.search(
+            np.ascontiguousarray(query[None, :], dtype=np.float32), count, params=params
+        )
+        keys = np.asarray(found[0], dtype=np.int64)
+        return keys[keys >= 0]
+
+
+def build_ann(vectors: npt.NDArray[np.float32], *, neighbours: int = 32, ef_build: int = 80) -> KeyANN | None:
+    """An HNSW index of the rows (None when faiss is not installed or there are no rows)."""
+    if not ann_available() or not len(vectors):
+        return None
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], neighbours, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_build
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return KeyANN(index, len(vectors))
