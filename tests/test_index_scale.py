@@ -135,6 +135,33 @@ def test_served_lists_the_same_versions_with_live_stats_and_status(settings: Set
     assert all(isinstance(w, Workflow) for w in served)
 
 
+def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> None:
+    from threadpoolctl import threadpool_info
+
+    from flowmem.agents.ranking import _ONE_BLAS_THREAD
+
+    first, second = _ONE_BLAS_THREAD, _ONE_BLAS_THREAD
+    first.__enter__()
+    # The BLAS libraries loaded when the first search ran (not one a later import brought).
+    known = {lib.filepath for lib in first._controller.lib_controllers}
+    first.__exit__(None, None, None)
+
+    def blas() -> list[int]:
+        return [
+            int(i["num_threads"])
+            for i in threadpool_info()
+            if i["filepath"] in known and i["user_api"] == "blas"
+        ]
+
+    before = blas()
+    first.__enter__()
+    second.__enter__()  # another search, overlapping
+    first.__exit__(None, None, None)
+    assert set(blas()) <= {1}  # still inside the second one
+    second.__exit__(None, None, None)
+    assert blas() == before
+
+
 if __name__ == "__main__":  # write the expectations from the implementation checked out now
     import tempfile
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,32 @@ from flowmem.storage.served import ServedRows
 
 __all__ = ["AnnSlot", "Snapshot"]
 
-_BLAS = ThreadpoolController()
+
+class _OneBlasThread:
+    """One BLAS thread while any search runs a product: the process's setting is saved by the
+    first search in and restored by the last one out, so concurrent searches never leave it
+    changed (a plain `limit()` per call would restore one call's view over another's)."""
+
+    def __init__(self) -> None:
+        self._lock, self._users, self._limiter = threading.Lock(), 0, None
+        self._controller: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._controller = self._controller or ThreadpoolController()
+                self._limiter = self._controller.limit(limits=1, user_api="blas")
+            self._users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
 _FIRST_KEYS = 256
 """Keys asked of the ANN first; doubled while the ranking is not proven exact."""
 _MAX_KEYS = 4096
@@ -145,10 +171,10 @@ class Snapshot:
         if ok is not None and ok.sum() * 4 < len(ok) and self.index.grouped:
             items = np.flatnonzero(ok)
             similarity = np.full(len(self), -np.inf)
-            with _BLAS.limit(limits=1, user_api="blas"):
+            with _ONE_BLAS_THREAD:
                 similarity[items] = self.index.item_similarities(query, items)
         elif len(self.index.vectors) < _ONE_THREAD:
-            with _BLAS.limit(limits=1, user_api="blas"):
+            with _ONE_BLAS_THREAD:
                 similarity = self.index.similarities(query)
         else:
             similarity = self.index.similarities(query)
@@ -195,7 +221,7 @@ class Snapshot:
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
             items = np.unique(self.index.owners[keys])
-            with _BLAS.limit(limits=1, user_api="blas"):
+            with _ONE_BLAS_THREAD:
                 similarity = self.index.item_similarities(query, items)
                 farthest = float((self.index.vectors[keys] @ query).min()) if len(keys) else -1.0
             allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
