@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,25 +82,64 @@ def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown engine" in bad.output
 
 
+PREFECT_DEMO = "test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines"
+
+
+class Background:
+    """A command started now in a process of its own, its output kept in files."""
+
+    def __init__(self, command: list[str], env: dict[str, str], tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
+            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
+
+    def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Wait for it to end; what it printed."""
+        code = self.process.wait(timeout=timeout)
+        stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_demo(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Background | None]:
+    """`make demo`'s command with the Prefect engine, started as the module starts (when its test
+    is selected): it runs beside the in-process demo tests, on the other core, instead of after
+    them. Its test waits for it and checks it."""
+    if not any(item.name == PREFECT_DEMO for item in request.session.items):
+        yield None
+        return
+    tmp_path = tmp_path_factory.mktemp("prefect-demo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    options = ["--rounds", "2", "--tasks", "12", "--workdir", str(tmp_path / "demo")]
+    run = Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
+    try:
+        yield run
+    finally:
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.wait()
+
+
 @pytest.mark.slow
-def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines(tmp_path: Path) -> None:
+def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines(
+    prefect_demo: Background | None,
+) -> None:
     """`make demo`'s command with the Prefect engine, in a process of its own as `make demo`
     runs it (Prefect is imported and its temporary server started inside the command): the
     cycle flow runs between rounds, and the output has no run states, no server notices and
     no warning. Two rounds are the fewest with a cycle flow between them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")
-    workdir = tmp_path / "demo"
-    options = ["--rounds", "2", "--tasks", "12", "--workdir", str(workdir)]
-    command = [sys.executable, "-m", "flowmem.cli", "demo", *options]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert prefect_demo is not None
+    done = prefect_demo.result(timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert "round 2:" in done.stderr and "learning curve" in done.stdout
     assert "workflows list" in done.stdout and "search" in done.stdout  # what to look at next
     noisy = [line for line in output.splitlines() if "INFO" in line or "warning" in line.lower()]
     assert not noisy, "\n".join(noisy)
-    store = store_from(Settings(db=str(workdir / "db")))
+    store = store_from(Settings(db=str(prefect_demo.tmp_path / "demo" / "db")))
     [run] = store.list_runs()  # one cycle, between the two rounds
     assert run.counts["versions_created"] > 0 and store.list_workflows()
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
