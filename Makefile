@@ -9,7 +9,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export LANCEDB_LOG := error
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup demo test lint typecheck pytest docs-check clean
+.PHONY: setup demo test lint typecheck pytest bench docs-check clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,11 @@ pytest: setup
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest
+
+# The performance figures at quick sizes, side by side (docs/performance.md); memharness too
+# when FLOWMEM_BENCH_PY313 names a Python >= 3.13 that has it. Writes bench/results/latest.json.
+bench: setup
+	$(BIN)/flowmem bench --quick
 
 # The figures README.md and docs/ quote, regenerated and compared (bench/docs_check.py; needs ../shared/data).
 docs-check: setup

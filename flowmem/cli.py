@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from flowmem import cli_demo, cli_eval, cli_export, cli_maintain, cli_server, cli_status
+from flowmem import cli_bench, cli_demo, cli_eval, cli_export, cli_maintain, cli_server, cli_status
 from flowmem import cli_render as render
 from flowmem.cli_common import (
     JsonOpt,
@@ -388,6 +388,7 @@ workflows_app.command("promote")(cli_status.promote)
 workflows_app.command("deprecate")(cli_status.deprecate)
 workflows_app.command("retire")(cli_status.retire)
 app.command()(cli_maintain.maintain)
+app.command()(cli_bench.bench)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""`flowmem bench`: the project's performance figures, measured side by side in one run."""

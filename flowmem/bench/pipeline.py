@@ -1,0 +1,158 @@
+"""The hot path and the pipeline, timed: the recording hook, ingest + induce through the CLI and
+through the Prefect flow, an incremental run, HTTP search with 8 clients, memharness."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from flowmem.agents import WorkflowMemory
+from flowmem.bench.data import fill, queries
+from flowmem.jobs.factories import store_from
+from flowmem.settings import Settings
+
+__all__ = ["api_search", "hook_step", "induction", "memharness"]
+
+_CLI = [sys.executable, "-c", "from flowmem.cli import main; main()"]
+
+
+def _flowmem(*args: str, db: str, home: str, check: bool = True) -> float:
+    """Seconds one `flowmem` command takes in a fresh process on store `db` (an induction
+    whose every cluster was refused exits 1 and is timed all the same: `check=False`)."""
+    env = {**os.environ, "FLOWMEM_DB": db, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
+    env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    start = time.perf_counter()
+    subprocess.run([*_CLI, *args], env=env, check=check, capture_output=True)
+    return time.perf_counter() - start
+
+
+def hook_step(n: int = 100_000) -> dict[str, float]:
+    """`run.step` in µs (median, p99) inside a recorded run, as an agent loop calls it."""
+    with tempfile.TemporaryDirectory() as tmp, WorkflowMemory(Settings(db=f"{tmp}/db")) as memory:
+        times = []
+        with memory.record("forward the invoice to ana") as run:
+            clock = time.perf_counter_ns
+            for i in range(n):
+                start = clock()
+                run.step("mail.forward", args={"id": i}, observation="ok")
+                times.append(clock() - start)
+            run.finish(success=True)
+    times.sort()
+    return {
+        "hook_step_us_median": times[len(times) // 2] / 1000,
+        "hook_step_us_p99": times[int(len(times) * 0.99)] / 1000,
+    }
+
+
+def induction(n: int, *, flow: bool = True) -> dict[str, float]:
+    """Ingest + induce n generated trajectories with the CLI; the same induction as the Prefect
+    flow (`flowmem run induce`, its temporary server included) on a second store; then 1% new
+    trajectories and an incremental `flowmem induce`, against the full run."""
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        data, extra = f"{tmp}/runs.jsonl.gz", f"{tmp}/more.jsonl.gz"
+        _flowmem("generate", data, "--tasks", str(n), db=f"{tmp}/gen", home=tmp)
+        _flowmem(
+            "generate", extra, "--tasks", str(max(1, n // 100)), "--seed", "1", db=f"{tmp}/gen", home=tmp
+        )
+        db = f"{tmp}/cli"
+        out["ingest_s"] = _flowmem("ingest", data, db=db, home=tmp)
+        out["induce_s"] = _flowmem("induce", db=db, home=tmp, check=False)
+        _flowmem("ingest", extra, db=db, home=tmp)
+        out["induce_incremental_s"] = _flowmem("induce", db=db, home=tmp, check=False)
+        out["incremental_ratio"] = out["induce_incremental_s"] / out["induce_s"]
+        if flow:
+            db = f"{tmp}/flow"
+            out["flow_ingest_s"] = _flowmem("ingest", data, db=db, home=tmp)
+            out["flow_induce_s"] = _flowmem("run", "induce", db=db, home=f"{tmp}/prefect", check=False)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api_search(n: int, *, clients: int = 8, seconds: float = 5.0) -> dict[str, float]:
+    """`GET /v1/workflows/search` on a `flowmem api` process serving n workflows: requests
+    per second with `clients` threads (keep-alive), and the p50 latency of one client."""
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(db=f"{tmp}/db")
+        fill(store_from(settings), n)
+        port = _free_port()
+        env = {**os.environ, "FLOWMEM_DB": settings.db, "LANCEDB_LOG": "error", "PREFECT_HOME": tmp}
+        cmd = [*_CLI, "api", "--host", "127.0.0.1", "--port", str(port)]
+        server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}/v1/workflows/search"
+            tasks = queries(200)
+            _wait_until_up(url)
+            with httpx.Client() as one:
+                times = []
+                for task in tasks:
+                    start = time.perf_counter()
+                    one.get(url, params={"task": task}).raise_for_status()
+                    times.append((time.perf_counter() - start) * 1000)
+            done = [0] * clients
+            stop = time.perf_counter() + seconds
+
+            def client(c: int) -> None:
+                with httpx.Client() as http:
+                    while time.perf_counter() < stop:
+                        http.get(url, params={"task": tasks[done[c] % len(tasks)]}).raise_for_status()
+                        done[c] += 1
+
+            threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            elapsed = time.perf_counter() - start
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return {"api_search_ms_p50_1": statistics.median(times), f"api_search_rps_{clients}": sum(done) / elapsed}
+
+
+def _wait_until_up(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, params={"task": "warm up"}).raise_for_status()
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def memharness(python: str | None, n: int, *, repeats: int = 50) -> dict[str, Any]:
+    """memharness 1.0.4's add and search, run by `python` (≥ 3.13, memharness installed) on
+    the benchmark's task texts; {} with a note when no such Python is given."""
+    if not python:
+        return {
+            "memharness_skipped": "set FLOWMEM_BENCH_PY313=/path/to/python3.13 (with memharness installed)"
+        }
+    probe = Path(__file__).with_name("memharness_probe.py")
+    texts = "\n".join(queries(n, seed=3) + queries(repeats, seed=4))
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [python, str(probe), str(n), str(repeats)], input=texts, text=True, capture_output=True, cwd=tmp
+        )
+    if done.returncode != 0:
+        return {"memharness_skipped": f"{python} failed: {done.stderr.strip().splitlines()[-1:]}"}
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found

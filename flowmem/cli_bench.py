@@ -1,0 +1,117 @@
+"""`flowmem bench`: the performance figures, side by side, measured on this machine now."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["bench"]
+
+
+def bench(
+    full: Annotated[bool, typer.Option("--full", help="Add 1M workflows and 50k trajectories.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Quick sizes only (the default).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    out: Annotated[Path, typer.Option(help="Where to write the results.")] = Path(
+        "bench/results/latest.json"
+    ),
+) -> None:
+    """Measure hook, search (flowmem, numpy exact, LanceDB, memharness), memory, induction and
+    the HTTP API on this machine; print one table and write the results as JSON.
+
+    FLOWMEM_BENCH_PY313: a Python ≥ 3.13 with memharness installed, to compare with it.
+    FLOWMEM_BENCH_SCALE: multiplies every size (e.g. 0.001 for a smoke test)."""
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    from flowmem.bench.run import run_bench
+
+    err = Console(stderr=True)
+    results = run_bench(
+        full=full and not quick,
+        scale=float(os.environ.get("FLOWMEM_BENCH_SCALE", "1")),
+        py313=os.environ.get("FLOWMEM_BENCH_PY313"),
+        log=lambda line: err.print(line, style="dim"),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    if as_json:
+        typer.echo(json.dumps(results))
+        return
+    console = Console()
+    console.print(" ".join(f"{k}={v}" for k, v in results["machine"].items()))
+    console.print(table(results))
+    console.print(f"written to {out}")
+
+
+def _ms(value: Any, unit: str = "ms") -> str:
+    return "—" if value is None else f"{value:,.2f} {unit}"
+
+
+def table(r: dict[str, Any]) -> Table:
+    """The side-by-side table of one run's results."""
+    t = Table("measure", "flowmem", "numpy exact", "LanceDB flat", "LanceDB IVF_PQ", "memharness", "ratio")
+    mh_add, mh_search = r.get("memharness_add_us_median"), r.get("memharness_search_ms_p50_2k")
+    ratio = f"{mh_add / r['hook_step_us_median']:,.0f}x fewer µs than memharness add" if mh_add else ""
+    t.add_row(
+        "hook run.step p50 / p99",
+        f"{r['hook_step_us_median']:.2f} / {r['hook_step_us_p99']:.2f} µs",
+        "",
+        "",
+        "",
+        _ms(mh_add, "µs") + " (add_workflow)" if mh_add else "—",
+        ratio,
+    )
+    for key in ("10k", "100k", "1m"):
+        s = r.get(f"search_{key}")
+        if not s:
+            continue
+        versus = f"{s['vs_numpy']:.2f}x numpy; recall@3 {s['recall_at_3']:.3f}"
+        if mh_search and key == "10k":
+            versus += f"; memharness at 2k: {mh_search / s['flowmem_p50_ms']:,.0f}x slower"
+        t.add_row(
+            f"search k=3 at {key} p50",
+            _ms(s["flowmem_p50_ms"]),
+            _ms(s["numpy_p50_ms"]),
+            _ms(s.get("lance_flat_p50_ms")),
+            _ms(s.get("lance_ivfpq_p50_ms")),
+            _ms(mh_search) + " (at 2k)" if mh_search and key == "10k" else "—",
+            versus,
+        )
+        t.add_row(
+            f"memory at {key}",
+            f"{s['rss_mb']:,.0f} MB RSS",
+            f"{s['vectors_mb']:,.0f} MB of vectors",
+            "",
+            "",
+            "",
+            f"{s['rss_mb'] / max(s['vectors_mb'], 1e-9):.1f}x the vectors; "
+            f"load {s['load_s']:.1f} s, ANN {s['ann_build_s']:.1f} s",
+        )
+    t.add_row("ingest + induce 10k (CLI)", _ms(r["induce_10k_s"], "s"), "", "", "", "—", "")
+    t.add_row(
+        "the same as the Prefect flow",
+        _ms(r["induce_flow_10k_s"], "s"),
+        "",
+        "",
+        "",
+        "—",
+        f"{r['induce_flow_10k_s'] / r['induce_10k_s']:.2f}x the CLI",
+    )
+    t.add_row("incremental run, 1% new", f"{r['incremental_ratio']:.0%} of a full run", "", "", "", "—", "")
+    t.add_row(
+        "HTTP search, 8 clients",
+        f"{r['api_search_rps_8']:,.0f} req/s",
+        "",
+        "",
+        "",
+        "no server",
+        f"1 client p50 {r['api_search_ms_p50_1']:.1f} ms",
+    )
+    if "memharness_skipped" in r:
+        t.caption = f"memharness skipped: {r['memharness_skipped']}"
+    return t

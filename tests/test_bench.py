@@ -1,0 +1,56 @@
+"""`flowmem bench --quick --json` runs end to end on tiny sizes and prints every key (no
+timing is asserted: figures belong to benchmarks, not tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KEYS = [
+    "hook_step_us_median",
+    "hook_step_us_p99",
+    "search_ms_p50_100k",
+    "search_recall_at_3_100k",
+    "search_vs_bruteforce_ratio",
+    "search_rss_mb_100k",
+    "induce_10k_s",
+    "induce_flow_10k_s",
+    "incremental_ratio",
+    "api_search_rps_8",
+]
+
+
+@pytest.mark.slow
+def test_bench_quick_json_prints_every_key(tmp_path: Path) -> None:
+    env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp_path / "prefect")}
+    env.pop("FLOWMEM_BENCH_PY313", None)
+    out = tmp_path / "latest.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from flowmem.cli import main; main()",
+            "bench",
+            "--quick",
+            "--json",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = json.loads(done.stdout)
+    assert [k for k in KEYS if k not in printed] == []
+    assert all(isinstance(printed[k], float | int) for k in KEYS)
+    assert "FLOWMEM_BENCH_PY313" in printed["memharness_skipped"]
+    assert json.loads(out.read_text()) == printed
+    assert printed["machine"]["cpus"] == os.cpu_count()
