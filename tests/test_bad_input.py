@@ -292,7 +292,6 @@ MALFORMED: list[tuple[str, st.SearchStrategy[bytes], int, tuple[str, ...]]] = [
     ("not_object", NOT_OBJECT, 60, ("expected a JSON object",)),
 ]
 MALFORMED_TOTAL = sum(n for _, _, n, _ in MALFORMED)  # 1,050 examples, each a RecordError
-ANY_MALFORMED = st.one_of([s for _, s, _, _ in MALFORMED])
 
 
 def rejection_reason(line: bytes) -> str:
