@@ -162,6 +162,18 @@ def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> Non
     assert blas() == before
 
 
+def test_served_rows_key_a_version_without_keys_by_its_vector_as_workflow_index_does(store: Store) -> None:
+    from tests.conftest import make_workflow
+
+    for i in range(5):
+        store.put_workflow(make_workflow(f"w{i}", status="active"))
+    store._workflows("default").update(where="id = 'w1' OR id = 'w3'", values={"keys": None})
+    served, matrix, owners, shares = store.workflow_index()
+    found = store.served_rows()
+    assert found.ids == [w.id for w in served] and np.array_equal(found.keys, matrix)
+    assert found.owners.tolist() == owners and found.shares.tolist() == shares
+
+
 if __name__ == "__main__":  # write the expectations from the implementation checked out now
     import tempfile
 

@@ -21,6 +21,7 @@ from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase, quote, select
+from flowmem.storage.rows import rows_of
 
 __all__ = ["ServedMixin", "ServedRows"]
 
@@ -106,27 +107,43 @@ def _pick(ids: list[str], versions: list[int], statuses: list[str]) -> list[int]
     return chosen
 
 
-def _key_matrix(table: Any, dim: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """The keys of each row (its `vector` where it has none), stacked, and how many each has."""
-    keys = table.column("keys").combine_chunks() if "keys" in table.column_names else None
-    if keys is None or keys.null_count == len(keys):
-        counts = np.ones(len(table), dtype=np.int64)
-        return _vectors(table.column("vector").combine_chunks(), dim), counts
-    counts = np.asarray(pc.fill_null(pc.list_value_length(keys), 0), dtype=np.int64)
-    matrix = _vectors(keys.flatten(), dim)
+def _key_matrix(
+    keys: Any, rows: npt.NDArray[np.int64], dim: int, fallback: Any
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """The keys of the given rows of a `keys` column, stacked in that order, and how many each
+    row has; a row without keys is keyed by its `vector` (`fallback(positions)`: the vectors
+    of the rows at these positions of `rows`).
+
+    Chunk by chunk, without combining or taking the Arrow column: at 1M keys it is 1.5 GB."""
+    chunks = keys.chunks if keys is not None else []
+    lengths = np.concatenate(
+        [np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64) for c in chunks]
+        or [np.zeros(len(rows) and int(rows.max()) + 1, dtype=np.int64)]
+    )
+    flat = np.concatenate(
+        [_vectors(pc.list_flatten(c), dim) for c in chunks] or [np.zeros((0, dim), np.float32)]
+    )
+    counts = lengths[rows]
+    offsets = np.cumsum(counts) - counts
+    where = np.repeat(np.cumsum(lengths)[rows] - counts - offsets, counts) + np.arange(int(counts.sum()))
+    same = len(where) == len(flat) and bool(np.all(where == np.arange(len(flat))))
+    matrix = flat if same else flat[where]
     if not np.any(counts == 0):
         return matrix, counts
     # Rows without keys are keyed by their mean vector: splice them in at their place.
-    fallback = _vectors(table.column("vector").combine_chunks(), dim)
-    ends = np.cumsum(counts)
-    parts, start = [], 0
-    for i in range(len(table)):
-        parts.append(matrix[start : ends[i]] if counts[i] else fallback[i : i + 1])
-        start = ends[i]
+    missing = fallback(np.flatnonzero(counts == 0))
+    parts, taken = [], 0
+    for i in range(len(rows)):
+        if counts[i]:
+            parts.append(matrix[offsets[i] : offsets[i] + counts[i]])
+        else:
+            parts.append(missing[taken : taken + 1])
+            taken += 1
     return np.concatenate(parts) if parts else matrix, np.maximum(counts, 1)
 
 
 def _vectors(array: Any, dim: int) -> npt.NDArray[np.float32]:
+    """A fixed-size list array of floats as a (len, dim) float32 matrix."""
     values = array.flatten() if len(array) else pa.array([], pa.float32())
     return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
@@ -137,12 +154,17 @@ class ServedMixin(StoreBase):
     def served_rows(self, *, namespace: str | None = None) -> ServedRows:
         """The versions search serves, as `ServedRows` (see the module docstring)."""
         ns = self._ns(namespace)
-        table = select(self._workflows(ns), f"namespace = {quote(ns)}")
+        source, where = self._workflows(ns), f"namespace = {quote(ns)}"
+        # The key vectors stay out of every Arrow copy below (filter, take): see `_key_matrix`.
+        table = select(source, where, [c for c in source.schema.names if c != "vector"])
+        keys = table.column("keys") if "keys" in table.column_names else None
+        table = table.drop_columns(["keys"]) if keys is not None else table
+        rows = np.arange(len(table), dtype=np.int64)
         run_ids = table.column("run_id").to_pylist()
         if any(r is not None for r in run_ids):
             recorded = {r.id for r in self.list_runs(namespace=ns)}  # type: ignore[attr-defined]
-            keep = [r is None or r in recorded for r in run_ids]
-            table = table.filter(pa.array(keep, pa.bool_()))
+            keep = np.array([r is None or r in recorded for r in run_ids], dtype=bool)
+            table, rows = table.filter(pa.array(keep, pa.bool_())), rows[keep]
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=ns)}  # type: ignore[attr-defined]
         statuses = [
@@ -153,7 +175,16 @@ class ServedMixin(StoreBase):
         ]
         chosen = _pick(ids, versions, statuses)
         table = table.take(pa.array(chosen, pa.int64()))
-        matrix, counts = _key_matrix(table, self.embedder.dim)
+
+        def vectors_of(missing: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+            """The `vector` of the chosen versions at these positions, by id and version."""
+            wanted = [(ids[chosen[j]], versions[chosen[j]]) for j in missing.tolist()]
+            listed = ", ".join(quote(i) for i in sorted({i for i, _ in wanted}))
+            found = rows_of(select(source, f"{where} AND id IN ({listed})", ["id", "version", "vector"]))
+            by_key = {(r["id"], r["version"]): r["vector"] for r in found}
+            return np.array([by_key[k] for k in wanted], dtype=np.float32).reshape(-1, self.embedder.dim)
+
+        matrix, counts = _key_matrix(keys, rows[chosen], self.embedder.dim, vectors_of)
         shares = _shares(table, counts)
         usage = self.usage(namespace=ns)  # type: ignore[attr-defined]
         stats_text = table.column("stats").to_pylist()
@@ -182,9 +213,7 @@ class ServedMixin(StoreBase):
             owners=np.repeat(np.arange(len(chosen), dtype=np.int64), counts),
             shares=shares,
             subroutine=np.array([k == "subroutine" for k in kinds], dtype=bool),
-            table=table.drop_columns(
-                [c for c in ("keys", "vector") if c in table.column_names]
-            ).combine_chunks(),
+            table=table.combine_chunks(),
         )
 
 
