@@ -42,7 +42,7 @@ def bench(
     if as_json:
         typer.echo(json.dumps(results))
         return
-    console = Console()
+    console = Console(width=max(Console().width, 150))
     console.print(" ".join(f"{k}={v}" for k, v in results["machine"].items()))
     console.print(table(results))
     console.print(f"written to {out}")

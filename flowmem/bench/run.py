@@ -68,5 +68,5 @@ def run_bench(
     log(f"api: 8 clients, {API:,} workflows ...")
     out.update(api_search(size(API)))
     log("memharness ...")
-    out.update(memharness(py313, size(MEMHARNESS), repeats=50 if scale >= 1 else 3))
+    out.update(memharness(py313, size(MEMHARNESS), repeats=20 if scale >= 1 else 3))
     return out
