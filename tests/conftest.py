@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,3 +66,25 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bench_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[subprocess.Popen[str], Path] | None]:
+    """`flowmem bench` at tiny sizes, started as the session starts when its test is selected:
+    a subprocess on the core pytest leaves idle, waited for by tests/test_bench.py."""
+    if not any(item.nodeid.startswith("tests/test_bench.py") for item in request.session.items):
+        yield None
+        return
+    from tests.test_bench import bench_command
+
+    tmp = tmp_path_factory.mktemp("bench")
+    argv, env = bench_command(tmp)
+    process = subprocess.Popen(
+        argv, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    yield process, tmp
+    if process.poll() is None:
+        process.kill()
+        process.communicate()

@@ -25,32 +25,23 @@ KEYS = [
 ]
 
 
-@pytest.mark.slow
-def test_bench_quick_json_prints_every_key(tmp_path: Path) -> None:
-    env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp_path / "prefect")}
+def bench_command(tmp: Path) -> tuple[list[str], dict[str, str]]:
+    """The command the test runs, and its environment (tiny sizes, its own Prefect home)."""
+    env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp / "prefect")}
     env.pop("FLOWMEM_BENCH_PY313", None)
-    out = tmp_path / "latest.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from flowmem.cli import main; main()",
-            "bench",
-            "--quick",
-            "--json",
-            "--out",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    printed = json.loads(done.stdout)
+    argv = [sys.executable, "-c", "from flowmem.cli import main; main()", "bench", "--quick", "--json"]
+    return [*argv, "--out", str(tmp / "latest.json")], env
+
+
+@pytest.mark.slow
+def test_bench_quick_json_prints_every_key(bench_run: tuple[subprocess.Popen[str], Path]) -> None:
+    # Started with the session (tests/conftest.py): it runs on the core pytest leaves idle.
+    process, tmp = bench_run
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-2000:]
+    printed = json.loads(stdout)
     assert [k for k in KEYS if k not in printed] == []
     assert all(isinstance(printed[k], float | int) for k in KEYS)
     assert "FLOWMEM_BENCH_PY313" in printed["memharness_skipped"]
-    assert json.loads(out.read_text()) == printed
+    assert json.loads((tmp / "latest.json").read_text()) == printed
     assert printed["machine"]["cpus"] == os.cpu_count()
