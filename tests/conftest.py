@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +90,47 @@ def bench_run(
     if process.poll() is None:
         process.kill()
         process.communicate()
+
+
+def _selected(request: pytest.FixtureRequest, module: str) -> bool:
+    return any(item.nodeid.startswith(module) for item in request.session.items)
+
+
+def _stop(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def coexist_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]] | None]:
+    """The real Prefect server of tests/test_prefect_coexist.py, started as the session starts
+    when those tests are selected (it takes ~10 s to come up)."""
+    if not _selected(request, "tests/test_prefect_coexist.py"):
+        yield None
+        return
+    from tests.test_prefect_coexist import start_server
+
+    process, env = start_server(tmp_path_factory.mktemp("prefect-coexist"))
+    yield process, env
+    _stop(process)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def docs_eval(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str] | None]:
+    """`bench/eval_sets.py --json` for tests/test_docs_check.py, started as the session starts
+    when that test is selected and the shared data is there."""
+    if not _selected(request, "tests/test_docs_check.py") or not WORKBENCH.exists():
+        yield None
+        return
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
+    process = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield process
+    _stop(process)

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +44,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A real `prefect server start` on a free port; yields the environment to reach it."""
-    home = tmp_path_factory.mktemp("prefect-coexist")
+def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """`prefect server start` on a free port, not waited for; the environment to reach it.
+    tests/conftest.py starts it as the session starts, so it comes up while other tests run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {
         "PREFECT_HOME": str(home / "prefect"),
@@ -60,18 +58,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     port = url.rsplit(":", 1)[1].split("/")[0]
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not _healthy(url):
-            assert process.poll() is None and time.monotonic() < deadline, "the Prefect server did not start"
-            time.sleep(0.3)
-        yield env | {"PREFECT_API_URL": url}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    return process, env | {"PREFECT_API_URL": url}
+
+
+@pytest.fixture(scope="module")
+def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None) -> dict[str, str]:
+    """A real `prefect server start` on a free port, once healthy: the environment to reach it."""
+    assert coexist_server is not None
+    process, env = coexist_server
+    deadline = time.monotonic() + 60
+    while not _healthy(env["PREFECT_API_URL"]):
+        assert process.poll() is None and time.monotonic() < deadline, "the Prefect server did not start"
+        time.sleep(0.3)
+    return env
 
 
 def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
