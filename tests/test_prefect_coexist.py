@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from flowmem.flows.serve import _healthy  # the same readiness check `flowmem serve` makes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,14 +35,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
