@@ -21,6 +21,19 @@ runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/
   are kept only while their similarity is >= 0.9 x the first's (at most k in all); one that
   adds no action the memories kept so far lack is passed over.
 
+Then the first-ranked workflow with up to k-1 sub-routines next to it, each added only when it
+brings an action the memories before it lack, chosen four ways:
+- `k=1 + oracle sub`: the sub-routines that match the most test steps not yet matched (LCS)
+  -- the bound of any way of matching sub-routines to a task;
+- `k=1 + sub by sentence`: each sub-routine keyed by the sentences of its tasks that share the
+  most words with its segments (goal action's name words, argument values), the task split
+  into sentences, a sub-routine scoring its best sentence pair; kept at cosine >= 0.5;
+- `k=1 + neighbours' sub`: the sub-routines found in at least 2 of the 5 nearest training
+  tasks' successful runs, most found first;
+- `k=1 + sub classifier`: per sub-routine, a logistic regression (scikit-learn, C=10,
+  balanced) on the task vectors of the training tasks, positive where a successful run of the
+  task has one of its segments; kept at probability >= 0.3.
+
 Every similarity is the cosine of hashing-embedder vectors (`HashingEmbedder`, 384 dims). A
 memory's keys are its distinct task texts, at most 32 evenly spread, as
 `flowmem.jobs.induce.key_vectors` stores a workflow's, a workflow's with each key's share of
@@ -38,6 +51,7 @@ Usage (from the repo root): python bench/subroutines.py [DATA_DIR] [--json]
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections import defaultdict
@@ -49,10 +63,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from sklearn.linear_model import LogisticRegression
 
-from flowmem.induction.align import lcs_len, medoid
+from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
+from flowmem.induction.literals import scalars
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.rule import RuleInducer
@@ -87,6 +103,8 @@ class Memory:
     actions: list[str]
     keys: list[str]
     shares: dict[str, float] | None = None
+    phrases: tuple[str, ...] = ()
+    """For a sub-routine: the sentence of each segment's task that names what it does."""
 
 
 def spread(tasks: Sequence[str], limit: int = KEY_LIMIT) -> list[str]:
@@ -141,6 +159,57 @@ def oracle(test_actions: list[str], memories: Sequence[Memory], cache: dict[Any,
     return best
 
 
+_SENTENCE = re.compile(r"(?<=[.!?;])\\s+|\\n+")
+_WORD = re.compile(r"[a-z0-9]+")
+SENTENCE_FLOOR = 0.5
+PROBABILITY_FLOOR = 0.3
+
+
+def sentences(text: str) -> list[str]:
+    """A task's sentences of at least two words (the whole text when it has none)."""
+    return [x.strip() for x in _SENTENCE.split(text) if len(_WORD.findall(x.lower())) >= 2] or [text]
+
+
+def phrase(seg: Segment) -> str:
+    """The sentence of a segment's task sharing the most words with the segment: its goal
+    action's name words and its steps' argument values."""
+    run = seg.trajectory
+    words = set(_WORD.findall(seg.goal_action.replace("_", " ").lower()))
+    for p in seg.positions:
+        for value in scalars(run.steps[p].args):
+            words |= set(_WORD.findall(value.lower()))
+    return max(sentences(run.task), key=lambda x: len(words & set(_WORD.findall(x.lower()))))
+
+
+def beside_first(
+    first: int, candidates: Sequence[int], workflows: Sequence[Memory], subs: Sequence[Memory]
+) -> list[int]:
+    """The first workflow (position in `workflows`), then candidate sub-routines (positions in
+    `subs`, offset by len(workflows)) that bring an action the ones before lack, k in all."""
+    chosen, have = [first], set(workflows[first].actions)
+    for j in candidates:
+        if len(chosen) >= K:
+            break
+        if set(subs[j].actions) - have:
+            chosen.append(len(workflows) + j)
+            have |= set(subs[j].actions)
+    return chosen
+
+
+def oracle_subs(test_actions: list[str], first: list[str], subs: Sequence[Memory]) -> list[int]:
+    """Greedily, the sub-routines matching the most test steps the ones before left unmatched."""
+    matched = {a for a, _ in lcs_pairs(test_actions, first)}
+    out: list[int] = []
+    for _ in range(K - 1):
+        gains = [len({a for a, _ in lcs_pairs(test_actions, m.actions)} - matched) for m in subs]
+        if not gains or max(gains) == 0:
+            break
+        best = int(np.argmax(gains))
+        out.append(best)
+        matched |= {a for a, _ in lcs_pairs(test_actions, subs[best].actions)}
+    return out
+
+
 def subroutines(train: Sequence[Trajectory]) -> tuple[list[Memory], dict[str, Any]]:
     """The kept sub-routines of the successful training runs, and counts of how they were made."""
     segs = [s for t in train if t.success is True and t.steps for s in segment(t)]
@@ -153,8 +222,79 @@ def subroutines(train: Sequence[Trajectory]) -> tuple[list[Memory], dict[str, An
         if len(set(tasks)) < MIN_TASKS:
             continue
         centre = members[medoid([s.actions for s in members])]
-        kept.append(Memory(f"sub:{shape[0]}:{'>'.join(shape[1])}", centre.actions, tasks))
+        phrases = tuple(sorted({phrase(s) for s in members}))
+        kept.append(Memory(f"sub:{shape[0]}:{'>'.join(shape[1])}", centre.actions, tasks, phrases=phrases))
     return kept, {"segments": len(segs), "shapes": len(groups), "shapes_kept": len(kept)}
+
+
+def _found(train: Sequence[Trajectory], subs: Sequence[Memory]) -> dict[str, set[int]]:
+    """Per training task with a successful run: the sub-routines its runs' segments are."""
+    ids = {m.id: j for j, m in enumerate(subs)}
+    found: dict[str, set[int]] = defaultdict(set)
+    for t in train:
+        if t.success is True and t.steps:
+            for seg in segment(t):
+                goal, actions = shape_of(seg)
+                j = ids.get(f"sub:{goal}:{'>'.join(actions)}")
+                if j is not None:
+                    found[t.task].add(j)
+    return found
+
+
+def _best_first(scores: dict[int, float], floor: float) -> list[int]:
+    return sorted((j for j, x in scores.items() if x >= floor), key=lambda j: (-scores[j], j))
+
+
+def beside(
+    scored: Sequence[Trajectory],
+    firsts: Sequence[list[int]],
+    workflows: Sequence[Memory],
+    subs: Sequence[Memory],
+    train: Sequence[Trajectory],
+    embedder: HashingEmbedder,
+) -> dict[str, tuple[Sequence[Memory], list[list[int]]]]:
+    """The `k=1 + ...` systems: the first workflow with sub-routines chosen four ways."""
+    if not subs:
+        return {}
+    found = _found(train, subs)
+    tasks = sorted(found)
+    task_vectors = embedder.embed(tasks)
+    owners = [j for j, m in enumerate(subs) for _ in m.phrases]
+    by_phrase = ExampleIndex(embedder.embed([p for m in subs for p in m.phrases]), owners, len(subs))
+    models = {}
+    for j in range(len(subs)):
+        y = np.array([j in found[task] for task in tasks])
+        if 0 < y.sum() < len(y):
+            models[j] = LogisticRegression(C=10.0, class_weight="balanced", max_iter=1000).fit(
+                task_vectors, y
+            )
+    rows: dict[str, list[list[int]]] = defaultdict(list)
+    for t, first in zip(scored, firsts, strict=True):
+        q = embedder.embed([t.task])[0]
+        sentence: dict[int, float] = defaultdict(lambda: -1.0)
+        for v in embedder.embed(sentences(t.task)):
+            for j, x in by_phrase.search(v, len(subs)):
+                sentence[j] = max(sentence[j], x)
+        votes: dict[int, float] = defaultdict(float)
+        for n in np.argsort(-(task_vectors @ q), kind="stable")[:5]:
+            for j in found[tasks[int(n)]]:
+                votes[j] += 1
+        probability = {j: float(m.predict_proba(q[None, :])[0, 1]) for j, m in models.items()}
+        if not first:
+            for name in ("oracle sub", "sub by sentence", "neighbours' sub", "sub classifier"):
+                rows[f"k=1 + {name}"].append([])
+            continue
+        f = first[0]
+        candidates = {
+            "oracle sub": oracle_subs(t.actions, workflows[f].actions, subs),
+            "sub by sentence": _best_first(sentence, SENTENCE_FLOOR),
+            "neighbours' sub": _best_first(votes, 2),
+            "sub classifier": _best_first(probability, PROBABILITY_FLOOR),
+        }
+        for name, picked in candidates.items():
+            rows[f"k=1 + {name}"].append(beside_first(f, picked, workflows, subs))
+    both = [*workflows, *subs]
+    return {name: (both, chosen) for name, chosen in rows.items()}
 
 
 def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings) -> dict[str, Any]:
@@ -195,6 +335,8 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     picks["sub-routines"] = (subs, [top_k(sub_index, q, K) for q in queries])
     picks["workflows+sub"] = (both, [top_k(both_index, q, K) for q in queries])
     picks["workflows+sub floor"] = (both, [floored(both_index, q, both, K) for q in queries])
+    firsts = [top_k(flow_index, q, 1) for q in queries]
+    picks.update(beside(scored, firsts, workflows, subs, train, embedder))
 
     no_leak = LeakChecker(set())
     systems: dict[str, dict[str, Any]] = {}
