@@ -46,6 +46,7 @@ LEAF = (
 )
 
 
+@functools.cache
 def json_values(depth: int) -> st.SearchStrategy[Any]:
     """JSON values nested at most `depth` levels (records stay within SMALL.max_depth)."""
     if depth == 0:
@@ -54,37 +55,48 @@ def json_values(depth: int) -> st.SearchStrategy[Any]:
     return LEAF | st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3)
 
 
+# The strategies the composites below draw from, built once: hypothesis validates and caches
+# every strategy object it is given, and building these afresh in each draw cost about half of
+# the generation time of every test here.
+ACTION = st.text(min_size=1, max_size=30)
+ARGS = st.dictionaries(KEYS, json_values(2), max_size=3)
+NOTE = st.none() | st.text(max_size=40)
+STEP_EXTRAS = st.dictionaries(KEYS.map(lambda k: "s_" + k), json_values(1), max_size=2)
+TASK = st.text(min_size=1, max_size=60)
+RECORD_ID = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF), min_size=1, max_size=20)
+OPTIONAL_FIELDS = (
+    ("success", st.none() | st.booleans()),
+    ("agent", st.text(max_size=15)),
+    ("group", st.text(max_size=15)),
+    ("score", st.floats(-1e6, 1e6)),
+    ("meta", st.dictionaries(KEYS.map(lambda k: "m_" + k), json_values(2), max_size=3)),
+)
+RECORD_EXTRAS = st.dictionaries(KEYS.map(lambda k: "x_" + k), json_values(2), max_size=3)
+
+
 @st.composite
 def steps(draw: st.DrawFn) -> dict[str, Any]:
-    step: dict[str, Any] = {
-        "action": draw(st.text(min_size=1, max_size=30)),
-        "args": draw(st.dictionaries(KEYS, json_values(2), max_size=3)),
-    }
+    step: dict[str, Any] = {"action": draw(ACTION), "args": draw(ARGS)}
     for key in ("thought", "observation"):
-        step[key] = draw(st.none() | st.text(max_size=40))
-    extras = draw(st.dictionaries(KEYS.map(lambda k: "s_" + k), json_values(1), max_size=2))
+        step[key] = draw(NOTE)
+    extras = draw(STEP_EXTRAS)
     return {**step, **extras}
+
+
+STEPS = st.lists(steps(), max_size=5)
 
 
 @st.composite
 def valid_records(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     """A valid record, and the unknown top-level keys it carries."""
-    rec: dict[str, Any] = {"task": draw(st.text(min_size=1, max_size=60))}
-    rec["steps"] = draw(st.lists(steps(), max_size=5))
+    rec: dict[str, Any] = {"task": draw(TASK)}
+    rec["steps"] = draw(STEPS)
     if draw(st.booleans()):
-        rec["id"] = draw(
-            st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF), min_size=1, max_size=20)
-        )
-    for key, strategy in (
-        ("success", st.none() | st.booleans()),
-        ("agent", st.text(max_size=15)),
-        ("group", st.text(max_size=15)),
-        ("score", st.floats(-1e6, 1e6)),
-        ("meta", st.dictionaries(KEYS.map(lambda k: "m_" + k), json_values(2), max_size=3)),
-    ):
+        rec["id"] = draw(RECORD_ID)
+    for key, strategy in OPTIONAL_FIELDS:
         if draw(st.booleans()):
             rec[key] = draw(strategy)
-    extras = draw(st.dictionaries(KEYS.map(lambda k: "x_" + k), json_values(2), max_size=3))
+    extras = draw(RECORD_EXTRAS)
     return {**rec, **extras}, extras
 
 
@@ -193,7 +205,19 @@ def huge_strings(draw: st.DrawFn) -> bytes:
 @st.composite
 def deep_nesting(draw: st.DrawFn) -> bytes:
     depth = draw(st.integers(7, 5_000))
-    opens = "".join(draw(st.lists(st.sampled_from(["[", '{"a":']), min_size=depth, max_size=depth)))
+    # one seeded draw for the brackets: a list of up to 5,000 drawn elements cost hypothesis
+    # ~25 ms an example, two thirds of the generation time of all the malformed lines
+    rnd = draw(st.randoms(use_true_random=True))
+    # objects ('{"a":' and "}", 6 bytes) only while the line stays within max_record_bytes
+    # with "[" and "]" for every level left: nesting is the only fault
+    budget, tokens = SMALL.max_record_bytes - 200, []
+    for level in range(depth):
+        token = rnd.choice(["[", '{"a":'])
+        if budget - 6 < 2 * (depth - level - 1):
+            token = "["
+        budget -= 2 if token == "[" else 6
+        tokens.append(token)
+    opens = "".join(tokens)
     closes = "".join("]" if c == "[" else "}" for c in reversed(opens.replace('{"a":', "{")))
     where = draw(
         st.sampled_from(['{"task":"t","meta":{"m":%s}}', '{"task":"t","steps":[{"action":"a","args":%s}]}'])
