@@ -83,11 +83,15 @@ class ServedIndex:
         self.reloads = 0
         """How many times the index was rebuilt."""
 
+    def due(self) -> bool:
+        """Whether the next search will ask the store for its version (I/O, and a reload when
+        it changed); in between, a search is CPU work only."""
+        return time.monotonic() - self._checked >= self.check_every or self.store.writes != self._writes
+
     def _refresh(self) -> None:
-        now = time.monotonic()
-        writes = self.store.writes  # this process's own commits are served at once
-        if now - self._checked < self.check_every and writes == self._writes:
+        if not self.due():
             return
+        now, writes = time.monotonic(), self.store.writes  # this process's own commits are served at once
         self._checked, self._writes = now, writes
         version = self.store.served_version(namespace=self.namespace)
         if version == self._version:

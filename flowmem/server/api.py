@@ -8,11 +8,12 @@ token never appears in a response or a log line. One server serves one namespace
 """
 
 import hmac
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -65,7 +66,7 @@ _TRAJECTORIES_BODY: dict[str, Any] = {
 }
 
 
-def _guard(settings: Settings) -> tuple[Callable[..., None], Callable[..., None]]:
+def _guard(settings: Settings) -> tuple[Callable[..., Awaitable[None]], Callable[..., Awaitable[None]]]:
     """The dependencies that check the bearer token on writes (and reads when configured)."""
     expected = settings.api_token.get_secret_value().encode() if settings.api_token is not None else None
     bearer = HTTPBearer(auto_error=False, description="FLOWMEM_API_TOKEN")
@@ -80,10 +81,11 @@ def _guard(settings: Settings) -> tuple[Callable[..., None], Callable[..., None]
                 401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"}
             )
 
-    def write(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    # Async: they only compare bytes, so they need no worker thread of their own.
+    async def write(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
         check(credentials)
 
-    def read(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    async def read(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
         if settings.api_read_token:
             check(credentials)
 
@@ -128,14 +130,23 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
 
 
 def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
-    @app.get("/v1/workflows/search", tags=["workflows"], dependencies=[guard])
-    def search(
+    @app.get(
+        "/v1/workflows/search", tags=["workflows"], dependencies=[guard], response_model=list[dict[str, Any]]
+    )
+    async def search(
         task: Annotated[str, Query(min_length=1, max_length=10_000, description="The task to solve.")],
         k: Annotated[int, Query(ge=1, le=20, description="How many workflows.")] = 3,
         agent: Annotated[str | None, Query(description="Only workflows of this agent.")] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Response:
         """The served workflows that fit a task best, with scores and prompt text."""
-        return svc.search(task, k, agent=agent)
+        # A search between two index checks is about a millisecond of CPU and no I/O: it runs
+        # on the event loop, and its JSON is written as is (no response model to validate).
+        # One that will check the store, or reload it, goes to a worker thread.
+        if svc.search_is_cpu_only():
+            hits = svc.search(task, k, agent=agent)
+        else:
+            hits = await run_in_threadpool(svc.search, task, k, agent=agent)
+        return Response(json.dumps(hits, separators=(",", ":")), media_type="application/json")
 
     @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
     def list_workflows(

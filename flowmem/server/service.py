@@ -77,6 +77,11 @@ class Service:
         """The k served workflows that fit `task` best."""
         return [hit_payload(h) for h in self.index.search(task, k=k, agent=agent)]
 
+    def search_is_cpu_only(self) -> bool:
+        """Whether a search now would do no I/O (the index is loaded and not due a check)."""
+        with self._lock:
+            return self._index is not None and not self._index.due()
+
     def get_workflow(self, workflow_id: str, version: int | None = None) -> dict[str, Any]:
         """One version of a workflow (the latest by default) and the list of all its versions.
 
