@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from flowmem.settings import Settings
 
 __all__ = [
+    "DebugOpt",
     "JsonOpt",
     "check_settings",
     "err",
@@ -32,6 +34,9 @@ err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
+_debug = False
+"""Whether `fail` shows the traceback behind its one line (`--debug`, FLOWMEM_DEBUG=1)."""
+
 
 def print_json(data: Any) -> None:
     """Print one line of JSON to stdout (no rich markup, no wrapping)."""
@@ -39,15 +44,38 @@ def print_json(data: Any) -> None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print an error to stderr; the exit to raise (`raise fail(...)`)."""
+    """Print an error to stderr; the exit to raise (`raise fail(...)`).
+
+    With `--debug`, the traceback of the exception being handled comes first (or, when the
+    error was decided without one, the stack that decided it)."""
+    if _debug:
+        exc = sys.exception()
+        if exc is not None:
+            shown = traceback.format_exception(exc)
+        else:  # nothing was raised: where the error was found is what helps
+            shown = ["Stack (most recent call last):\n", *traceback.format_stack()[:-1]]
+        sys.stderr.write("".join(shown))
     err.print(f"[red]error:[/red] {message}")
     return typer.Exit(code)
 
 
-def check_settings() -> None:
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        envvar="FLOWMEM_DEBUG",
+        help="Show the traceback behind an error, not only its one line (or FLOWMEM_DEBUG=1).",
+    ),
+]
+
+
+def check_settings(debug: DebugOpt = False) -> None:
     """Validate the settings (FLOWMEM_* variables, `.env`) before any command runs: a bad
-    value is one line naming the variable, never a traceback."""
+    value is one line naming the variable, never a traceback (unless `--debug`)."""
     from pydantic import ValidationError
+
+    global _debug
+    _debug = debug
 
     from flowmem.settings import Settings
 

@@ -128,3 +128,68 @@ def test_a_non_numeric_setting(tmp_path: Path) -> None:
     code, lines = run(tmp_path, "induce", FLOWMEM_MIN_CLUSTER_SIZE="abc")
     assert code == 2 and len(lines) == 1
     assert lines[0].startswith("error: FLOWMEM_MIN_CLUSTER_SIZE='abc' is not valid")
+
+
+def run_debug(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:
+    base = {"FLOWMEM_DB": str(tmp_path / "db"), "FLOWMEM_NAMESPACE": "default", "FLOWMEM_LLM_MODEL": ""}
+    result = runner.invoke(app, list(args), env=base | env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+DEBUG_CASES = [
+    # (args, env, the error line begins, what the traceback shows: the exception or the place)
+    (
+        ("workflows", "list"),
+        {"FLOWMEM_NAMESPACE": "bad ns!"},
+        "error: FLOWMEM_NAMESPACE='bad ns!' is not valid",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings",
+    ),
+    (
+        ("induce",),
+        {"FLOWMEM_MIN_CLUSTER_SIZE": "abc"},
+        "error: FLOWMEM_MIN_CLUSTER_SIZE='abc' is not valid",
+        "ValidationError",
+    ),
+    (("workflows", "list"), {}, "error: no store at ", "in open_existing"),
+    (("ingest", "missing.jsonl"), {}, "error: no such file: missing.jsonl", "in ingest"),
+    (("induce", "--inducer", "llm"), {}, "error: no LLM configured", "ValueError: no LLM configured"),
+    (
+        ("run", "induce"),
+        {"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        "error: cannot reach the Prefect server at PREFECT_API_URL=http://127.0.0.1:9/api",
+        "httpx.ConnectError",
+    ),
+    (
+        ("serve",),
+        {"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+        "error: cannot reach the Prefect server",
+        "httpx.ConnectError",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "expected", "shown"), DEBUG_CASES)
+def test_with_debug_the_same_error_comes_with_its_traceback(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], expected: str, shown: str
+) -> None:
+    code, plain = run_debug(tmp_path, *args, **env)
+    assert code != 0 and len(plain.splitlines()) == 1 and plain.startswith(expected)
+
+    code_debug, output = run_debug(tmp_path, "--debug", *args, **env)
+    assert code_debug == code  # the same failure, told at length
+    lines = output.splitlines()
+    assert lines[-1] == plain.rstrip("\n")  # the one line comes last, as it did alone
+    header = (
+        "Stack (most recent call last):" if shown.startswith("in ") else "Traceback (most recent call last):"
+    )
+    assert lines[0] == header, output
+    assert any(line.startswith('  File "') and "flowmem" in line for line in lines)
+    assert shown in output, output
+
+
+def test_flowmem_debug_in_the_environment_is_the_same_as_the_flag(tmp_path: Path) -> None:
+    code, output = run_debug(tmp_path, "workflows", "list", FLOWMEM_DEBUG="1")
+    assert code == 2 and output.startswith("Stack (most recent call last):")
+    assert output.splitlines()[-1].startswith("error: no store at ")
+    assert run_debug(tmp_path, "workflows", "list", FLOWMEM_DEBUG="0")[1].startswith("error: no store at ")
