@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 from uuid import UUID
@@ -83,10 +84,18 @@ def _free_port() -> int:
         return port
 
 
+def _server_command(port: int) -> list[str]:
+    """The command of the local Prefect server `local_server` starts."""
+    return [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+
+
 @contextlib.contextmanager
-def local_server(*, timeout: float = 180.0) -> Iterator[str | None]:
+def local_server(
+    *, timeout: float = 180.0, started: Callable[[subprocess.Popen[bytes]], object] = lambda _: None
+) -> Iterator[str | None]:
     """The Prefect API to serve against: the configured one (PREFECT_API_URL), or else a
-    `prefect server start` on 127.0.0.1 that lives as long as the block.
+    `prefect server start` on 127.0.0.1 that lives as long as the block (`started` is given
+    its process as soon as it exists).
 
     Prefect's temporary in-process server runs no scheduler, so schedules would never fire on
     it; a real local server does.
@@ -96,8 +105,8 @@ def local_server(*, timeout: float = 180.0) -> Iterator[str | None]:
         return
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(_server_command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started(process)
     try:
         deadline = time.monotonic() + timeout
         while not _healthy(url):
@@ -123,25 +132,74 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM does what Ctrl-C does: KeyboardInterrupt in plain code; inside `asyncio.run`,
-    asyncio's own SIGINT handler cancels the main task, so the runner exits its context
-    (pausing its schedules) and no traceback is printed."""
-    signal.raise_signal(signal.SIGINT)
+class _Stop:
+    """SIGTERM and SIGINT while `serve` runs: the first stops it cleanly, a second one (while
+    it stops) ends the process at once.
+
+    The first does what Ctrl-C does: KeyboardInterrupt in plain code; while the runner runs,
+    the cancellation of its task (as asyncio's own SIGINT handler would), so the runner exits
+    its context and no traceback is printed. A stop can hang — on a Prefect server that no
+    longer answers the pause, or a flow run that will not end — and a supervisor or an
+    operator then signals again: that ends the process with 128 + the signal's number, the
+    local Prefect server killed, after one line saying what was cut short.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False
+        """Whether a stop has begun (by a signal, or because the runner ended)."""
+        self.doing = "stopping the local Prefect server"
+        """What a stop is doing at this point, for the line a forced stop prints."""
+        self.task: asyncio.Task[None] | None = None
+        """The task that runs the runner, while it runs."""
+        self.server: subprocess.Popen[bytes] | None = None
+        """The local Prefect server, when `serve` started one."""
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.stopping:
+            self.force(signum)
+        self.stopping = True
+        if self.task is not None and not self.task.done():
+            # Called between two steps of the loop, in its thread: what asyncio's own handler does.
+            self.task.cancel()
+            self.task.get_loop().call_soon_threadsafe(lambda: None)
+            return
+        raise KeyboardInterrupt
+
+    def force(self, signum: int) -> None:
+        """End the process now (the local server killed), saying what was cut short."""
+        name = signal.Signals(signum).name
+        sys.stderr.write(f"flowmem serve: forced to stop by a second {name} while {self.doing}\n")
+        if self.server is not None and self.server.poll() is None:
+            self.server.kill()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    async def run(self, runner: Runner) -> None:
+        """Run the runner as the task a first signal cancels."""
+        self.task = asyncio.current_task()
+        try:
+            await runner.start()
+        finally:
+            self.task = None
 
 
 class _Runner(Runner):
     """Prefect's runner, stopped by SIGTERM as by Ctrl-C.
 
-    Prefect's own SIGTERM handler calls `sys.exit(0)` from inside the event loop, which
-    prints an asyncio traceback."""
+    Prefect's own SIGTERM handler (installed by `start`) calls `sys.exit(0)` from inside the
+    event loop, which prints an asyncio traceback."""
+
+    on_signal: Callable[[int, object], None]
+    """Called with SIGTERM instead."""
 
     def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
-        _interrupt(signal.SIGTERM, None)
+        self.on_signal(signal.SIGTERM, None)
 
 
 def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
-    """Serve the deployments until interrupted (Ctrl-C or SIGTERM, both a clean stop).
+    """Serve the deployments until interrupted (Ctrl-C or SIGTERM, both a clean stop; a second
+    one during the stop ends the process at once, see `_Stop`).
 
     `interval` (seconds) replaces every cron schedule, for a quick local check; `only` serves a
     subset by name. On shutdown the served deployments are paused, so no runs pile up as Late
@@ -162,20 +220,31 @@ def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
         for d in DEPLOYMENTS
         if not only or d.name in only
     ]
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # also while the local server starts
+    stop = _Stop()
+    # Ours also while the local server starts; not asyncio's default SIGINT handler, so
+    # asyncio.run leaves SIGINT to us.
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with local_server():
+        with local_server(started=lambda process: setattr(stop, "server", process)):
             runner = _Runner(pause_on_shutdown=False)  # paused below, however early the stop
+            runner.on_signal = stop
             ids = [cast(UUID, runner.add_deployment(d)) for d in deployments]
             try:
                 names = ", ".join(f"{d.flow_name}/{d.name}" for d in deployments)
                 print(f"flowmem serve: {names}", flush=True)
-                asyncio.run(runner.start())
+                stop.doing = "stopping the runner (the served deployments are not paused)"
+                asyncio.run(stop.run(runner))
+            except asyncio.CancelledError:
+                if not stop.stopping:  # not ours: a stop we did not ask for is an error
+                    raise
             finally:
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second stop must not cut this
+                stop.stopping = True  # from here on, a signal cuts the stop short
+                stop.doing = "pausing the served deployments (they may stay active)"
                 _pause(ids)
+                stop.doing = "stopping the local Prefect server"
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _pause(ids: list[UUID]) -> None:
