@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from flowmem.settings import Settings
 
 __all__ = [
+    "SERVERS",
     "DebugOpt",
     "JsonOpt",
     "check_settings",
@@ -69,13 +70,22 @@ DebugOpt = Annotated[
 ]
 
 
-def check_settings(debug: DebugOpt = False) -> None:
-    """Validate the settings (FLOWMEM_* variables, `.env`) before any command runs: a bad
-    value is one line naming the variable, never a traceback (unless `--debug`)."""
+SERVERS = frozenset({"api", "dashboard", "mcp", "serve"})
+"""The commands that run until stopped: they limit glibc's malloc arenas first (`cli_runtime`)."""
+
+
+def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
+    """Before any command runs: validate the settings (FLOWMEM_* variables, `.env`) — a bad
+    value is one line naming the variable, never a traceback (unless `--debug`) — and, for a
+    command that runs until stopped, limit glibc's malloc arenas."""
     from pydantic import ValidationError
 
     global _debug
     _debug = debug
+    if ctx.invoked_subcommand in SERVERS:
+        from flowmem.cli_runtime import limit_malloc_arenas
+
+        limit_malloc_arenas()
 
     from flowmem.settings import Settings
 
