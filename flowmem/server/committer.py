@@ -7,7 +7,10 @@ hand their trajectories to one `GroupCommitter`; its thread takes everything que
 request with the count of its own trajectories that were new (and, when the write tells,
 those of its own that conflict with a stored version). If the write fails, every
 request of that batch — and no other — gets the error. Every `compact_every` commits it
-starts `compact` in a thread of its own (at most one at a time), so commits go on meanwhile.
+starts `compact` in a thread of its own (at most one at a time), so commits go on meanwhile;
+when the last one is still running at its turn, the next starts at the first commit after it
+ends, so the fragments left uncompacted stay about `compact_every` plus those of one
+compaction's time (each of them costs the next commits ~0.1 ms, measured in LanceDB 0.40).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class GroupCommitter:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._compacting = threading.Lock()
+        self._since_compaction = 0
         self.commits = 0
         """Batches written (successfully or not) since this committer was made."""
         self.requests = 0
@@ -117,9 +121,13 @@ class GroupCommitter:
             if batch is None:
                 return
             self._commit(batch)
-            if self._compact is not None and self.commits % self.compact_every == 0:
-                if self._compacting.acquire(blocking=False):  # one at a time; else next round
-                    threading.Thread(target=self._compaction, name="flowmem-compact", daemon=True).start()
+            self._since_compaction += 1
+            if self._compact is None or self._since_compaction < self.compact_every:
+                continue
+            # One at a time; if one still runs, ask again at the next commit, not a round later.
+            if self._compacting.acquire(blocking=False):
+                self._since_compaction = 0
+                threading.Thread(target=self._compaction, name="flowmem-compact", daemon=True).start()
 
     def _compaction(self) -> None:
         # Apart from the commits: a compaction (a LanceDB rewrite) and inserts commit side by
