@@ -3,11 +3,16 @@
 8 client threads (keep-alive connections, loopback) post one trajectory per request to
 `flowmem api` on a fresh store that already holds one tagged induction run. Printed: per
 window of `--window` requests (by completion order) the throughput and p50 / p95 latency, the
-API process's RSS, and how many commits the group commit made; then the trajectories stored
-(and duplicates), `flowmem maintain --keep 0` (versions and files before -> after, per table),
-and a checkout of every run tag and a rollback of the run.
+API process's RSS and the CPU time it spent per request (what other work on a shared machine
+changes least), and the load average before and after; then the trajectories stored (and
+duplicates), `flowmem maintain --keep 0` (versions and files before -> after, per table), and
+a checkout of every run tag and a rollback of the run.
 
-Usage: python bench/write_path.py [--writes 20000] [--clients 8] [--window 2000]
+`flowmem api` limits glibc's malloc arenas to 2 itself (flowmem/cli_runtime.py);
+`--glibc-arenas` starts it with MALLOC_ARENA_MAX at glibc's own default (8 per core), which
+turns that limit off: the RSS it had before.
+
+Usage: python bench/write_path.py [--writes 20000] [--clients 8] [--window 2000] [--glibc-arenas]
 """
 
 from __future__ import annotations
@@ -46,6 +51,16 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def record(i: int) -> dict[str, object]:
     return {
         "id": f"w-{i:06d}",
@@ -76,6 +91,9 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=20_000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--window", type=int, default=2_000)
+    parser.add_argument(
+        "--glibc-arenas", action="store_true", help="glibc's default malloc arenas (8 per core), not 2"
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="flowmem-write-path-"))
@@ -83,6 +101,9 @@ def main() -> None:
     run_id = seed_run(settings)
     port = free_port()
     env = {**os.environ, "FLOWMEM_DB": settings.db, "FLOWMEM_API_TOKEN": TOKEN, "LANCEDB_LOG": "error"}
+    if args.glibc_arenas:  # glibc's default; being set, it also keeps flowmem from limiting them
+        env["MALLOC_ARENA_MAX"] = str(8 * (os.cpu_count() or 1))
+    print(f"API malloc arenas: {env.get('MALLOC_ARENA_MAX', '2 (flowmem api limits them)')} max", flush=True)
     log = (root / "api.log").open("wb")
     command = [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port)]
     proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -98,19 +119,26 @@ def main() -> None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the API did not start: see {root / 'api.log'}")
             time.sleep(0.2)
-        done = drive(base, proc.pid, args.writes, args.clients, args.window)
+        before = load()
+        cpu0, done = drive(base, proc.pid, args.writes, args.clients, args.window)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
-    report(done, args.window)
+    print(f"load average (1, 5, 15 min) before: {before}, after: {load()} on {os.cpu_count()} cores")
+    report(cpu0, done, args.window)
     after_the_run(settings, run_id, args.writes)
 
 
-def drive(base: str, pid: int, writes: int, clients: int, window: int) -> list[tuple[float, float, float]]:
-    """(completed at, latency, RSS in MB or 0) per request, in completion order."""
+Done = tuple[float, float, float, float]
+"""(completed at, latency, the API's RSS in MB, its CPU seconds so far); the last two at the end
+of each window only, else 0."""
+
+
+def drive(base: str, pid: int, writes: int, clients: int, window: int) -> tuple[float, list[Done]]:
+    """The API's CPU seconds at the start, and one `Done` per request in completion order."""
     lock = threading.Lock()
-    done: list[tuple[float, float, float]] = []
+    done: list[Done] = []
     counter = iter(range(writes))
     errors: list[str] = []
 
@@ -127,10 +155,12 @@ def drive(base: str, pid: int, writes: int, clients: int, window: int) -> list[t
                 if r.status_code != 200 or r.json()["stored"] != 1:
                     errors.append(f"{r.status_code} {r.text[:200]}")
                 with lock:
-                    rss = rss_mb(pid) if (len(done) + 1) % window == 0 else 0.0
-                    done.append((end, end - start, rss))
+                    last = (len(done) + 1) % window == 0
+                    sample = (rss_mb(pid), cpu_seconds(pid)) if last else (0.0, 0.0)
+                    done.append((end, end - start, *sample))
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
+    cpu0 = cpu_seconds(pid)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -138,25 +168,28 @@ def drive(base: str, pid: int, writes: int, clients: int, window: int) -> list[t
         t.join()
     if errors:
         raise SystemExit(f"{len(errors)} failed writes, e.g. {errors[0]}")
-    return [(end - t0, latency, rss) for end, latency, rss in done]
+    return cpu0, [(end - t0, latency, rss, cpu) for end, latency, rss, cpu in done]
 
 
-def report(done: list[tuple[float, float, float]], window: int) -> None:
-    print(f"{'requests':>15} {'req/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'RSS MB':>7}")
-    previous_end = 0.0
+def report(cpu0: float, done: list[Done], window: int) -> None:
+    print(f"{'requests':>15} {'req/s':>7} {'p50 ms':>7} {'p95 ms':>7} {'RSS MB':>7} {'CPU ms/req':>10}")
+    previous_end, previous_cpu = 0.0, cpu0
     rows = []
     for w in range(0, len(done), window):
         chunk = done[w : w + window]
-        end = chunk[-1][0]
+        end, cpu = chunk[-1][0], chunk[-1][3]
         latencies = sorted(c[1] for c in chunk)
         rate = len(chunk) / (end - previous_end)
         p50, p95 = statistics.median(latencies) * 1000, latencies[int(0.95 * (len(latencies) - 1))] * 1000
-        rows.append((rate, p50))
-        print(f"{w + 1:>7}-{w + len(chunk):<7} {rate:>7.0f} {p50:>7.1f} {p95:>7.1f} {chunk[-1][2]:>7.0f}")
-        previous_end = end
-    (r0, p0), (r1, p1) = rows[0], rows[-1]
+        cpu_ms = (cpu - previous_cpu) / len(chunk) * 1000 if cpu else float("nan")
+        rows.append((rate, p50, cpu_ms))
+        span = f"{w + 1:>7}-{w + len(chunk):<7}"
+        print(f"{span} {rate:>7.0f} {p50:>7.1f} {p95:>7.1f} {chunk[-1][2]:>7.0f} {cpu_ms:>10.2f}")
+        previous_end, previous_cpu = end, cpu
+    (r0, p0, c0), (r1, p1, c1) = rows[0], rows[-1]
     print(
-        f"last/first window: throughput {r1 / r0:.2f}x (>= 0.8 wanted), p50 {p1 / p0:.2f}x (<= 1.25 wanted)"
+        f"last/first window: throughput {r1 / r0:.2f}x (>= 0.8 wanted), p50 {p1 / p0:.2f}x (<= 1.25 wanted), "
+        f"API CPU per request {c1 / c0:.2f}x"
     )
 
 
