@@ -30,7 +30,7 @@ from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.storage.served import ServedRows
 
-__all__ = ["AnnSlot", "Snapshot"]
+__all__ = ["ANN_MIN", "AnnSlot", "Snapshot"]
 
 
 class _OneBlasThread:
@@ -65,8 +65,12 @@ _MAX_KEYS = 4096
 _ONE_THREAD = 50_000
 """Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
 above, memory bandwidth makes two threads faster."""
-_CACHE = 256
-"""Workflow objects kept per snapshot (the hits of recent searches)."""
+_CACHE = 1024
+"""Workflow objects kept per snapshot (the hits of recent searches; ~10 MB at most)."""
+ANN_MIN = 5_000
+"""Keys from which an ANN is built and used: `python bench/ann_crossover.py` times both paths
+on one store, interleaved (p50, k=3): even at 5k keys, the ANN 1.2x faster at 7.5k, 1.5x at
+10k and 2x at 15k, as the key matrix (1.5 KB a key) outgrows the CPU caches."""
 
 
 def _top(scores: npt.NDArray[np.float64], m: int) -> npt.NDArray[np.int64]:
@@ -98,13 +102,13 @@ class Snapshot:
     """Per version on trial (a candidate and its workflow's active version): the other one; -1."""
     slot: AnnSlot = field(default_factory=AnnSlot)
     """Its ANN once built (in the background); until then search is brute force."""
-    ann_min: int = 20_000
+    ann_min: int = ANN_MIN
     _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def of(
-        cls, rows: ServedRows, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = 20_000
+        cls, rows: ServedRows, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = ANN_MIN
     ) -> Snapshot:
         """A snapshot of served rows."""
         cache: dict[str, float] = {}

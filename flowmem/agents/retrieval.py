@@ -30,7 +30,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.agents.ranking import AnnSlot, Snapshot
+from flowmem.agents.ranking import ANN_MIN, AnnSlot, Snapshot
 from flowmem.induction.ann import build_ann
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
@@ -65,7 +65,7 @@ class ServedIndex:
         check_every: float = 0.25,
         params: LifecycleParams = DEFAULT_PARAMS,
         gap: float | None = None,
-        ann_min: int = 20_000,
+        ann_min: int = ANN_MIN,
         ann_wait: bool = False,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
