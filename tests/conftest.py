@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,16 +61,112 @@ def make_workflow(
     )
 
 
+HARNESS_AHEAD = 40
+"""The Prefect test harness's server is started this many tests before the first test that uses
+it: it takes ~10 s to come up, in a process of its own, while those tests run."""
+
+
+_AHEAD = pytest.StashKey[set[str]]()
+"""The tests from HARNESS_AHEAD before the first that uses the harness on."""
+
+
+class HarnessServer:
+    """The server `prefect_test_harness` starts (the same uvicorn command and environment), but
+    started ahead of the harness, which then uses it instead of starting one and waiting."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        if self.process is not None:
+            return
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(self.home),
+            "DO_NOT_TRACK": os.environ.get("DO_NOT_TRACK", "1"),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{self.home / 'prefect-test.db'}",
+            "PREFECT_UI_ENABLED": "0",
+            "PREFECT__SERVER_EPHEMERAL": "1",
+            "PREFECT__SERVER_FINAL": "1",
+        }
+        spec = importlib.util.find_spec("prefect")  # not imported here: the server imports it
+        assert spec is not None and spec.origin is not None
+        app_dir = str(Path(spec.origin).parent.parent)
+        factory = "prefect.server.api.server:create_app"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory", factory]
+            + ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
+            env=env,
+        )
+
+    def healthy(self, timeout: float) -> bool:
+        """Wait until it answers /health; False if it exited first (the harness then starts its own)."""
+        import httpx
+
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        with httpx.Client() as client:
+            while self.process.poll() is None and time.monotonic() < deadline:
+                try:
+                    if client.get(f"http://127.0.0.1:{self.port}/api/health").status_code == 200:
+                        return True
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+        _stop(self.process)
+        return False
+
+
 @pytest.fixture(scope="session")
-def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One temporary Prefect server for every flow test (started on first use)."""
-    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+def harness_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarnessServer]:
+    server = HarnessServer(tmp_path_factory.mktemp("prefect-home"))
+    yield server
+    if server.process is not None:
+        _stop(server.process)
+
+
+@pytest.fixture(autouse=True)
+def _harness_server_ahead(request: pytest.FixtureRequest) -> None:
+    """Starts the harness's server HARNESS_AHEAD tests before the first test that uses it."""
+    stash = request.session.stash
+    if _AHEAD not in stash:
+        items = request.session.items
+        users = [i for i, item in enumerate(items) if "prefect_harness" in getattr(item, "fixturenames", ())]
+        ahead = items[max(0, users[0] - HARNESS_AHEAD) :] if users else []
+        stash[_AHEAD] = {item.nodeid for item in ahead}
+    if request.node.nodeid in stash[_AHEAD]:
+        request.getfixturevalue("harness_server").start()
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(harness_server: HarnessServer) -> Iterator[None]:
+    """One temporary Prefect server for every flow test (started ahead, see HarnessServer)."""
+    os.environ["PREFECT_HOME"] = str(harness_server.home)
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from prefect.testing.utilities import prefect_test_harness
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.testing import utilities
 
-    with prefect_test_harness(server_startup_timeout=90):
+    harness_server.start()
+    harness = utilities.prefect_test_harness(server_startup_timeout=90)
+    with pytest.MonkeyPatch.context() as patch:
+        if harness_server.healthy(timeout=90):
+            # The harness's server for its port is this one, already running: the harness
+            # uses it (and stops it on exit) instead of starting another.
+            server = SubprocessASGIServer(port=harness_server.port)
+            server.server_process, server.running = harness_server.process, True
+            patch.setattr(utilities, "_find_available_port", lambda: harness_server.port)
+        harness.__enter__()
+    try:
         yield
+    finally:
+        harness.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session", autouse=True)
