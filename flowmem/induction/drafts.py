@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +29,7 @@ __all__ = [
     "ClusterPlan",
     "InductionResult",
     "assemble",
+    "fingerprint",
     "induce",
     "induce_cluster",
     "merge_duplicates",
@@ -93,6 +94,8 @@ class ClusterPlan:
     """Agent -> the clustering of its distinct task texts."""
     memberships: dict[str, dict[int, set[str]]] = field(default_factory=dict)
     """Agent -> stable cluster id -> its task keys (`task_key`)."""
+    placed: dict[str, dict[int, set[str]]] = field(default_factory=dict)
+    """Agent -> stable cluster id -> the task keys of its noise texts placed in it."""
 
     def fingerprints(self) -> dict[str, str]:
         """Cluster key (`agent-c<id>`) -> a hash of its member runs: equal hashes mean the
@@ -127,9 +130,14 @@ def task_key(task: str) -> str:
     return hashlib.sha256(task.encode()).hexdigest()[:12]
 
 
-def _fingerprint(cluster: ClusterInput) -> str:
-    ids = sorted(f"{t.id}:{t.success}" for t in [*cluster.successes, *cluster.failures])
+def fingerprint(runs: Iterable[tuple[str, bool]]) -> str:
+    """A hash of a cluster's runs with a known outcome, as (id, success) pairs."""
+    ids = sorted(f"{rid}:{success}" for rid, success in runs)
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def _fingerprint(cluster: ClusterInput) -> str:
+    return fingerprint((t.id, t.success is True) for t in [*cluster.successes, *cluster.failures])
 
 
 def plan_clusters(
@@ -170,6 +178,10 @@ def plan_clusters(
         stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
         plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
         placed = clustering.placed()  # noise runs join their nearest cluster
+        noise = plan.placed.setdefault(agent, {})
+        for text, label in clustering.label_of().items():
+            if label < 0 <= placed[text]:
+                noise.setdefault(stable[placed[text]], set()).add(task_key(text))
         members: dict[int, list[Trajectory]] = defaultdict(list)
         for t in runs:
             if placed[t.task] >= 0:
