@@ -254,6 +254,23 @@ def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
     assert _workflows(plain) == _workflows(dask)
 
 
+def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Path) -> None:
+    from flowmem.flows.pipeline import induce
+    from flowmem.jobs.induce import induce as induce_job
+
+    cli, flow = (Settings(db=str(tmp_path / name / "db")) for name in ("cli", "flow"))
+    for batch in (simulate(150, seed=5), simulate(3, seed=6)):  # a full run, then an incremental one
+        for s in (cli, flow):
+            store_from(s).add_trajectories(batch)
+        job = induce_job(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
+        ran = induce(db=flow.db)
+        assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
+            k: v for k, v in job.items() if k not in ("run", "tag")
+        }
+        assert _workflows(cli) == _workflows(flow)
+    assert ran["refit"] is None and ran["clusters_changed"] < ran["clusters"]
+
+
 def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
     from flowmem.flows.pipeline import learn
     from flowmem.models import WorkflowRef
