@@ -1,10 +1,13 @@
 """The hot path and the pipeline, timed: the recording hook, ingest + induce through the CLI and
-through the Prefect flow, an incremental run, HTTP search with 8 clients, memharness."""
+through the Prefect flow (on a running Prefect server), an incremental run, HTTP search with 8
+clients, memharness."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -12,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +31,14 @@ __all__ = ["api_search", "hook_step", "induction", "memharness"]
 _CLI = [sys.executable, "-c", "from flowmem.cli import main; main()"]
 
 
-def _flowmem(*args: str, db: str, home: str, check: bool = True) -> float:
+def _flowmem(*args: str, db: str, home: str, check: bool = True, api: str | None = None) -> float:
     """Seconds one `flowmem` command takes in a fresh process on store `db` (an induction
-    whose every cluster was refused exits 1 and is timed all the same: `check=False`)."""
+    whose every cluster was refused exits 1 and is timed all the same: `check=False`), its
+    flows on the Prefect server at `api` if given."""
     env = {**os.environ, "FLOWMEM_DB": db, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
+    env.pop("PREFECT_API_URL", None)
+    if api:
+        env["PREFECT_API_URL"] = api
     env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
     start = time.perf_counter()
     subprocess.run([*_CLI, *args], env=env, check=check, capture_output=True)
@@ -56,9 +64,10 @@ def hook_step(n: int = 100_000) -> dict[str, float]:
 
 
 def induction(n: int, *, flow: bool = True) -> dict[str, float]:
-    """Ingest + induce n generated trajectories with the CLI; the same induction as the Prefect
-    flow (`flowmem run induce`, its temporary server included) on a second store; then 1% new
-    trajectories and an incremental `flowmem induce`, against the full run."""
+    """Ingest + induce n generated trajectories with the CLI, then 1% new trajectories and an
+    incremental `flowmem induce`, against the full run; the same ingest + induction as the
+    Prefect flow (`flowmem run induce`) on a second store, against a Prefect server started
+    first (its start timed on its own)."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data, extra = f"{tmp}/runs.jsonl.gz", f"{tmp}/more.jsonl.gz"
@@ -73,10 +82,50 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
         out["induce_incremental_s"] = _flowmem("induce", db=db, home=tmp, check=False)
         out["incremental_ratio"] = out["induce_incremental_s"] / out["induce_s"]
         if flow:
-            db = f"{tmp}/flow"
-            out["flow_ingest_s"] = _flowmem("ingest", data, db=db, home=tmp)
-            out["flow_induce_s"] = _flowmem("run", "induce", db=db, home=f"{tmp}/prefect", check=False)
+            db, home = f"{tmp}/flow", f"{tmp}/prefect"
+            with _prefect_server(home) as (api, started):
+                out["prefect_server_start_s"] = started
+                out["flow_ingest_s"] = _flowmem("ingest", data, db=db, home=home)
+                out["flow_induce_s"] = _flowmem("run", "induce", db=db, home=home, check=False, api=api)
     return out
+
+
+@contextlib.contextmanager
+def _prefect_server(home: str, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
+    """A Prefect server of its own (`prefect server start`, SQLite under `home`): its API URL
+    and the seconds it took to answer. Stopped, with its process group, on exit."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PREFECT_HOME": home,
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    try:
+        while True:
+            try:
+                if httpx.get(f"{api}/health", timeout=2.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.perf_counter() - start > timeout:
+                raise RuntimeError(f"the Prefect server did not start (exit code {server.poll()})")
+            time.sleep(0.2)
+        yield api, time.perf_counter() - start
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
 
 
 def _free_port() -> int:

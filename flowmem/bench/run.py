@@ -64,6 +64,8 @@ def run_bench(
         if n == INDUCE:
             out["induce_10k_s"] = found["ingest_s"] + found["induce_s"]
             out["induce_flow_10k_s"] = found["flow_ingest_s"] + found["flow_induce_s"]
+            out["flow_vs_cli_ratio"] = out["induce_flow_10k_s"] / out["induce_10k_s"]
+            out["prefect_server_start_s"] = found["prefect_server_start_s"]
             out["incremental_ratio"] = found["incremental_ratio"]
     log(f"api: 8 clients, {API:,} workflows ...")
     out.update(api_search(size(API)))
