@@ -169,6 +169,15 @@ def prefect_harness(harness_server: HarnessServer) -> Iterator[None]:
         harness.__exit__(None, None, None)
 
 
+LAST = ("tests/test_bench.py",)
+"""Modules run after every other: their tests wait for work started with the session (the
+bench run takes ~40 s), which is done by then instead of waited for early on."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.nodeid.startswith(LAST))  # stable: the order is kept otherwise
+
+
 @pytest.fixture(scope="session", autouse=True)
 def bench_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
