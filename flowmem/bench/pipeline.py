@@ -65,9 +65,9 @@ def hook_step(n: int = 100_000) -> dict[str, float]:
 
 def induction(n: int, *, flow: bool = True) -> dict[str, float]:
     """Ingest + induce n generated trajectories with the CLI, then 1% new trajectories and an
-    incremental `flowmem induce`, against the full run; the same ingest + induction as the
-    Prefect flow (`flowmem run induce`) on a second store, against a Prefect server started
-    first (its start timed on its own)."""
+    incremental `flowmem induce`, against the full run (and one with nothing new: the
+    process's fixed cost); the same ingest + induction as the Prefect flow (`flowmem run
+    induce`) on a second store, against a Prefect server started first (timed on its own)."""
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data, extra = f"{tmp}/runs.jsonl.gz", f"{tmp}/more.jsonl.gz"
@@ -81,6 +81,8 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
         _flowmem("ingest", extra, db=db, home=tmp)
         out["induce_incremental_s"] = _flowmem("induce", db=db, home=tmp, check=False)
         out["incremental_ratio"] = out["induce_incremental_s"] / out["induce_s"]
+        # Nothing new: what any `flowmem induce` process costs before it does any work.
+        out["induce_nothing_new_s"] = _flowmem("induce", db=db, home=tmp, check=False)
         if flow:
             db, home = f"{tmp}/flow", f"{tmp}/prefect"
             with _prefect_server(home) as (api, started):

@@ -67,6 +67,7 @@ def run_bench(
             out["flow_vs_cli_ratio"] = out["induce_flow_10k_s"] / out["induce_10k_s"]
             out["prefect_server_start_s"] = found["prefect_server_start_s"]
             out["incremental_ratio"] = found["incremental_ratio"]
+            out["induce_nothing_new_ratio"] = found["induce_nothing_new_s"] / found["induce_s"]
     log(f"api: 8 clients, {API:,} workflows ...")
     out.update(api_search(size(API)))
     log("memharness ...")
