@@ -61,13 +61,13 @@ def make_workflow(
     )
 
 
-HARNESS_AHEAD = 40
-"""The Prefect test harness's server is started this many tests before the first test that uses
-it: it takes ~10 s to come up, in a process of its own, while those tests run."""
+AHEAD = {"harness_server": 40, "prefect_demo": 18, "examples_launched": 30}
+"""Session fixtures that start slow work in processes of their own (a server coming up, command
+runs whose results a module checks), each set up this many tests before the first test that
+uses it: the work runs on the core pytest leaves idle while those tests run."""
 
-
-_AHEAD = pytest.StashKey[set[str]]()
-"""The tests from HARNESS_AHEAD before the first that uses the harness on."""
+_AHEAD = pytest.StashKey[dict[str, set[str]]]()
+"""For each fixture of AHEAD, the tests at which it is set up (if not already)."""
 
 
 class HarnessServer:
@@ -126,22 +126,46 @@ class HarnessServer:
 @pytest.fixture(scope="session")
 def harness_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarnessServer]:
     server = HarnessServer(tmp_path_factory.mktemp("prefect-home"))
+    server.start()
     yield server
     if server.process is not None:
         _stop(server.process)
 
 
+@pytest.fixture(scope="session")
+def prefect_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`make demo`'s command with the Prefect engine, for tests/test_demo.py."""
+    from tests.test_demo import start_prefect_demo
+
+    run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"))
+    yield run
+    _stop(run.process)
+
+
+@pytest.fixture(scope="session")
+def examples_launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The example runs of tests/test_examples.py."""
+    from tests.test_examples import launch_examples
+
+    with launch_examples(tmp_path_factory) as runs:
+        yield runs
+
+
 @pytest.fixture(autouse=True)
-def _harness_server_ahead(request: pytest.FixtureRequest) -> None:
-    """Starts the harness's server HARNESS_AHEAD tests before the first test that uses it."""
+def _start_ahead(request: pytest.FixtureRequest) -> None:
+    """Sets up each fixture of AHEAD its number of tests before the first test that uses it."""
     stash = request.session.stash
     if _AHEAD not in stash:
         items = request.session.items
-        users = [i for i, item in enumerate(items) if "prefect_harness" in getattr(item, "fixturenames", ())]
-        ahead = items[max(0, users[0] - HARNESS_AHEAD) :] if users else []
-        stash[_AHEAD] = {item.nodeid for item in ahead}
-    if request.node.nodeid in stash[_AHEAD]:
-        request.getfixturevalue("harness_server").start()
+        stash[_AHEAD] = {}
+        for name, ahead in AHEAD.items():
+            users = [i for i, item in enumerate(items) if name in getattr(item, "fixturenames", ())]
+            stash[_AHEAD][name] = (
+                {item.nodeid for item in items[max(0, users[0] - ahead) :]} if users else set()
+            )
+    for name, nodeids in stash[_AHEAD].items():
+        if request.node.nodeid in nodeids:
+            request.getfixturevalue(name)
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +177,6 @@ def prefect_harness(harness_server: HarnessServer) -> Iterator[None]:
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.testing import utilities
 
-    harness_server.start()
     harness = utilities.prefect_test_harness(server_startup_timeout=90)
     with pytest.MonkeyPatch.context() as patch:
         if harness_server.healthy(timeout=90):

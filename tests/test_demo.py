@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,9 +81,6 @@ def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown engine" in bad.output
 
 
-PREFECT_DEMO = "test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines"
-
-
 class Background:
     """A command started now in a process of its own, its output kept in files."""
 
@@ -100,38 +96,24 @@ class Background:
         return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_demo(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Background | None]:
-    """`make demo`'s command with the Prefect engine, started as the module starts (when its test
-    is selected): it runs beside the in-process demo tests, on the other core, instead of after
-    them. Its test waits for it and checks it."""
-    if not any(item.name == PREFECT_DEMO for item in request.session.items):
-        yield None
-        return
-    tmp_path = tmp_path_factory.mktemp("prefect-demo")
+def start_prefect_demo(tmp_path: Path) -> Background:
+    """`make demo`'s command with the Prefect engine, started now. tests/conftest.py starts it
+    (`prefect_demo`) some tests before this module's, so it runs on the core pytest leaves
+    idle instead of after the in-process demo tests; its test waits for it and checks it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     options = ["--rounds", "2", "--tasks", "12", "--workdir", str(tmp_path / "demo")]
-    run = Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
-    try:
-        yield run
-    finally:
-        if run.process.poll() is None:
-            run.process.kill()
-            run.process.wait()
+    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
 
 
 @pytest.mark.slow
 def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines(
-    prefect_demo: Background | None,
+    prefect_demo: Background,
 ) -> None:
     """`make demo`'s command with the Prefect engine, in a process of its own as `make demo`
     runs it (Prefect is imported and its temporary server started inside the command): the
     cycle flow runs between rounds, and the output has no run states, no server notices and
     no warning. Two rounds are the fewest with a cycle flow between them."""
-    assert prefect_demo is not None
     done = prefect_demo.result(timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

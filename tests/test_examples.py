@@ -215,11 +215,18 @@ NAMES = ["openai_function_calling", "openai_agents_sdk", "llm_office_loop"]
 
 
 def run_example(
-    name: str, tmp_path: Path, *args: str, code: str | None = None, **env: str
+    name: str,
+    tmp_path: Path,
+    *args: str,
+    code: str | None = None,
+    environ: dict[str, str] | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """`python examples/<name>.py ARGS` (or `python -c CODE`) in `tmp_path`, with no OPENAI_* or
-    FLOWMEM_* variable but `FLOWMEM_DB=<tmp_path>/db` and `env`; the office loop gets that store too."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
+    FLOWMEM_* variable but `FLOWMEM_DB=<tmp_path>/db` and `env`; the office loop gets that store too.
+    The rest of the environment is `environ` (os.environ when the call is made by default)."""
+    base = os.environ if environ is None else environ
+    clean = {k: v for k, v in base.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
     clean.update(FLOWMEM_DB=str(tmp_path / "db"), **env)
     if name == "llm_office_loop":  # its own store (emptied first), not FLOWMEM_DB
         args = ("--db", str(tmp_path / "db"), *args)
@@ -290,25 +297,28 @@ class Launched:
     stub: LLMStub | None = None
 
 
-@pytest.fixture(scope="module")
-def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Launched]]:
-    """Every example run of the tests below, started at once, three at a time. Each is a fresh
-    interpreter that spends most of its time importing, so they share the cores instead of
-    queueing one after another; each test waits for its own run and checks it. The endpoints
-    (a closed port, refusing servers, working stubs) live as long as the module."""
+@contextlib.contextmanager
+def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Launched]]:
+    """Every example run of the tests below, started at once, two at a time. Each is a fresh
+    interpreter that spends most of its time importing; tests/conftest.py starts them some
+    tests before this module's (`examples_launched`), on the core pytest leaves idle, and each
+    test waits for its own run and checks it. The endpoints (a closed port, refusing servers,
+    working stubs) live as long as the runs' results are used."""
     with contextlib.ExitStack() as stack:
         sock = stack.enter_context(socket.socket())
         sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
         refusing = {name: stack.enter_context(Refusing(status)) for name, status, _, _ in REFUSED}
         stubs = {name: stack.enter_context(LLMStub(default={"done": True})) for name in NAMES}
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=3))  # exits first: every run ended
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))  # exits first: every run ended
         runs: dict[tuple[str, str], Launched] = {}
+        environ = dict(os.environ)  # as it is now, not as another test may have set it meanwhile
 
         def launch(key: tuple[str, str], url: str, *args: str, code: str | None = None) -> None:
             name, cwd = key[1], tmp_path_factory.mktemp("-".join(key))
             env = {"FLOWMEM_LLM_BASE_URL": url, "FLOWMEM_LLM_MODEL": "m"} if url else {}
-            runs[key] = Launched(cwd, url, pool.submit(run_example, name, cwd, *args, code=code, **env))
+            done = pool.submit(run_example, name, cwd, *args, code=code, environ=environ, **env)
+            runs[key] = Launched(cwd, url, done)
 
         for name in NAMES:
             launch(("no_model", name), "")
@@ -326,6 +336,12 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[st
             )
             runs["working", name].stub = stubs[name]
         yield runs
+
+
+@pytest.fixture(scope="module")
+def launched(examples_launched: dict[tuple[str, str], Launched]) -> dict[tuple[str, str], Launched]:
+    """The example runs of `launch_examples`, started ahead by tests/conftest.py."""
+    return examples_launched
 
 
 @pytest.mark.parametrize("name", NAMES)
