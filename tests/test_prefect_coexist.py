@@ -107,6 +107,19 @@ def _client(env: dict[str, str]) -> Any:
     return SyncPrefectClient(env["PREFECT_API_URL"])
 
 
+def _create_pool(env: dict[str, str], name: str) -> None:
+    """What `prefect work-pool create NAME --type process --overwrite` does (the process
+    worker's default job template), through the client: no CLI process to start (~3 s)."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.workers.process import ProcessWorker
+
+    template = ProcessWorker.get_default_base_job_template()
+    with _client(env) as client:
+        client.create_work_pool(
+            WorkPoolCreate(name=name, type="process", base_job_template=template), overwrite=True
+        )
+
+
 def _state(env: dict[str, str], flow_run_id: Any, timeout: float = 60) -> str:
     """The flow run's final state type, waited for."""
     with _client(env) as client:
@@ -132,7 +145,7 @@ def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
 def test_prefect_deploy_and_flowmem_serve_both_run_to_completion(server: dict[str, str]) -> None:
     serving = _serve(server)  # starts while `prefect deploy` runs: they register concurrently
     try:
-        _prefect(server, "work-pool", "create", "flowmem-pool", "--type", "process", "--overwrite")
+        _create_pool(server, "flowmem-pool")
         _prefect(server, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
         assert "flowmem-collect/collect-served" in _wait_for_line(serving, "flowmem serve:")
         with _client(server) as client:
