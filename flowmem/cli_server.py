@@ -12,9 +12,13 @@ from flowmem.settings import Settings
 __all__ = ["api", "dashboard", "mcp"]
 
 
+_ACCESS_LOG = typer.Option("--access-log", help="Log every request (one INFO line each).")
+
+
 def api(
     host: Annotated[str | None, typer.Option(help="Interface to listen on (FLOWMEM_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (FLOWMEM_API_PORT).")] = None,
+    access_log: Annotated[bool, _ACCESS_LOG] = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs) for the namespace FLOWMEM_NAMESPACE.
 
@@ -23,12 +27,13 @@ def api(
     from flowmem.server.api import run
 
     settings = Settings()
-    run(settings, host=host or settings.api_host, port=port or settings.api_port)
+    run(settings, host=host or settings.api_host, port=port or settings.api_port, access_log=access_log)
 
 
 def dashboard(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     host: Annotated[str | None, typer.Option(help="Interface to listen on (FLOWMEM_API_HOST).")] = None,
+    access_log: Annotated[bool, _ACCESS_LOG] = False,
 ) -> None:
     """Serve the dashboard of workflow versions (and the HTTP API, on the same app) for the
     store FLOWMEM_DB and the namespace FLOWMEM_NAMESPACE; open http://HOST:PORT/.
@@ -38,7 +43,7 @@ def dashboard(
 
     settings = Settings()
     typer.echo(f"flowmem dashboard: http://{host or settings.api_host}:{port}/ (store {settings.db})")
-    run(settings, host=host or settings.api_host, port=port)
+    run(settings, host=host or settings.api_host, port=port, access_log=access_log)
 
 
 def mcp() -> None:

@@ -264,7 +264,7 @@ def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -
     log = tmp_path / "api.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port)],
+            [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port), "--access-log"],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
