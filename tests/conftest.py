@@ -61,7 +61,13 @@ def make_workflow(
     )
 
 
-AHEAD = {"harness_server": 40, "prefect_demo": 18, "examples_launched": 30}
+AHEAD = {
+    "docs_eval": 25,
+    "prefect_demo": 18,
+    "examples_launched": 30,
+    "harness_server": 40,
+    "coexist_server": 40,
+}
 """Session fixtures that start slow work in processes of their own (a server coming up, command
 runs whose results a module checks), each set up this many tests before the first test that
 uses it: the work runs on the core pytest leaves idle while those tests run."""
@@ -223,10 +229,6 @@ def bench_run(
         process.communicate()
 
 
-def _selected(request: pytest.FixtureRequest, module: str) -> bool:
-    return any(item.nodeid.startswith(module) for item in request.session.items)
-
-
 def _stop(process: subprocess.Popen[Any]) -> None:
     if process.poll() is None:
         process.terminate()
@@ -237,15 +239,12 @@ def _stop(process: subprocess.Popen[Any]) -> None:
             process.wait()
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def coexist_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]] | None]:
-    """The real Prefect server of tests/test_prefect_coexist.py, started as the session starts
-    when those tests are selected (it takes ~10 s to come up)."""
-    if not _selected(request, "tests/test_prefect_coexist.py"):
-        yield None
-        return
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """The real Prefect server of tests/test_prefect_coexist.py (it takes ~10 s to come up;
+    started ahead, see AHEAD)."""
     from tests.test_prefect_coexist import start_server
 
     process, env = start_server(tmp_path_factory.mktemp("prefect-coexist"))
@@ -253,11 +252,11 @@ def coexist_server(
     _stop(process)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def docs_eval(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str] | None]:
-    """`bench/eval_sets.py --json` for tests/test_docs_check.py, started as the session starts
-    when that test is selected and the shared data is there."""
-    if not _selected(request, "tests/test_docs_check.py") or not WORKBENCH.exists():
+@pytest.fixture(scope="session")
+def docs_eval() -> Iterator[subprocess.Popen[str] | None]:
+    """`bench/eval_sets.py --json` for tests/test_docs_check.py, when the shared data is there
+    (started ahead, see AHEAD)."""
+    if not WORKBENCH.exists():
         yield None
         return
     root = Path(__file__).resolve().parents[1]
