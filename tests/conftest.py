@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import socket
@@ -61,16 +62,20 @@ def make_workflow(
     )
 
 
+BACKGROUND_NICENESS = 10
+"""The niceness of work started ahead of the test that checks it (see `background`)."""
+
 AHEAD = {
-    "docs_eval": 25,
-    "prefect_demo": 18,
-    "examples_launched": 30,
+    "docs_eval": 60,
+    "prefect_demo": 50,
+    "examples_launched": 60,
     "harness_server": 40,
-    "coexist_server": 40,
+    "coexist_server": 150,
 }
 """Session fixtures that start slow work in processes of their own (a server coming up, command
 runs whose results a module checks), each set up this many tests before the first test that
-uses it: the work runs on the core pytest leaves idle while those tests run."""
+uses it: the work runs while those tests do. The command runs are `background` processes; the
+servers are not (the tests talk to them)."""
 
 _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
@@ -144,6 +149,7 @@ def prefect_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.test_demo import start_prefect_demo
 
     run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"))
+    background(run.process.pid)
     yield run
     _stop(run.process)
 
@@ -212,7 +218,8 @@ def bench_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[subprocess.Popen[str], Path] | None]:
     """`flowmem bench` at tiny sizes, started as the session starts when its test is selected:
-    a subprocess on the core pytest leaves idle, waited for by tests/test_bench.py."""
+    a subprocess on the CPU pytest leaves idle (lower still than the work started ahead: its
+    test runs last), waited for by tests/test_bench.py."""
     if not any(item.nodeid.startswith("tests/test_bench.py") for item in request.session.items):
         yield None
         return
@@ -223,10 +230,19 @@ def bench_run(
     process = subprocess.Popen(
         argv, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    background(process.pid, BACKGROUND_NICENESS + 5)
     yield process, tmp
     if process.poll() is None:
         process.kill()
         process.communicate()
+
+
+def background(pid: int, niceness: int = BACKGROUND_NICENESS) -> None:
+    """Lower the priority of a process started for later (and of what it starts from now on):
+    it then takes the CPU pytest and the running test's own processes leave idle, instead of
+    slowing them down. It still gets a whole core while a test waits for it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.setpriority(os.PRIO_PROCESS, pid, niceness)
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:
@@ -262,5 +278,6 @@ def docs_eval() -> Iterator[subprocess.Popen[str] | None]:
     root = Path(__file__).resolve().parents[1]
     argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
     process = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    background(process.pid)
     yield process
     _stop(process)

@@ -32,6 +32,7 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import World, make_tasks
+from tests.conftest import BACKGROUND_NICENESS, background
 from tests.llm_stub import LLMStub
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
@@ -212,6 +213,9 @@ def test_only_single_agent_families() -> None:
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ["openai_function_calling", "openai_agents_sdk", "llm_office_loop"]
+RUN_TIMEOUT = 300
+"""Seconds an example run may take (a hang fails the test). Most take 1-3 s; started ahead at a
+low priority (`launch_examples`), one can wait a while for an idle core on a loaded machine."""
 
 
 def run_example(
@@ -220,20 +224,31 @@ def run_example(
     *args: str,
     code: str | None = None,
     environ: dict[str, str] | None = None,
+    niceness: int = 0,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """`python examples/<name>.py ARGS` (or `python -c CODE`) in `tmp_path`, with no OPENAI_* or
     FLOWMEM_* variable but `FLOWMEM_DB=<tmp_path>/db` and `env`; the office loop gets that store too.
-    The rest of the environment is `environ` (os.environ when the call is made by default)."""
+    The rest of the environment is `environ` (os.environ when the call is made by default);
+    `niceness` lowers the run's priority (tests/conftest.py's `background`)."""
     base = os.environ if environ is None else environ
     clean = {k: v for k, v in base.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
     clean.update(FLOWMEM_DB=str(tmp_path / "db"), **env)
     if name == "llm_office_loop":  # its own store (emptied first), not FLOWMEM_DB
         args = ("--db", str(tmp_path / "db"), *args)
     command = ["-c", code] if code is not None else [str(EXAMPLES / f"{name}.py"), *args]
-    return subprocess.run(
-        [sys.executable, *command], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120
-    )
+    argv = [sys.executable, *command]
+    with subprocess.Popen(
+        argv, cwd=tmp_path, env=clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        if niceness:
+            background(process.pid, niceness)
+        try:  # what subprocess.run(..., capture_output=True, timeout=RUN_TIMEOUT) does
+            stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -301,9 +316,9 @@ class Launched:
 def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Launched]]:
     """Every example run of the tests below, started at once, two at a time. Each is a fresh
     interpreter that spends most of its time importing; tests/conftest.py starts them some
-    tests before this module's (`examples_launched`), on the core pytest leaves idle, and each
-    test waits for its own run and checks it. The endpoints (a closed port, refusing servers,
-    working stubs) live as long as the runs' results are used."""
+    tests before this module's (`examples_launched`), at a low priority (on the CPU pytest
+    leaves idle), and each test waits for its own run and checks it. The endpoints (a closed
+    port, refusing servers, working stubs) live as long as the runs' results are used."""
     with contextlib.ExitStack() as stack:
         sock = stack.enter_context(socket.socket())
         sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
@@ -317,7 +332,9 @@ def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[t
         def launch(key: tuple[str, str], url: str, *args: str, code: str | None = None) -> None:
             name, cwd = key[1], tmp_path_factory.mktemp("-".join(key))
             env = {"FLOWMEM_LLM_BASE_URL": url, "FLOWMEM_LLM_MODEL": "m"} if url else {}
-            done = pool.submit(run_example, name, cwd, *args, code=code, environ=environ, **env)
+            done = pool.submit(
+                run_example, name, cwd, *args, code=code, environ=environ, niceness=BACKGROUND_NICENESS, **env
+            )
             runs[key] = Launched(cwd, url, done)
 
         for name in NAMES:
