@@ -36,7 +36,16 @@ def _close_all() -> None:
         memory.close()
 
 
-atexit.register(_close_all)
+def _at_exit() -> None:
+    """Store what every open memory holds, then let go of LanceDB's handles before the
+    interpreter finalizes (`storage.base.release_all`)."""
+    from flowmem.storage.base import release_all
+
+    _close_all()
+    release_all()
+
+
+atexit.register(_at_exit)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
