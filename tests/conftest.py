@@ -66,6 +66,8 @@ BACKGROUND_NICENESS = 10
 """The niceness of work started ahead of the test that checks it (see `background`)."""
 
 AHEAD = {
+    "concurrency_writers": 70,
+    "concurrency_inducers": 70,
     "docs_eval": 60,
     "prefect_demo": 50,
     "examples_launched": 60,
@@ -163,6 +165,43 @@ def examples_launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
         yield runs
 
 
+def _reap(processes: list[subprocess.Popen[str]]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+
+
+@pytest.fixture(scope="session")
+def concurrency_writers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """The writer processes of tests/test_concurrency.py, ready and waiting; their directory."""
+    from tests.test_concurrency import spawn_writers
+
+    cwd = tmp_path_factory.mktemp("writers")
+    writers = spawn_writers(cwd)
+    for p in writers:
+        background(p.pid)
+    yield cwd, writers
+    _reap(writers)
+
+
+@pytest.fixture(scope="session")
+def concurrency_inducers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """The induction processes of tests/test_concurrency.py, ready and waiting; their directory."""
+    from tests.test_concurrency import spawn_inducers
+
+    cwd = tmp_path_factory.mktemp("inducers")
+    inducers = spawn_inducers(cwd)
+    for p in inducers:
+        background(p.pid, BACKGROUND_NICENESS + 2)  # the writers, needed first, go first
+    yield cwd, inducers
+    _reap(inducers)
+
+
 @pytest.fixture(autouse=True)
 def _start_ahead(request: pytest.FixtureRequest) -> None:
     """Sets up each fixture of AHEAD its number of tests before the first test that uses it."""
@@ -243,6 +282,15 @@ def background(pid: int, niceness: int = BACKGROUND_NICENESS) -> None:
     slowing them down. It still gets a whole core while a test waits for it."""
     with contextlib.suppress(ProcessLookupError):
         os.setpriority(os.PRIO_PROCESS, pid, niceness)
+
+
+def foreground(pid: int) -> None:
+    """Undo `background` for a process (each of its threads) that a test now works with, where
+    the system allows it (raising a priority may need CAP_SYS_NICE; else it stays as it is)."""
+    with contextlib.suppress(FileNotFoundError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.setpriority(os.PRIO_PROCESS, int(tid), 0)
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:

@@ -25,6 +25,7 @@ from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
+from tests.conftest import foreground
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,21 +190,31 @@ def _assert_committed_state(db: str, *, histories: bool = True) -> tuple[int, in
 # -- 1. concurrent writers ----------------------------------------------------------------
 
 
+def spawn_writers(cwd: Path) -> list[subprocess.Popen[str]]:
+    """The writer processes of the first test, on the store `<cwd>/db`: each gets ready
+    (imports, opens its memory) and waits for "go". tests/conftest.py starts them ahead of the
+    test (`concurrency_writers`), at a low priority."""
+    env = _env(str(cwd / "db"), FLOWMEM_FLUSH_BATCH="100", FLOWMEM_FLUSH_INTERVAL="0.05")
+    return [
+        _spawn(WRITER_SCRIPT, str(k), str(PER_WRITER), cwd=cwd, env=env, name=f"writer{k}")
+        for k in range(WRITERS)
+    ]
+
+
 @pytest.mark.slow
-def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothing(
+    concurrency_writers: tuple[Path, list[subprocess.Popen[str]]],
+) -> None:
+    tmp_path, writers = concurrency_writers  # started ahead: spawn_writers(tmp_path)
     db = str(tmp_path / "db")
     settings = Settings(db=db)
     store = store_from(settings)
-    env = _env(db, FLOWMEM_FLUSH_BATCH="100", FLOWMEM_FLUSH_INTERVAL="0.05")
-    writers = [
-        _spawn(WRITER_SCRIPT, str(k), str(PER_WRITER), cwd=tmp_path, env=env, name=f"writer{k}")
-        for k in range(WRITERS)
-    ]
     reports: list[RunReport] = []
     try:
-        store.prepare()  # loads the embedder while the writers start
+        store.prepare()  # loads the embedder while the writers get ready
         for p in writers:
             _expect(p, "ready")
+            foreground(p.pid)  # from here on, as if started now
         for p in writers:
             _go(p)
         # Induction runs commit on the same store until every writer is done.
@@ -246,24 +257,30 @@ KILL_FRACTIONS = (0.0, 0.4, 0.65, 0.8, 0.9, 1.0)
 towards the end, where `commit_run` writes (its first half only reads and embeds)."""
 
 
-class _Children:
-    """`total` induction processes, each started a little ahead of need (a fresh interpreter
-    spends ~3-5 s importing lancedb, sklearn and hdbscan) and waiting for "go"."""
+INDUCERS = 2 + len(KILL_FRACTIONS)
+"""The induction processes of the second test: one killed before its commit, one after, and
+one at each kill point during it."""
 
-    def __init__(self, tmp_path: Path, db: str, total: int, ahead: int = 2) -> None:
-        self.tmp_path, self.db, self.env = tmp_path, db, _env(db)
-        self.total, self.ahead = total, ahead
-        self.waiting: deque[subprocess.Popen[str]] = deque()
-        self.started: list[subprocess.Popen[str]] = []
+
+def spawn_inducers(cwd: Path) -> list[subprocess.Popen[str]]:
+    """The induction processes of the second test, on the store `<cwd>/db`: each gets ready (a
+    fresh interpreter spends ~2-5 s importing lancedb, sklearn and hdbscan) and waits for "go".
+    tests/conftest.py starts them ahead of the test (`concurrency_inducers`), at a low priority."""
+    db = str(cwd / "db")
+    return [_spawn(INDUCE_SCRIPT, db, cwd=cwd, env=_env(db), name=f"induce{i}") for i in range(INDUCERS)]
+
+
+class _Children:
+    """The induction processes, started ahead (`spawn_inducers`) and waiting for "go"."""
+
+    def __init__(self, processes: list[subprocess.Popen[str]]) -> None:
+        self.waiting = deque(processes)
+        self.started = list(processes)
 
     def go(self) -> subprocess.Popen[str]:
-        while len(self.waiting) <= self.ahead and len(self.started) < self.total:
-            name = f"induce{len(self.started)}"
-            p = _spawn(INDUCE_SCRIPT, self.db, cwd=self.tmp_path, env=self.env, name=name)
-            self.started.append(p)
-            self.waiting.append(p)
         p = self.waiting.popleft()
         _expect(p, "ready")
+        foreground(p.pid)  # from here on, as if started now
         _go(p)
         return p
 
@@ -283,7 +300,10 @@ def _kill(p: subprocess.Popen[str]) -> str:
 
 
 @pytest.mark.slow
-def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(tmp_path: Path) -> None:
+def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
+    concurrency_inducers: tuple[Path, list[subprocess.Popen[str]]],
+) -> None:
+    tmp_path, inducers = concurrency_inducers  # started ahead: spawn_inducers(tmp_path)
     db = str(tmp_path / "db")
     settings = Settings(db=db)
     store = store_from(settings)
@@ -293,7 +313,7 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(tmp_p
     state = _check_store(db, histories=False)
     assert first.versions and state == (1, len(first.versions), [])
     store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
-    children = _Children(tmp_path, db, total=2 + len(KILL_FRACTIONS))
+    children = _Children(inducers)
     outcomes: list[str] = []
     in_window: list[bool] = []  # per kill: after "committing", before the commit was reported
 
