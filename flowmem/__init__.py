@@ -1,14 +1,21 @@
 """flowmem: online workflow induction for LLM agents.
 
 Importing flowmem does nothing but define names: stores, directories and threads are created
-when a store or memory is first used.
+when a store or memory is first used. The names are imported when first used too, so a
+command that needs only the store (`flowmem induce`) does not load the agent runtime.
 """
 
-from flowmem.agents import Run, WorkflowMemory, current_run
-from flowmem.jobs.factories import store_from
-from flowmem.models import InductionRun, Step, Trajectory, Workflow, WorkflowRef, WorkflowStep
-from flowmem.settings import Settings
-from flowmem.storage import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flowmem.agents import Run, WorkflowMemory, current_run
+    from flowmem.jobs.factories import store_from
+    from flowmem.models import InductionRun, Step, Trajectory, Workflow, WorkflowRef, WorkflowStep
+    from flowmem.settings import Settings
+    from flowmem.storage import Store
 
 __all__ = [
     "InductionRun",
@@ -26,3 +33,31 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_HOME = {
+    "Run": "flowmem.agents",
+    "WorkflowMemory": "flowmem.agents",
+    "current_run": "flowmem.agents",
+    "store_from": "flowmem.jobs.factories",
+    "InductionRun": "flowmem.models",
+    "Step": "flowmem.models",
+    "Trajectory": "flowmem.models",
+    "Workflow": "flowmem.models",
+    "WorkflowRef": "flowmem.models",
+    "WorkflowStep": "flowmem.models",
+    "Settings": "flowmem.settings",
+    "Store": "flowmem.storage",
+}
+"""Public name -> the module that defines it (imported on first access)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'flowmem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value  # once: later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
