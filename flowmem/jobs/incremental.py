@@ -4,8 +4,8 @@ changed materially are read and induced again.
 `prepare_run` (jobs/induce.py) asks `assign_run` first; when the stored clustering cannot take
 the new runs it gets back why, and refits every cluster instead (that reason is the run's
 `refit`). What a run reads here: a few columns of every trajectory (task, agent, outcome, the
-task's embedding, the steps' JSON for the literal index), and whole trajectories only for the
-clusters it induces.
+task's embedding); only when some cluster is to be induced, the steps' JSON of every trajectory
+(for the literal index, unsorted) and whole trajectories of the clusters it induces.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ those it clustered: only a fit forms, merges or splits clusters."""
 Memberships = dict[str, dict[int, set[str]]]
 """Agent -> stable cluster id -> task keys (`task_key`)."""
 
-_COLUMNS = ["id", "agent", "task", "success", "parent_id", "vector", "steps"]
+_COLUMNS = ["id", "agent", "task", "success", "parent_id", "vector"]
+_LITERAL_COLUMNS = ["id", "agent", "task", "steps"]
 
 
 @dataclass
@@ -252,9 +253,8 @@ def _inputs(
 ) -> list[ClusterInput]:
     """The inputs of the clusters to induce, as `plan_clusters` makes them: runs in list
     order, the literal index of the whole namespace, `task` scope for an orchestrator."""
-    ids, agents, tasks = cols["id"], cols["agent"], cols["task"]
-    light = (_light(*row) for row in zip(agents, tasks, cols["steps"], strict=True))
-    literals = LiteralIndex.build(cast("Iterable[Trajectory]", light), max_share=literal_share)
+    ids, agents = cols["id"], cols["agent"]
+    literals = _literal_index(store, set(ids), namespace=namespace, literal_share=literal_share)
     parents = {p for p in cols["parent_id"] if p}
     orchestrators = {agent for rid, agent in zip(ids, agents, strict=True) if rid in parents}
     loaded = {
@@ -267,6 +267,15 @@ def _inputs(
         scope: Literal["task", "subtask"] = "task" if agent in orchestrators else "subtask"
         out.append(ClusterInput(namespace, agent, cid, scope, successes, failures, literals))
     return out
+
+
+def _literal_index(store: Store, ids: Set[str], *, namespace: str, literal_share: float) -> LiteralIndex:
+    """The literal index of the trajectories `ids` (those the run placed): their steps are read
+    apart, unsorted, and only by a run that induces (the index does not depend on the order)."""
+    scan = store.trajectory_scan(_LITERAL_COLUMNS, namespace=namespace)
+    rows = zip(scan["id"], scan["agent"], scan["task"], scan["steps"], strict=True)
+    light = (_light(agent, task, steps) for rid, agent, task, steps in rows if rid in ids)
+    return LiteralIndex.build(cast("Iterable[Trajectory]", light), max_share=literal_share)
 
 
 def previous_clusters(

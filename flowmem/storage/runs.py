@@ -92,6 +92,16 @@ class RunsMixin(StoreBase):
         found = [rows.run_from_row(r) for r in rows.rows_of(select(self._runs(), where))]
         return sorted(found, key=lambda r: (r.started_at, r.id))
 
+    def trajectory_scan(
+        self, columns: Sequence[str], *, namespace: str | None = None
+    ) -> dict[str, list[Any]]:
+        """Some columns of every trajectory of a namespace, a list each, in no particular
+        order (no sort: what an induction run counts over the whole namespace, such as the
+        literal index, needs every row but not their order)."""
+        where = f"namespace = {quote(self._ns(namespace))}"
+        table = select(self._trajectories(), where, list(columns))
+        return {name: table[name].to_pylist() for name in columns}
+
     def get_run(self, run_id: str, *, namespace: str | None = None) -> InductionRun:
         """One run by id.
 
