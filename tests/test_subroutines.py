@@ -48,6 +48,20 @@ def test_segments_of_one_shape_from_several_tasks_become_one_input() -> None:
     assert returns.key.startswith("agent-s-return_order-h")
 
 
+def test_a_shape_seen_in_one_task_cluster_only_is_left_to_its_workflow() -> None:
+    literals = LiteralIndex.build(CORPUS)
+
+    def goals(cluster_of: dict[str, int]) -> list[str]:
+        inputs = subroutine_inputs(
+            CORPUS, namespace="default", agent="agent", literals=literals, min_tasks=3, cluster_of=cluster_of
+        )
+        return sorted(c.successes[0].actions[-1] for c in inputs)
+
+    assert goals(dict.fromkeys((t.task for t in CORPUS), 0)) == []
+    by_intents = {t.task: int("exchange" in t.task) for t in CORPUS}
+    assert goals(by_intents) == ["find_user_id", "return_order"]
+
+
 def test_a_shape_that_is_mostly_a_whole_run_is_left_to_the_task_level_workflow() -> None:
     single = [run(i, ["cancel"]) for i in range(6)]
     single = [t.model_copy(update={"steps": t.steps[1:]}) for t in single]  # no identification
@@ -63,7 +77,10 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     store.add_trajectories(CORPUS)
     first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = [w for w in first.versions if w.kind == "subroutine"]
-    assert {w.name for w in subs} == {"cancel_order", "exchange_order", "find_user_id", "return_order"}
+    # Cancelling and exchanging each occur in one kind of task only (one task cluster): that
+    # cluster's workflow holds them. Identifying the customer and returning span both.
+    assert {w.name for w in subs} == {"find_user_id", "return_order"}
+    assert {w.kind for w in first.versions if "cancel_order" in w.actions} == {"task"}
     assert all(w.cluster_id is None and w.id.startswith("agent-s-") for w in subs)
     returns = next(w for w in subs if w.name == "return_order")
     assert returns.steps[1].args == {"order_id": "{order_id}", "reason": "{reason}"}

@@ -193,7 +193,12 @@ def plan_clusters(
         if subroutines and scope == "subtask":
             min_tasks = (params or ClusterParams()).min_cluster_size
             plan.clusters += subroutine_inputs(
-                runs, namespace=namespace, agent=agent, literals=literals, min_tasks=min_tasks
+                runs,
+                namespace=namespace,
+                agent=agent,
+                literals=literals,
+                min_tasks=min_tasks,
+                cluster_of={text: stable[label] for text, label in placed.items() if label >= 0},
             )
     return plan
 

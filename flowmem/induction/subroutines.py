@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.literals import LiteralIndex
@@ -51,14 +51,18 @@ def subroutine_inputs(
     agent: str,
     literals: LiteralIndex,
     min_tasks: int,
+    cluster_of: Mapping[str, int] | None = None,
 ) -> list[ClusterInput]:
-    """The sub-routines of one agent's runs, ready for an inducer, by key."""
+    """The sub-routines of one agent's runs, ready for an inducer, by key. With `cluster_of`
+    (task text -> its task cluster), a group must also span at least two task clusters."""
     ok = [t for t in runs if t.success is True and t.steps]
     failed = _groups([t for t in runs if t.success is False and t.steps])
     inputs = []
     for shape, segs in sorted(_groups(ok).items()):
         if len({s.trajectory.task for s in segs}) < min_tasks:
             continue
+        if cluster_of is not None and len({cluster_of.get(s.trajectory.task, -1) for s in segs}) < 2:
+            continue  # inside one kind of task only: that kind's workflow holds it already
         whole = sum(len(s.positions) == len(s.trajectory.steps) for s in segs)
         if whole * 2 >= len(segs):  # mostly whole runs: the task-level workflow says it
             continue
