@@ -161,6 +161,10 @@ class WorkflowStep(_Frozen):
     choices: dict[str, list[str]] = Field(default_factory=dict)
     """Placeholder -> the few common values it took in the source runs (a categorical
     argument: a cabin class, a status), rendered `{cabin: business|economy}`."""
+    subroutine: str | None = None
+    """In a task-level workflow: the id of the sub-routine workflow this step is part of
+    (composition, `induction.subroutines.compose_workflows`); a prompt that shows the
+    sub-routine too refers to it by name instead of repeating its steps."""
 
 
 class UsageStats(_Frozen):
@@ -252,6 +256,18 @@ class Workflow(_Frozen):
         """The action names of the steps, in order."""
         return [s.action for s in self.steps]
 
+    @property
+    def composed_actions(self) -> list[str]:
+        """The action names, a run of steps that is one sub-routine counted as one step
+        (`subroutine:<id>`): how `redundancy` counts a workflow composed of sub-routines."""
+        out: list[str] = []
+        for i, s in enumerate(self.steps):
+            if s.subroutine is None:
+                out.append(s.action)
+            elif i == 0 or self.steps[i - 1].subroutine != s.subroutine:
+                out.append(f"subroutine:{s.subroutine}")
+        return out
+
     def content_hash(self) -> str:
         """Hash of what an agent is served (not ids, versions, stats or provenance).
 
@@ -261,9 +277,11 @@ class Workflow(_Frozen):
             mode="json",
             include={"name", "description", "steps", "parameters", "pitfalls", "scope", "agent"},
         )
-        for step in content["steps"]:  # a version without choices hashes as before they existed
+        for step in content["steps"]:  # a version without these hashes as before they existed
             if not step["choices"]:
                 del step["choices"]
+            if step["subroutine"] is None:
+                del step["subroutine"]
         blob = json.dumps(content, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.render import render_block
 from flowmem.induction.rule import RuleInducer
-from flowmem.induction.subroutines import subroutine_inputs, subroutine_key
+from flowmem.induction.subroutines import compose_workflows, subroutine_inputs, subroutine_key
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
 from flowmem.models import Trajectory, Workflow, WorkflowStep
@@ -85,8 +86,13 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     returns = next(w for w in subs if w.name == "return_order")
     assert returns.steps[1].args == {"order_id": "{order_id}", "reason": "{reason}"}
     assert [s.action for s in returns.steps] == ["get_order_details", "return_order"]
-    stored = {w.id: w.kind for w in store.list_workflows()}
-    assert {stored[w.id] for w in subs} == {"subroutine"}
+    stored = {w.id: w for w in store.list_workflows()}
+    assert {stored[w.id].kind for w in subs} == {"subroutine"}
+    # Composition: the task-level workflows name the sub-routines their steps are, stored so.
+    for w in first.versions:
+        if w.kind == "task":
+            assert f"subroutine:{returns.id}" in stored[w.id].composed_actions
+            assert "return_order" not in stored[w.id].composed_actions
     store.add_trajectories([run(9, ["cancel", "return"])])
     second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert {w.id for w in second.versions if w.kind == "subroutine"} <= {w.id for w in subs}
@@ -113,3 +119,57 @@ def test_compose_serves_a_subroutine_only_for_what_the_others_lack() -> None:
     assert compose(ranked, 2) == [0, 2]
     assert compose(ranked[1:2], 3) == [0]  # nothing above it: it adds its actions
     assert compose([], 3) == []
+
+
+def test_a_task_level_workflow_is_composed_of_the_subroutines_its_steps_are() -> None:
+    task = workflow(
+        "agent-c0",
+        ["find_user_id", "get_order_details", "return_order", "get_order_details", "cancel_order", "done"],
+    )
+    subs = [
+        workflow("s-return", ["get_order_details", "return_order"], "subroutine"),
+        workflow("s-cancel", ["get_order_details", "cancel_order"], "subroutine"),
+        workflow("s-find", ["find_user_id"], "subroutine"),  # one step: nothing to refer to
+    ]
+    composed = compose_workflows([task, *subs])
+    assert composed[1:] == subs  # sub-routines unchanged
+    marked = composed[0]
+    assert [s.subroutine for s in marked.steps] == [
+        None,
+        "s-return",
+        "s-return",
+        "s-cancel",
+        "s-cancel",
+        None,
+    ]
+    assert marked.composed_actions == ["find_user_id", "subroutine:s-return", "subroutine:s-cancel", "done"]
+    assert marked.actions == task.actions and marked.content_hash() != task.content_hash()
+    assert compose_workflows(composed) == composed  # the same marks again
+    assert compose_workflows([marked, subs[0]])[0].composed_actions == [
+        "find_user_id",
+        "subroutine:s-return",
+        "get_order_details",
+        "cancel_order",
+        "done",
+    ]  # a sub-routine no longer there leaves no mark
+    assert compose_workflows([marked])[0] == task.model_copy(update={"steps": task.steps})
+    # Two occurrences in a row stay two: the second is left as steps.
+    twice = compose_workflows(
+        [workflow("agent-c1", ["a", "b", "a", "b"]), workflow("s-ab", ["a", "b"], "subroutine")]
+    )
+    assert twice[0].composed_actions == ["subroutine:s-ab", "a", "b"]
+
+
+def test_a_prompt_showing_a_subroutine_refers_to_it_instead_of_repeating_its_steps() -> None:
+    task, sub = compose_workflows(
+        [
+            workflow("agent-c0", ["find_user_id", "get_order_details", "return_order"]),
+            workflow("s-return", ["get_order_details", "return_order"], "subroutine"),
+        ]
+    )
+    alone = render_block([task])
+    assert "2. get_order_details()\n3. return_order()" in alone
+    together = render_block([sub, task])
+    own = together.split("Workflow agent-c0", 1)[1]
+    assert "2. Follow workflow s-return (shown here)" in own and "return_order" not in own
+    assert "1. get_order_details()\n2. return_order()" in together  # the sub-routine itself

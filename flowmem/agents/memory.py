@@ -22,7 +22,7 @@ from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
 from flowmem.agents.writer import Writer, journal_run, open_journal
-from flowmem.induction.render import render_workflow
+from flowmem.induction.render import render_block
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import WorkflowRef
@@ -253,7 +253,7 @@ class WorkflowMemory:
             run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
         if not hits:
             return ""
-        blocks = "\n\n".join(render_workflow(h.workflow, description=True) for h in hits)
+        blocks = render_block([h.workflow for h in hits])
         return (
             "Workflows that worked for similar tasks. Follow one if it fits, filling each "
             "{placeholder} from the task or from the result named:\n\n" + blocks

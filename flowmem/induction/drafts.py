@@ -21,7 +21,7 @@ from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, 
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.nearest import key_shares
-from flowmem.induction.subroutines import subroutine_inputs
+from flowmem.induction.subroutines import compose_workflows, subroutine_inputs
 from flowmem.models import DEMONSTRATION, Trajectory, Workflow
 
 __all__ = [
@@ -258,7 +258,7 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
         result.workflows += outcome.workflows
         result.keys.update(outcome.keys)
         result.usage += outcome.usage
-    result.workflows = merge_duplicates(result.workflows, result.keys)
+    result.workflows = compose_workflows(merge_duplicates(result.workflows, result.keys))
     return result
 
 

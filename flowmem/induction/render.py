@@ -36,20 +36,29 @@ def _with_choices(value: Any, choices: Mapping[str, Sequence[str]]) -> Any:
     return value
 
 
-def render_workflow(w: Workflow, *, description: bool = True) -> str:
+def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str, str] = {}) -> str:
     """A workflow as prompt text: name and description (when to use it), steps, where
     derived values come from, pitfalls.
 
     `description=False` leaves the description out (a dozen tokens per memory); what agents
-    are served, and what `flowmem eval` measures, carries it.
+    are served, and what `flowmem eval` measures, carries it. `shown` maps the ids of the
+    sub-routines shown in the same prompt to their names: a run of steps that is one of them
+    (`WorkflowStep.subroutine`) is one line naming it instead of its steps again.
     """
     lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
     listed: set[str] = set()  # a placeholder's choices are shown where it first appears
-    for i, s in enumerate(w.steps, 1):
+    n = 0
+    for j, s in enumerate(w.steps):
+        if s.subroutine is not None and s.subroutine in shown:
+            if j == 0 or w.steps[j - 1].subroutine != s.subroutine:
+                n += 1
+                lines.append(f"{n}. Follow workflow {shown[s.subroutine]} (shown here)")
+            continue
+        n += 1
         who = f"[{s.agent}] " if s.agent else ""
         choices = {k: v for k, v in s.choices.items() if k not in listed}
         listed.update(choices)
-        lines.append(f"{i}. {who}{render_call(s.action, s.args, choices)}")
+        lines.append(f"{n}. {who}{render_call(s.action, s.args, choices)}")
     derived = {k: v for k, v in w.parameters.items() if v != "task"}
     if derived:
         lines.append(
@@ -67,7 +76,9 @@ def render_trajectory(t: Trajectory) -> str:
 
 
 def render_block(memories: Sequence[Workflow | Trajectory]) -> str:
-    """Several memories, separated by blank lines."""
+    """Several memories, separated by blank lines; a workflow composed of a sub-routine that
+    is among them refers to it by name (`render_workflow`'s `shown`)."""
+    shown = {m.id: m.name for m in memories if isinstance(m, Workflow) and m.kind == "subroutine"}
     return "\n\n".join(
-        render_workflow(m) if isinstance(m, Workflow) else render_trajectory(m) for m in memories
+        render_workflow(m, shown=shown) if isinstance(m, Workflow) else render_trajectory(m) for m in memories
     )

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.segments import Segment, segment, shape_of
-from flowmem.models import Trajectory
+from flowmem.models import Trajectory, Workflow
 
-__all__ = ["subroutine_inputs", "subroutine_key"]
+__all__ = ["compose_workflows", "subroutine_inputs", "subroutine_key"]
 
 Shape = tuple[str, tuple[str, ...]]
 
@@ -80,3 +80,40 @@ def subroutine_inputs(
             )
         )
     return inputs
+
+
+def compose_workflows(workflows: Sequence[Workflow]) -> list[Workflow]:
+    """Composition: in each task-level workflow, the steps that are one of its agent's
+    sub-routines (the sub-routine's actions, two or more, as a contiguous run of its steps)
+    are marked with the sub-routine's id (`WorkflowStep.subroutine`), longer sub-routines
+    first, an occurrence never overlapping another nor directly following one of the same
+    sub-routine (so each marked run is one occurrence). Marks are recomputed from scratch:
+    a sub-routine no longer among `workflows` leaves no mark. Sub-routines are unchanged."""
+    subs: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
+    for w in workflows:
+        if w.kind == "subroutine" and len(w.steps) >= 2:
+            subs[(w.namespace, w.agent)].append(w)
+    for found in subs.values():
+        found.sort(key=lambda w: (-len(w.steps), w.id))
+    out = []
+    for w in workflows:
+        if w.kind == "subroutine":
+            out.append(w)
+            continue
+        actions = w.actions
+        marks: list[str | None] = [None] * len(actions)
+        for sub in subs.get((w.namespace, w.agent), []):
+            want, n = sub.actions, len(sub.steps)
+            i = 0
+            while i + n <= len(actions):
+                free = all(m is None for m in marks[i : i + n]) and (i == 0 or marks[i - 1] != sub.id)
+                if free and actions[i : i + n] == want:
+                    marks[i : i + n] = [sub.id] * n
+                    i += n
+                else:
+                    i += 1
+        if marks != [st.subroutine for st in w.steps]:
+            steps = [st.model_copy(update={"subroutine": m}) for st, m in zip(w.steps, marks, strict=True)]
+            w = w.model_copy(update={"steps": steps})
+        out.append(w)
+    return out

@@ -84,8 +84,16 @@ def evaluate(
             near = near[: within_gap([s for _, s in near], settings.relevance_gap)]
             ranked = [workflows[i] for i, _ in near]
             hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
+            # As `memory.context` renders them together: a workflow composed of a sub-routine
+            # shown beside it names it instead of repeating its steps (`render_block`).
+            shown = {w.id: w.name for w in hits if w.kind == "subroutine"}
+            texts = [render_workflow(w, shown=shown) if shown else w_text[w.id] for w in hits]
             flow.append(
-                Retrieval(t.actions, t.success is True, [(w.id, w.actions, w_text[w.id]) for w in hits])
+                Retrieval(
+                    t.actions,
+                    t.success is True,
+                    [(w.id, w.actions, text) for w, text in zip(hits, texts, strict=True)],
+                )
             )
             found = [examples[i] for i, _ in raw_index.search(q, k)]
             raw.append(
@@ -107,7 +115,8 @@ def evaluate(
         "raw": memory_metrics(raw, leak, slot_leak, n_raw),
     }
     served = sorted(workflows, key=lambda w: w.id)  # a fixed order, so a sample is reproducible
-    report["flowmem"].update(redundancy([w.actions for w in served]))
+    # A sub-routine a workflow is composed of counts as one step of it (docs/metrics.md).
+    report["flowmem"].update(redundancy([w.composed_actions for w in served]))
     report["raw"].update(redundancy([m.actions for m in sorted(examples, key=lambda m: m.id)]))
     for system in ("flowmem", "raw"):
         report[system]["slot_values_checked"] = len(slot_values) if slots else None
