@@ -170,10 +170,6 @@ def test_a_store_whose_last_run_kept_no_placements_is_refit(settings: Settings, 
     store.add_trajectories([forward(i) for i in range(6)])
     why = assign_run(store, settings, {"clusters": {}}, namespace=settings.namespace, pending=set())
     assert why == "the last run kept no clustering to place new tasks in"
-    settings = settings.model_copy(update={"subroutines": True})
-    _induce(store, settings)
-    store.add_trajectories([forward(6)])
-    assert _induce(store, settings).plan.refit == "sub-routines are cut from every run anew"
 
 
 def test_a_draft_like_a_bigger_clusters_workflow_joins_it() -> None:

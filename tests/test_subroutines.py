@@ -173,3 +173,33 @@ def test_a_prompt_showing_a_subroutine_refers_to_it_instead_of_repeating_its_ste
     own = together.split("Workflow agent-c0", 1)[1]
     assert "2. Follow workflow s-return (shown here)" in own and "return_order" not in own
     assert "1. get_order_details()\n2. return_order()" in together  # the sub-routine itself
+
+
+def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(tmp_path: Any) -> None:
+    settings = Settings(db=str(tmp_path / "db"), subroutines=True)
+    store = store_from(settings)
+    store.add_trajectories([run(i, ["cancel", "return"]) for i in range(12)])
+    store.add_trajectories([run(i, ["return", "exchange"]) for i in range(12, 24)])
+    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    subs = {w.id for w in first.versions if w.kind == "subroutine"}
+    returns = next(w.id for w in first.versions if w.kind == "subroutine" and w.name == "return_order")
+    assert first.plan.refit == "the first run" and returns in subs
+    assert first.run.state["subroutines"] == sorted(subs)
+    store.add_trajectories([run(30, ["cancel", "return"])])
+    second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    assert second.plan.refit is None  # placed in the stored clusters, not refit
+    # Its cluster was induced again, composed with the kept sub-routines, and came out the
+    # same as stored, marks included: no new version (without the marks it would differ).
+    assert second.summary()["clusters_changed"] == 1 and not second.versions
+    assert not second.retired and second.run.state["subroutines"] == sorted(subs)
+    served = {w.id: w for w in store.list_workflows()}
+    assert subs <= served.keys() and all(served[s].status != "retired" for s in subs)
+    tasks = [w for w in served.values() if w.kind == "task" and "return_order" in w.actions]
+    assert tasks and all(f"subroutine:{returns}" in w.composed_actions for w in tasks)
+    # Turning sub-routines off changes the clustering settings: the next run refits.
+    plain = settings.model_copy(update={"subroutines": False})
+    store.add_trajectories([run(31, ["return", "exchange"])])
+    assert (
+        induce(store, plain, RuleInducer(), namespace=plain.namespace).plan.refit
+        == "the clustering settings changed"
+    )

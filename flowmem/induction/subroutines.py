@@ -82,15 +82,17 @@ def subroutine_inputs(
     return inputs
 
 
-def compose_workflows(workflows: Sequence[Workflow]) -> list[Workflow]:
+def compose_workflows(workflows: Sequence[Workflow], *, known: Sequence[Workflow] = ()) -> list[Workflow]:
     """Composition: in each task-level workflow, the steps that are one of its agent's
     sub-routines (the sub-routine's actions, two or more, as a contiguous run of its steps)
     are marked with the sub-routine's id (`WorkflowStep.subroutine`), longer sub-routines
     first, an occurrence never overlapping another nor directly following one of the same
     sub-routine (so each marked run is one occurrence). Marks are recomputed from scratch:
-    a sub-routine no longer among `workflows` leaves no mark. Sub-routines are unchanged."""
+    a sub-routine neither among `workflows` nor `known` (those stored already, which a run
+    did not induce again) leaves no mark. Sub-routines are unchanged."""
     subs: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
-    for w in workflows:
+    drafted = {w.id for w in workflows}
+    for w in [*workflows, *(w for w in known if w.id not in drafted)]:
         if w.kind == "subroutine" and len(w.steps) >= 2:
             subs[(w.namespace, w.agent)].append(w)
     for found in subs.values():

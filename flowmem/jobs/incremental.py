@@ -68,7 +68,7 @@ class Assignment:
 def settings_signature(settings: Settings) -> str:
     """What the stored clustering depends on besides the tasks (a change refits)."""
     p = settings.cluster_params
-    return json.dumps([p.__dict__, settings.literal_share], sort_keys=True, default=str)
+    return json.dumps([p.__dict__, settings.literal_share, settings.subroutines], sort_keys=True, default=str)
 
 
 def fit_record(settings: Settings, *, trajectories: int, texts: int, agents: Set[str]) -> dict[str, Any]:
@@ -124,8 +124,6 @@ def assign_run(
     fitted, placed, fit = memberships_of(state, "clusters"), memberships_of(state, "placed"), state.get("fit")
     if fitted is None or placed is None or not isinstance(fit, dict) or "sizes" not in state:
         return "the last run kept no clustering to place new tasks in"
-    if settings.subroutines:
-        return "sub-routines are cut from every run anew"
     if fit.get("settings") != settings_signature(settings):
         return "the clustering settings changed"
     cols = store.trajectory_columns(_COLUMNS, namespace=namespace)
@@ -147,6 +145,10 @@ def assign_run(
         if label is not None:
             runs[(agent, label)].append(i)
     chosen = _choose(out, cols, runs, state, pending=pending, min_change=min_change)
+    # Sub-routines, like clusters, are cut at a fit only: kept as they are until the next one.
+    for key in state.get("subroutines", []):
+        out.prints[key] = state.get("fingerprints", {}).get(key, "")
+        out.sizes[key] = tuple(state["sizes"].get(key, (0, 0)))
     if chosen:
         out.clusters = _inputs(store, cols, chosen, namespace=namespace, literal_share=settings.literal_share)
     return out
@@ -323,8 +325,8 @@ def merge_with_current(
         if w.provenance.run_id is None or w.status == "retired" or key not in keys or key in induced:
             continue
         carried.append(w.model_copy(update={**fresh, "created_at": now()}))
-        result.keys[w.id] = dict(
-            sorted(Counter(task_of[i] for i in w.source_trajectory_ids if i in task_of).items())
-        )
+        # A sub-routine's sources are segments, `<run id>#<goal position>`.
+        runs = (i if i in task_of else i.rsplit("#", 1)[0] for i in w.source_trajectory_ids)
+        result.keys[w.id] = dict(sorted(Counter(task_of[i] for i in runs if i in task_of).items()))
     result.workflows = merge_duplicates([*result.workflows, *carried], result.keys)
     return {w.id for w in carried}

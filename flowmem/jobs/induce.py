@@ -29,6 +29,7 @@ from flowmem.induction.drafts import (
     plan_clusters,
     plan_versions,
 )
+from flowmem.induction.subroutines import compose_workflows
 from flowmem.jobs.incremental import (
     REFIT_SHARE,
     Assignment,
@@ -337,6 +338,10 @@ def _state(plan: RunPlan, failed: Sequence[str]) -> dict[str, Any]:
         "placed": _as_json(plan.placed),
         "fit": plan.fit,
         "refit": plan.refit,
+        # The sub-routines' keys: a fit's, or kept from the last run (`assign_run`).
+        "subroutines": sorted(c.key for c in plan.clusters.clusters if c.kind == "subroutine")
+        if plan.refit is not None
+        else list(before.get("subroutines", [])),
     }
 
 
@@ -352,6 +357,11 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         keys=set(plan.prints),
         induced={c.key for c in plan.changed},
         task_of=plan.task_of,
+    )
+    alive = set(plan.prints)  # composed with every sub-routine the run keeps, induced or not
+    known = [w for w in plan.current.values() if w.kind == "subroutine" and w.status not in NOT_SERVED]
+    result.workflows = compose_workflows(
+        result.workflows, known=[w for w in known if cluster_of(w.id, alive) in alive]
     )
     failed = sorted(result.failed)
     usage = result.usage
