@@ -81,10 +81,10 @@ class Settings(BaseSettings):
     """k is a maximum: a search leaves out a memory scoring more than this below the first
     (`policy.serving.within_gap`; None serves k whatever they score). Measured in
     docs/induction.md ("Ranking")."""
-    subroutines: bool = False
-    """Also induce sub-routines: segments of one shape that recur across different tasks
-    (`induction/subroutines.py`). Off by default: served next to the task-level workflows
-    they still cost a little (docs/induction.md), until ranking improves."""
+    subroutines: bool = True
+    """Also induce sub-routines: segments of one shape that recur across the tasks of
+    different clusters (`induction/subroutines.py`), served beside the task-level workflows
+    for what they lack, which are composed of them. Measured against off in docs/induction.md."""
     literal_share: float = Field(0.1, gt=0.0, le=1.0)
     """An argument value used by fewer than this share of a namespace's runs is
     example-specific: it never appears in a workflow."""

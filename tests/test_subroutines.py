@@ -96,8 +96,8 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     store.add_trajectories([run(9, ["cancel", "return"])])
     second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert {w.id for w in second.versions if w.kind == "subroutine"} <= {w.id for w in subs}
-    # Off (the default), the same runs give task-level workflows only.
-    plain = Settings(db=str(tmp_path / "plain"))
+    # Off, the same runs give task-level workflows only.
+    plain = Settings(db=str(tmp_path / "plain"), subroutines=False)
     other = store_from(plain)
     other.add_trajectories(CORPUS)
     assert {w.kind for w in induce(other, plain, RuleInducer(), namespace="default").versions} == {"task"}
