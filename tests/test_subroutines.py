@@ -203,3 +203,21 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
         induce(store, plain, RuleInducer(), namespace=plain.namespace).plan.refit
         == "the clustering settings changed"
     )
+
+
+def test_the_dashboard_shows_which_steps_are_a_subroutine(tmp_path: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from flowmem.server.api import create_app
+
+    settings = Settings(db=str(tmp_path / "db"))
+    store = store_from(settings)
+    store.add_trajectories(CORPUS)
+    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    returns = next(w for w in report.versions if w.kind == "subroutine" and w.name == "return_order")
+    task = next(
+        w for w in report.versions if w.kind == "task" and f"subroutine:{returns.id}" in w.composed_actions
+    )
+    page = TestClient(create_app(settings)).get(f"/workflows/{task.id}").text
+    link = f'sub-routine <a href="/workflows/{returns.id}">{returns.id}</a>:'
+    assert page.count(link) == task.composed_actions.count(f"subroutine:{returns.id}")
