@@ -8,11 +8,16 @@ changes least), and the load average before and after; then the trajectories sto
 duplicates), `flowmem maintain --keep 0` (versions and files before -> after, per table), and
 a checkout of every run tag and a rollback of the run.
 
+`--preload N` first stores N trajectories (batches of 1,000, then a compaction, as
+`flowmem maintain` leaves a store), so the writes go to a table that is already large: what a
+write costs at 100,000 rows against the same writes on a small table.
+
 `flowmem api` limits glibc's malloc arenas to 2 itself (flowmem/cli_runtime.py);
 `--glibc-arenas` starts it with MALLOC_ARENA_MAX at glibc's own default (8 per core), which
 turns that limit off: the RSS it had before.
 
-Usage: python bench/write_path.py [--writes 20000] [--clients 8] [--window 2000] [--glibc-arenas]
+Usage: python bench/write_path.py [--writes 20000] [--clients 8] [--window 2000] [--preload 0]
+    [--glibc-arenas]
 """
 
 from __future__ import annotations
@@ -61,9 +66,9 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def record(i: int) -> dict[str, object]:
+def record(i: int, prefix: str = "w") -> dict[str, object]:
     return {
-        "id": f"w-{i:06d}",
+        "id": f"{prefix}-{i:06d}",
         "task": f"Forward the latest email about budget {i % 97} to olga",
         "agent": "bench",
         "success": i % 3 != 0,
@@ -86,11 +91,27 @@ def seed_run(settings: Settings) -> str:
     return store_from(settings).commit_run(InductionRun(id="run-bench"), [workflow]).id
 
 
+def preload(settings: Settings, n: int) -> None:
+    """Store n trajectories in batches of 1,000 and compact, as `flowmem maintain` would."""
+    from datetime import timedelta
+
+    from flowmem.models import Trajectory
+
+    store = store_from(settings)
+    start = time.perf_counter()
+    for lo in range(0, n, 1_000):
+        batch = range(lo, min(n, lo + 1_000))
+        store.add_trajectories(Trajectory.model_validate(record(i, "pre")) for i in batch)
+    store.compact_trajectories(keep=timedelta(0))
+    print(f"preloaded {n} trajectories in {time.perf_counter() - start:.1f} s", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=20_000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--window", type=int, default=2_000)
+    parser.add_argument("--preload", type=int, default=0, help="trajectories stored before the writes")
     parser.add_argument(
         "--glibc-arenas", action="store_true", help="glibc's default malloc arenas (8 per core), not 2"
     )
@@ -99,6 +120,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="flowmem-write-path-"))
     settings = Settings(db=str(root / "db"))
     run_id = seed_run(settings)
+    if args.preload:
+        preload(settings, args.preload)
     port = free_port()
     env = {**os.environ, "FLOWMEM_DB": settings.db, "FLOWMEM_API_TOKEN": TOKEN, "LANCEDB_LOG": "error"}
     if args.glibc_arenas:  # glibc's default; being set, it also keeps flowmem from limiting them
@@ -127,7 +150,7 @@ def main() -> None:
         log.close()
     print(f"load average (1, 5, 15 min) before: {before}, after: {load()} on {os.cpu_count()} cores")
     report(cpu0, done, args.window)
-    after_the_run(settings, run_id, args.writes)
+    after_the_run(settings, run_id, args.writes + args.preload)
 
 
 Done = tuple[float, float, float, float]
