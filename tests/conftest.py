@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -202,9 +202,29 @@ def concurrency_inducers(
     _reap(inducers)
 
 
+STOP_AFTER_LAST_USE = ("prefect_harness", "coexist_server")
+"""Session fixtures whose server is stopped right after the last test that uses it (see
+`stop_after_last_use`), not at the end of the session: an idle Prefect server keeps using CPU
+(its services poll: measured ~1.4 s a minute for `prefect server start`, ~1 s for the
+harness's), and the modules after their last users are most of the session."""
+
+_LAST_USE = pytest.StashKey[dict[str, str]]()
+"""For each fixture of STOP_AFTER_LAST_USE, the last test that uses it."""
+
+_STOPS = pytest.StashKey[dict[str, Callable[[], None]]]()
+"""The stops that `stop_after_last_use` registered, by fixture name."""
+
+
+def stop_after_last_use(request: pytest.FixtureRequest, name: str, stop: Callable[[], None]) -> None:
+    """Have the session fixture `name` (one of STOP_AFTER_LAST_USE) call `stop` after the last
+    test that uses it; `stop` must also be safe to call again at its own teardown."""
+    request.session.stash.setdefault(_STOPS, {})[name] = stop
+
+
 @pytest.fixture(autouse=True)
-def _start_ahead(request: pytest.FixtureRequest) -> None:
-    """Sets up each fixture of AHEAD its number of tests before the first test that uses it."""
+def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Sets up each fixture of AHEAD its number of tests before the first test that uses it;
+    after its test, stops what `stop_after_last_use` registered for that test."""
     stash = request.session.stash
     if _AHEAD not in stash:
         items = request.session.items
@@ -214,13 +234,23 @@ def _start_ahead(request: pytest.FixtureRequest) -> None:
             stash[_AHEAD][name] = (
                 {item.nodeid for item in items[max(0, users[0] - ahead) :]} if users else set()
             )
+        stash[_LAST_USE] = {}
+        for name in STOP_AFTER_LAST_USE:
+            users = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
+            if users:
+                stash[_LAST_USE][name] = users[-1]
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)
+    yield
+    stops = stash.get(_STOPS, {})
+    for name, last in stash[_LAST_USE].items():
+        if last == request.node.nodeid and name in stops:
+            stops.pop(name)()
 
 
 @pytest.fixture(scope="session")
-def prefect_harness(harness_server: HarnessServer) -> Iterator[None]:
+def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServer) -> Iterator[None]:
     """One temporary Prefect server for every flow test (started ahead, see HarnessServer)."""
     os.environ["PREFECT_HOME"] = str(harness_server.home)
     os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -237,10 +267,19 @@ def prefect_harness(harness_server: HarnessServer) -> Iterator[None]:
             server.server_process, server.running = harness_server.process, True
             patch.setattr(utilities, "_find_available_port", lambda: harness_server.port)
         harness.__enter__()
+    exited = False
+
+    def exit_harness() -> None:  # stops its server too
+        nonlocal exited
+        if not exited:
+            exited = True
+            harness.__exit__(None, None, None)
+
+    stop_after_last_use(request, "prefect_harness", exit_harness)
     try:
         yield
     finally:
-        harness.__exit__(None, None, None)
+        exit_harness()
 
 
 LAST = ("tests/test_bench.py",)
@@ -305,13 +344,14 @@ def _stop(process: subprocess.Popen[Any]) -> None:
 
 @pytest.fixture(scope="session")
 def coexist_server(
-    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
     """The real Prefect server of tests/test_prefect_coexist.py (it takes ~10 s to come up;
-    started ahead, see AHEAD)."""
+    started ahead, see AHEAD; stopped after its last test, see STOP_AFTER_LAST_USE)."""
     from tests.test_prefect_coexist import start_server
 
     process, env = start_server(tmp_path_factory.mktemp("prefect-coexist"))
+    stop_after_last_use(request, "coexist_server", lambda: _stop(process))
     yield process, env
     _stop(process)
 
