@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +69,7 @@ def _source(values: dict[int, Any], runs: Sequence[Trajectory], step_of: dict[in
 
 
 def abstract_runs(
-    template: Trajectory, runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: set[str]
+    template: Trajectory, runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: AbstractSet[str]
 ) -> Abstraction:
     """Abstract the template run's steps, aligning every example run to it by action LCS."""
     actions = template.actions

@@ -17,7 +17,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.literals import LiteralIndex, LiteralSet
 from flowmem.models import Trajectory, Workflow, WorkflowStep
 
 __all__ = [
@@ -68,7 +68,7 @@ class ClusterInput:
         return self.name or workflow_id(self.agent, self.cluster_id)
 
     @property
-    def example_literals(self) -> set[str]:
+    def example_literals(self) -> LiteralSet:
         """Values no workflow of this cluster may contain."""
         return self.literals.example_literals([*self.successes, *self.failures])
 

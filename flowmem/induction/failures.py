@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from math import comb
 from typing import NamedTuple
 
@@ -45,7 +46,7 @@ class Divergence(NamedTuple):
     """How many times the run had called `avoid` by then (2: it called it again)."""
 
 
-def _clean_error(text: str, literals: set[str]) -> str:
+def _clean_error(text: str, literals: AbstractSet[str]) -> str:
     """An error message, cut to its first line, with example values masked."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     first = mask(first, literals, "…")
@@ -55,7 +56,7 @@ def _clean_error(text: str, literals: set[str]) -> str:
     return first[:80]
 
 
-def _error_note(action: str, error: str, literals: set[str]) -> str:
+def _error_note(action: str, error: str, literals: AbstractSet[str]) -> str:
     """`<action> failed: <cleaned error>`, or `<action> returned instruction-like text (ignored)`."""
     if looks_like_injection(error):
         return f"{action} {IGNORED}"
@@ -63,7 +64,7 @@ def _error_note(action: str, error: str, literals: set[str]) -> str:
     return f"{action} failed" + (f": {message}" if message else "")
 
 
-def _error_advice(action: str, error: str, literals: set[str]) -> str:
+def _error_advice(action: str, error: str, literals: AbstractSet[str]) -> str:
     """`check the arguments of <action>: it can fail with <cleaned error>` (or the injection note)."""
     if looks_like_injection(error):
         return f"{action} {IGNORED}"
@@ -71,7 +72,9 @@ def _error_advice(action: str, error: str, literals: set[str]) -> str:
     return f"check the arguments of {action}: it can fail" + (f" with {message}" if message else "")
 
 
-def first_divergence(actions: Sequence[str], run: Trajectory, literals: set[str]) -> Divergence | None:
+def first_divergence(
+    actions: Sequence[str], run: Trajectory, literals: AbstractSet[str]
+) -> Divergence | None:
     """Where `run` first leaves the workflow `actions`, or None if it follows it to the end.
 
     The run is aligned to the workflow (longest common subsequence of actions) and walked in
@@ -132,7 +135,7 @@ def pitfalls(
     actions: Sequence[str],
     successes: Sequence[Trajectory],
     failures: Sequence[Trajectory],
-    literals: set[str],
+    literals: AbstractSet[str],
     *,
     min_support: int = 3,
     min_tasks: int = 2,
@@ -174,7 +177,9 @@ def pitfalls(
     return [f"{advice} ({-n}/{len(failed_runs)} failures)" for _, n, advice in kept[:limit]]
 
 
-def standalone_pitfalls(failures: Sequence[Trajectory], literals: set[str], *, limit: int = 3) -> list[str]:
+def standalone_pitfalls(
+    failures: Sequence[Trajectory], literals: AbstractSet[str], *, limit: int = 3
+) -> list[str]:
     """Notes for a cluster with failed runs only: the errors its runs hit (never steps to follow)."""
     found: Counter[str] = Counter()
     for run in failures:

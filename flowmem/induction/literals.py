@@ -18,7 +18,16 @@ from typing import Any
 
 from flowmem.models import Trajectory
 
-__all__ = ["LiteralIndex", "canonical", "find_literals", "in_task", "mask", "scalar_text", "scalars"]
+__all__ = [
+    "LiteralIndex",
+    "LiteralSet",
+    "canonical",
+    "find_literals",
+    "in_task",
+    "mask",
+    "scalar_text",
+    "scalars",
+]
 
 MIN_CHARS = 3
 """Shorter values (ids like "1", "no") are too common as substrings to be checked."""
@@ -70,10 +79,62 @@ def mask(text: str, literals: Iterable[str], replacement: str = "{…}") -> str:
 
 
 def find_literals(text: str, literals: Iterable[str]) -> list[str]:
-    """The literals that occur in `text` (word-bounded, case-insensitive), longest first."""
+    """The literals that occur in `text` (word-bounded, case-insensitive), longest first (then
+    alphabetically). A `LiteralSet` finds them through its index of words."""
+    if isinstance(literals, LiteralSet):
+        return literals.find(text)
     low = text.lower()
-    candidates = sorted({lit for lit in literals if lit and lit.lower() in low}, key=len, reverse=True)
-    return [lit for lit in candidates if _pattern(lit).search(text)]
+    candidates = {lit for lit in literals if lit and lit.lower() in low}
+    return [lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text)]
+
+
+def _longest_first(literal: str) -> tuple[int, str]:
+    return -len(literal), literal
+
+
+_WORD = re.compile(r"\w+")
+
+
+class LiteralSet(frozenset[str]):
+    """Literals to look for in many texts: `find_literals` then reads only those whose
+    longest word is a word of the text, instead of every literal. (A literal found whole-word
+    starts and ends at word boundaries, so each of its words is a whole word of the text.)
+    With `base` (a LiteralSet of some of them), the base's index serves for its literals, and
+    is built once however many sets share it."""
+
+    _base: LiteralSet | None = None
+
+    def __new__(cls, literals: Iterable[str] = (), base: LiteralSet | None = None) -> LiteralSet:
+        made = super().__new__(cls, literals)
+        made._base = base
+        return made
+
+    @functools.cached_property
+    def _index(self) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
+        by_word: dict[str, list[tuple[str, str]]] = {}
+        wordless: list[tuple[str, str]] = []
+        base = self._base if self._base is not None else frozenset()
+        for lit in self:
+            if not lit or lit in base:
+                continue
+            low = lit.lower()
+            words = _WORD.findall(low)
+            if words:
+                by_word.setdefault(max(words, key=len), []).append((lit, low))
+            else:
+                wordless.append((lit, low))
+        return by_word, wordless
+
+    def find(self, text: str) -> list[str]:
+        """The literals that occur in `text`, as `find_literals` finds them."""
+        low = text.lower()
+        words = set(_WORD.findall(low))
+        candidates: set[str] = set()
+        for index in (self, self._base) if self._base is not None else (self,):
+            by_word, wordless = index._index
+            candidates.update(lit for w in words for lit, lw in by_word.get(w, ()) if lw in low)
+            candidates.update(lit for lit, lw in wordless if lw in low)
+        return [lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text)]
 
 
 @dataclass
@@ -87,6 +148,7 @@ class LiteralIndex:
     max_share: float = 0.1
     """A value used by fewer than this share of trajectories is example-specific."""
     _rare: set[str] | None = field(default=None, repr=False)
+    _rare_set: LiteralSet | None = field(default=None, repr=False)
 
     vocabulary: set[str] = field(default_factory=set)
     """Vocabulary of the corpus: agent roles, action names, their dotted parts, argument keys.
@@ -149,12 +211,14 @@ class LiteralIndex:
             return None
         return sorted(texts.values(), key=str.lower)
 
-    def example_literals(self, trajectories: Sequence[Trajectory]) -> set[str]:
+    def example_literals(self, trajectories: Sequence[Trajectory]) -> LiteralSet:
         """What a workflow induced from these trajectories must not contain: every rare
         argument value of the corpus, and their argument values that appear in their own
         task text (parameters of the task, however common, unless `categorical`: one of a
         few values that many tasks share is no example's)."""
-        found = set(self.rare_values())
+        if self._rare_set is None:
+            self._rare_set = LiteralSet(self.rare_values())
+        found = set(self._rare_set)
         for t in trajectories:
             for s in t.steps:
                 for v in scalars(s.args):
@@ -164,7 +228,7 @@ class LiteralIndex:
                         and _pattern(v).search(t.task)
                     ):
                         found.add(v.lower())
-        return found
+        return LiteralSet(found, base=self._rare_set)
 
 
 def in_task(value: Any, task: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from flowmem.induction.abstract import abstract_runs
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
@@ -74,7 +75,7 @@ class RuleInducer:
             out.append(workflow)
         return Induced(out, Usage())
 
-    def _pitfalls(self, actions: list[str], cluster: ClusterInput, literals: set[str]) -> list[str]:
+    def _pitfalls(self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]) -> list[str]:
         """The strongest pitfalls against every successful run of the cluster (a failure that
         solves the task like another variant is no pitfall); one that reads as an example's
         value is left out rather than sinking the cluster."""
@@ -97,7 +98,8 @@ def variants(
         if groups and len({t.task for t in members}) < min_runs:
             break
         groups.append(members)
-        left = [t for t in left if t not in members]
+        taken = {id(t) for t in members}  # by identity: comparing runs field by field costs O(n²)
+        left = [t for t in left if id(t) not in taken]
     return groups
 
 

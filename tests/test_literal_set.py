@@ -1,0 +1,66 @@
+"""`LiteralSet`: finding literals through an index of words gives what the plain scan gives."""
+
+from __future__ import annotations
+
+import random
+
+from flowmem.induction.literals import LiteralIndex, LiteralSet, find_literals, mask
+from flowmem.models import Trajectory
+
+PIECES = [
+    "olga",
+    "Olga's",
+    "W1000",
+    "#W1000",
+    "users_count",
+    "analytics.users_count",
+    "x-y-z",
+    "...",
+    "line",
+    "online",
+]
+PIECES += [
+    "2024-05-01",
+    "olga@x.com",
+    "São Paulo",
+    "STRASSE",
+    "straße",
+    "a.b",
+    "-5",
+    "5",
+    "İstanbul",
+    "n/a",
+    "  ",
+]
+
+
+def test_the_index_finds_exactly_what_the_scan_finds() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        literals = {rng.choice(PIECES) for _ in range(rng.randint(0, 8))} | {""}
+        base = LiteralSet({lit for lit in literals if rng.random() < 0.5})
+        indexed = LiteralSet(literals | set(base), base=base)
+        text = " ".join(
+            rng.choice([*PIECES, "and", ",", "(", ")", "said:"]) for _ in range(rng.randint(0, 12))
+        )
+        for joined in (text, text.replace(" ", ""), text.upper()):
+            assert find_literals(joined, indexed) == find_literals(joined, set(indexed))
+            assert mask(joined, indexed) == mask(joined, set(indexed))
+
+
+def test_example_literals_share_the_rare_values_index() -> None:
+    runs = [
+        Trajectory.model_validate(
+            {
+                "id": f"r{i}",
+                "task": f"email {name} about it",
+                "steps": [{"action": "send", "args": {"to": name}}],
+            }
+        )
+        for i, name in enumerate(["olga", "bo", "cyrus", "dana"] * 3)
+    ]
+    index = LiteralIndex.build(runs, max_share=0.5)
+    one, two = index.example_literals(runs[:1]), index.example_literals(runs[1:2])
+    assert isinstance(one, LiteralSet) and one._base is two._base is not None
+    assert find_literals("Write to Olga", one) == ["olga"]
+    assert set(one) >= set(index.rare_values())
