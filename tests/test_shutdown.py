@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -46,8 +47,15 @@ def _burst_then_sigterm(db: Path, mode: str) -> tuple[int, int]:
         while finished < 300 and time.monotonic() < deadline:
             finished = int(child.stdout.readline() or finished)
         child.send_signal(signal.SIGTERM)
-        # Read on through the same buffered stream: `communicate` would skip what it holds.
-        rest = child.stdout.read()
+        # A stop that hangs is killed after 120 s: the test then fails (-SIGKILL) instead of
+        # hanging the whole suite on the read below.
+        watchdog = threading.Timer(120, child.kill)
+        watchdog.start()
+        try:
+            # Read on through the same buffered stream: `communicate` would skip what it holds.
+            rest = child.stdout.read()
+        finally:
+            watchdog.cancel()
         child.wait(timeout=120)
     counts = [int(x) for x in rest.split()]
     return (counts[-1] if counts else finished), child.returncode
