@@ -76,3 +76,33 @@ def test_an_applications_own_sigterm_handler_still_runs_after_the_flush(tmp_path
     assert status == 0 and Path(str(db) + ".stopped").read_text() == "yes"
     stored = store_from(Settings(db=str(db))).count_trajectories()
     assert finished <= stored <= finished + 1
+
+
+INTERRUPTED = textwrap.dedent(
+    """
+    import sys
+    from flowmem import Settings, WorkflowMemory
+    from flowmem.agents import shutdown
+
+    memory = WorkflowMemory.open(Settings(db=sys.argv[1], flush_interval=60, flush_batch=1_000_000))
+    for i in range(5):
+        with memory.record(f"task {i}", id=f"r{i}") as run:
+            run.step("mail.search", {"query": f"q{i}"}, observation="[]")
+            run.finish(success=True)
+    # As when SIGTERM lands while the main thread hands a run over: it holds the writer's,
+    # the memory's and the run's locks when the handler runs, in that same thread.
+    with memory._writer._cond, memory._lock, run._lock:
+        shutdown._close_all(from_signal=True)
+    print("closed", flush=True)
+    """
+)
+
+
+def test_a_sigterm_handler_that_interrupts_a_hand_over_stores_everything_and_returns(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, str(db)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["closed"]
+    assert store_from(Settings(db=str(db))).count_trajectories() == 5

@@ -48,7 +48,7 @@ class WorkflowMemory:
         self.settings = settings
         self.store = store if store is not None else store_from(settings)
         self._writer: Writer | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._closed = False
         self._indexes: dict[str, ServedIndex] = {}
         # Imports now, not in the writer at exit time, when Python no longer allows them.
@@ -329,14 +329,20 @@ class WorkflowMemory:
         writer = self._writer
         return True if writer is None else writer.flush(timeout)
 
-    def close(self) -> None:
-        """Store everything still buffered and stop the writer. Idempotent."""
+    def close(self, *, from_signal: bool = False) -> None:
+        """Store everything still buffered and stop the writer. Idempotent.
+
+        `from_signal`: called by a signal handler, which may have interrupted this thread
+        inside one of the hooks' locks: the runs are stored from this thread (`Writer.drain`)
+        instead of waiting for the writer thread, which could need that lock."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             writer = self._writer
-        if writer is not None:
+        if writer is not None and from_signal:
+            writer.drain()
+        elif writer is not None:
             writer.flush()
             writer.stop()
             writer.join()

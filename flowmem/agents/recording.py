@@ -77,7 +77,7 @@ class Run:
         self._submit = submit
         self._steps: list[_RawStep] = []
         self._used: list[WorkflowRef] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._outcome: dict[str, Any] = {}
         self._finished = False
         self._submitted = False

@@ -22,7 +22,7 @@ __all__ = ["track", "untrack"]
 
 
 class _Closeable(Protocol):
-    def close(self) -> None: ...
+    def close(self, *, from_signal: bool = False) -> None: ...
 
 
 _open: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -31,9 +31,9 @@ _installed = False
 _lock = threading.Lock()
 
 
-def _close_all() -> None:
+def _close_all(*, from_signal: bool = False) -> None:
     for memory in list(_open):
-        memory.close()
+        memory.close(from_signal=from_signal)
 
 
 def _at_exit() -> None:
@@ -49,7 +49,9 @@ atexit.register(_at_exit)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _close_all()
+    # The handler runs in the main thread between two of its bytecodes, maybe inside a lock the
+    # hooks hold (a run being handed to the writer): `close(from_signal=True)` stores from here.
+    _close_all(from_signal=True)
     previous = _previous
     if callable(previous):
         previous(signum, frame)

@@ -32,6 +32,8 @@ class Writer(threading.Thread):
         self._queue: list[Run] = []
         self._pending = 0
         self._closing = False
+        self._idle = threading.Event()  # clear while a batch taken from the queue is written
+        self._idle.set()
 
     def submit(self, run: Run) -> None:
         with self._cond:
@@ -53,6 +55,20 @@ class Writer(threading.Thread):
                 self._cond.wait(left)
         return True
 
+    def drain(self, timeout: float = 60.0) -> None:
+        """Store every queued run from the calling thread and close: for a signal handler,
+        which may have interrupted that thread inside `submit` (holding this writer's lock,
+        re-entrant). It waits only for the batch the writer thread is writing (up to
+        `timeout`); holding the lock, it lets that thread take no other."""
+        with self._cond:
+            self._closing = True
+            self._idle.wait(timeout)
+            batch, self._queue = self._queue, []
+            if batch:
+                self._write(batch)
+                self._pending -= len(batch)
+            self._cond.notify_all()
+
     def stop(self) -> None:
         with self._cond:
             self._closing = True
@@ -66,10 +82,15 @@ class Writer(threading.Thread):
                 batch = self._queue[: self.settings.flush_batch]
                 del self._queue[: len(batch)]
                 done = self._closing and not self._queue and not batch
+                if batch:
+                    self._idle.clear()
             if done:
                 return
             if batch:
-                self._write(batch)
+                try:
+                    self._write(batch)
+                finally:
+                    self._idle.set()
                 with self._cond:
                     self._pending -= len(batch)
                     self._cond.notify_all()

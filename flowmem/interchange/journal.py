@@ -35,7 +35,7 @@ class Journal:
     def __init__(self, directory: Path, *, segment_bytes: int = 4 << 20) -> None:
         self.directory, self.segment_bytes = directory, segment_bytes
         self.owner = f"{os.getpid()}-{time.time_ns()}"
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._seq = 0
         self._keys: dict[int, set[Key]] = {}  # segment -> runs in it not yet stored
         self._where: dict[Key, set[int]] = {}  # run -> segments holding a line of it
