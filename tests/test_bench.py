@@ -21,6 +21,7 @@ KEYS = [
     "induce_10k_s",
     "induce_flow_10k_s",
     "incremental_ratio",
+    "incremental_inprocess_ratio",
     "api_search_rps_8",
 ]
 

@@ -98,6 +98,7 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
         # Nothing new: what any `flowmem induce` process costs before it does any work.
         nothing = _flowmem_cpu("induce", db=db, home=tmp, check=False)
         out["induce_nothing_new_s"], out["induce_nothing_new_cpu_s"] = nothing
+        out.update(_in_one_process(data, extra, f"{tmp}/inproc", home=tmp))
         if flow:
             db, home = f"{tmp}/flow", f"{tmp}/prefect"
             with _prefect_server(home) as (api, started):
@@ -105,6 +106,45 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
                 out["flow_ingest_s"] = _flowmem("ingest", data, db=db, home=home)
                 out["flow_induce_s"] = _flowmem("run", "induce", db=db, home=home, check=False, api=api)
     return out
+
+
+_IN_ONE_PROCESS = """
+import json, sys, time
+from pathlib import Path
+from flowmem.interchange import Rejection, read_trajectories
+from flowmem.induction.rule import RuleInducer
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.settings import Settings
+
+settings = Settings(db=sys.argv[1])
+store = store_from(settings)
+out = {}
+for name, path in (("full", sys.argv[2]), ("incremental", sys.argv[3])):
+    runs = [t for t in read_trajectories(Path(path), settings) if not isinstance(t, Rejection)]
+    store_trajectories(store, runs, settings.scrub)
+    wall, cpu = time.perf_counter(), time.process_time()
+    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    out[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+print(json.dumps(out))
+"""
+
+
+def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, float]:
+    """The full induction and the incremental one in one process, as `flowmem serve` runs
+    them (imports and the store's opening paid once): seconds, CPU seconds and their ratios."""
+    env = {**os.environ, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
+    command = [sys.executable, "-c", _IN_ONE_PROCESS, db, data, extra]
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    (full_s, full_cpu), (inc_s, inc_cpu) = found["full"], found["incremental"]
+    return {
+        "inprocess_induce_s": full_s,
+        "inprocess_incremental_s": inc_s,
+        "incremental_inprocess_ratio": inc_s / full_s,
+        "incremental_inprocess_cpu_ratio": inc_cpu / full_cpu,
+    }
 
 
 @contextlib.contextmanager

@@ -68,6 +68,7 @@ def run_bench(
             out["prefect_server_start_s"] = found["prefect_server_start_s"]
             out["incremental_ratio"] = found["incremental_ratio"]
             out["induce_nothing_new_ratio"] = found["induce_nothing_new_s"] / found["induce_s"]
+            out["incremental_inprocess_ratio"] = found["incremental_inprocess_ratio"]
     log(f"api: 8 clients, {API:,} workflows ...")
     out.update(api_search(size(API)))
     log("memharness ...")
