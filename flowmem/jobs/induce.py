@@ -325,7 +325,7 @@ def _as_json(memberships: Memberships) -> dict[str, dict[str, list[str]]]:
 def _state(plan: RunPlan, failed: Sequence[str]) -> dict[str, Any]:
     """What the next run starts from: each cluster's fingerprint and counts when it was last
     induced (a deferred cluster keeps those of before), the failed clusters, the fitted
-    memberships, the placements, the fit."""
+    memberships, the placements, the fit, the sub-routines' keys (a fit's, or kept)."""
     before = plan.last.state if plan.last else {}
     prints, sizes = dict(plan.prints), {k: list(v) for k, v in plan.sizes.items()}
     for key in plan.deferred:
@@ -338,7 +338,6 @@ def _state(plan: RunPlan, failed: Sequence[str]) -> dict[str, Any]:
         "placed": _as_json(plan.placed),
         "fit": plan.fit,
         "refit": plan.refit,
-        # The sub-routines' keys: a fit's, or kept from the last run (`assign_run`).
         "subroutines": sorted(c.key for c in plan.clusters.clusters if c.kind == "subroutine")
         if plan.refit is not None
         else list(before.get("subroutines", [])),
