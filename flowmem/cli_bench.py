@@ -109,7 +109,7 @@ def table(r: dict[str, Any]) -> Table:
         f"{r[key]:.0%} {label}"
         for key, label in (
             ("incremental_cpu_ratio", "in CPU time"),
-            ("incremental_inprocess_ratio", "in one process, as `flowmem serve` runs it"),
+            ("incremental_inprocess_ratio", "in one long-lived process"),
             ("induce_nothing_new_ratio", "for a run that finds nothing new"),
         )
         if r.get(key) is not None

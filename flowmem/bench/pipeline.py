@@ -132,8 +132,9 @@ print(json.dumps(out))
 
 
 def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, float]:
-    """The full induction and the incremental one in one process, as `flowmem serve` runs
-    them (imports and the store's opening paid once): seconds, CPU seconds and their ratios."""
+    """The full induction and the incremental one in one long-lived process (imports and the
+    store's opening paid once, as in the API's induce route; `flowmem serve` starts a
+    subprocess per flow run): seconds, CPU seconds and their ratios."""
     env = {**os.environ, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
     command = [sys.executable, "-c", _IN_ONE_PROCESS, db, data, extra]
     done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
