@@ -172,19 +172,27 @@ def _reap(processes: list[subprocess.Popen[str]]) -> None:
         p.communicate()
 
 
+def _spawned(
+    factory: pytest.TempPathFactory, name: str, niceness: int
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """tests/test_concurrency.py's `spawn_<name>` processes in a directory of their own,
+    started at `niceness`, ready and waiting; reaped at the end."""
+    import tests.test_concurrency as concurrency
+
+    cwd = factory.mktemp(name)
+    processes: list[subprocess.Popen[str]] = getattr(concurrency, f"spawn_{name}")(cwd)
+    for p in processes:
+        background(p.pid, niceness)
+    yield cwd, processes
+    _reap(processes)
+
+
 @pytest.fixture(scope="session")
 def concurrency_writers(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
     """The writer processes of tests/test_concurrency.py, ready and waiting; their directory."""
-    from tests.test_concurrency import spawn_writers
-
-    cwd = tmp_path_factory.mktemp("writers")
-    writers = spawn_writers(cwd)
-    for p in writers:
-        background(p.pid)
-    yield cwd, writers
-    _reap(writers)
+    yield from _spawned(tmp_path_factory, "writers", BACKGROUND_NICENESS)
 
 
 @pytest.fixture(scope="session")
@@ -192,14 +200,8 @@ def concurrency_inducers(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
     """The induction processes of tests/test_concurrency.py, ready and waiting; their directory."""
-    from tests.test_concurrency import spawn_inducers
-
-    cwd = tmp_path_factory.mktemp("inducers")
-    inducers = spawn_inducers(cwd)
-    for p in inducers:
-        background(p.pid, BACKGROUND_NICENESS + 2)  # the writers, needed first, go first
-    yield cwd, inducers
-    _reap(inducers)
+    # The writers, needed first, go first.
+    yield from _spawned(tmp_path_factory, "inducers", BACKGROUND_NICENESS + 2)
 
 
 STOP_AFTER_LAST_USE = ("prefect_harness", "coexist_server")
