@@ -8,7 +8,7 @@ from typing import Any
 
 from flowmem.models import Trajectory, Workflow
 
-__all__ = ["render_block", "render_call", "render_trajectory", "render_workflow"]
+__all__ = ["render_block", "render_call", "render_trajectory", "render_workflow", "subroutines_shown"]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -75,10 +75,15 @@ def render_trajectory(t: Trajectory) -> str:
     return "\n".join(lines)
 
 
+def subroutines_shown(memories: Sequence[Workflow | Trajectory]) -> dict[str, str]:
+    """The sub-routines among memories shown together, id -> name (`render_workflow`'s `shown`)."""
+    return {m.id: m.name for m in memories if isinstance(m, Workflow) and m.kind == "subroutine"}
+
+
 def render_block(memories: Sequence[Workflow | Trajectory]) -> str:
     """Several memories, separated by blank lines; a workflow composed of a sub-routine that
     is among them refers to it by name (`render_workflow`'s `shown`)."""
-    shown = {m.id: m.name for m in memories if isinstance(m, Workflow) and m.kind == "subroutine"}
+    shown = subroutines_shown(memories)
     return "\n\n".join(
         render_workflow(m, shown=shown) if isinstance(m, Workflow) else render_trajectory(m) for m in memories
     )

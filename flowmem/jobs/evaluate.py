@@ -23,7 +23,7 @@ from flowmem.induction.metrics import (
     slot_literals,
 )
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.render import render_trajectory, render_workflow
+from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
@@ -86,7 +86,7 @@ def evaluate(
             hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
             # As `memory.context` renders them together: a workflow composed of a sub-routine
             # shown beside it names it instead of repeating its steps (`render_block`).
-            shown = {w.id: w.name for w in hits if w.kind == "subroutine"}
+            shown = subroutines_shown(hits)
             texts = [render_workflow(w, shown=shown) if shown else w_text[w.id] for w in hits]
             flow.append(
                 Retrieval(
