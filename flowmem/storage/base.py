@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -74,6 +76,38 @@ def select(table: Any, where: str | None, columns: Sequence[str] | None = None) 
     return query.limit(None).to_arrow()
 
 
+Key = tuple[str, str]
+"""(namespace, id) of a trajectory."""
+
+
+@dataclass
+class KnownKeys:
+    """The keys of every stored trajectory as of one version of the trajectories table, as
+    a store's own writes left them (`flowmem.storage.appends`)."""
+
+    version: int = -1
+    """The table version they are those of (-1: none; read them before the next write)."""
+    keys: set[Key] = field(default_factory=set)
+    """The keys themselves."""
+    neutral: set[int] = field(default_factory=set)
+    """Later versions that moved no key: compactions this store made."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held for a whole write: a store's threads write one at a time."""
+    refreshes: int = 0
+    """How often the keys were read from the table (what tests and benchmarks look at)."""
+    checks: int = 0
+    """Appends that another commit preceded, checked for keys stored before them."""
+
+    def explains(self, start: int, end: int) -> bool:
+        """Whether every version after `start` up to `end` moved no key (`start` >= 0)."""
+        if start < 0 or end < start:
+            return False
+        if all(v in self.neutral for v in range(start + 1, end + 1)):
+            self.neutral = {v for v in self.neutral if v > end}
+            return True
+        return False
+
+
 _CONNECTED: weakref.WeakSet[StoreBase] = weakref.WeakSet()
 """Stores holding a LanceDB connection (`release_all`)."""
 
@@ -88,6 +122,7 @@ def release_all() -> None:
     for store in list(_CONNECTED):
         store._tables.clear()
         store._db = None
+        store._appender = None
     gc.collect()
 
 
@@ -101,6 +136,9 @@ class StoreBase:
         builds the one the settings select)."""
         self._db: Any = None
         self._tables: dict[str, Any] = {}
+        self._appender: Any = None
+        self._known = KnownKeys()
+        """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""
         self.writes = 0
         """Commits this object made that change what is served (versions, status, usage, a
         rollback): an in-process served index rebuilds at once after one, without waiting
@@ -153,6 +191,17 @@ class StoreBase:
                 )
             self._tables[name] = table
         return table
+
+    def _trajectories_for_appends(self) -> Any:
+        """A handle of the trajectories table that reloads only when told to
+        (`flowmem.storage.appends`), on a connection of its own."""
+        if self._appender is None:
+            import lancedb
+
+            _ = self._trajectories()  # migrated, created, and its embedder checked
+            session = lancedb.Session(metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=0)
+            self._appender = lancedb.connect(self.settings.db, session=session).open_table(TRAJECTORIES)
+        return self._appender
 
     def _trajectories(self) -> Any:
         e = self.embedder

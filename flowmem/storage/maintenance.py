@@ -29,6 +29,10 @@ _MARGIN = timedelta(seconds=0.5)
 """Versions made this shortly before the oldest needed one are kept too: LanceDB takes its
 cutoff from its own clock a few milliseconds after ours."""
 _FOREVER = timedelta(days=365 * 100)
+_LANCE_CACHE = 16 * 1024 * 1024
+
+COMPACT_TARGET_ROWS = 8_192
+"""A frequent compaction leaves fragments of this many rows alone (see `compact_trajectories`)."""
 
 
 class TableState(BaseModel, frozen=True):
@@ -110,9 +114,26 @@ class MaintenanceMixin(RunsMixin):
         )
 
     def compact_trajectories(self, *, keep: timedelta) -> None:
-        """Compact the trajectories table and prune its versions older than `keep`: what a
-        writer that commits often calls every so many commits."""
-        self._optimize(self._trajectories(), keep)
+        """Compact the trajectories table's recent files and prune its versions older than
+        `keep`: what a writer that commits often calls every so many commits.
+
+        Only fragments under `COMPACT_TARGET_ROWS` rows are rewritten (Lance's own compaction,
+        through `lance`: LanceDB's `optimize` rewrites every fragment under 1M rows, so each
+        of its compactions cost time in proportion to the table). A compaction moves no
+        trajectory, so this store's next write does not read the table's keys again."""
+        import lance
+
+        table = self._trajectories()
+        dataset = lance.dataset(table.uri, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0)
+        before = dataset.version
+        _retry(lambda: dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS))
+        if dataset.version != before:
+            with self._known.lock:
+                self._known.neutral.add(int(dataset.version))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*older_than.*")
+            dataset.cleanup_old_versions(older_than=max(keep, timedelta(0)))
+        table.checkout_latest()
 
     def checkout_tags(self, namespace: str) -> dict[str, int]:
         """Check out every run tag of a namespace's workflows table and count its rows: a tag

@@ -21,7 +21,9 @@ from flowmem.induction.diff import WorkflowDiff, diff_workflows
 from flowmem.models import Trajectory, Workflow, now
 from flowmem.policy.serving import served_versions
 from flowmem.storage import rows
+from flowmem.storage.appends import append_new
 from flowmem.storage.base import (
+    TRAJECTORIES,
     NotFoundError,
     StoreError,
     Vector,
@@ -85,28 +87,16 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         return stored
 
     def _insert_trajectories(self, batch: list[Trajectory]) -> set[tuple[str, str]]:
-        vectors = self.embedder.embed([t.task for t in batch])
+        keys = [(t.namespace, t.id) for t in batch]
         at = now()
-        data = [rows.trajectory_to_row(t, v, at) for t, v in zip(batch, vectors, strict=True)]
-        table = self._trajectories()
 
-        def write() -> int:
-            merge = table.merge_insert(["namespace", "id"]).when_not_matched_insert_all()
-            return int(merge.execute(data).num_inserted_rows)
+        def build(positions: list[int]) -> list[dict[str, Any]]:
+            chosen = [batch[i] for i in positions]
+            vectors = self.embedder.embed([t.task for t in chosen])
+            return [rows.trajectory_to_row(t, v, at) for t, v in zip(chosen, vectors, strict=True)]
 
-        inserted = _retry(write)
-        keys = {(t.namespace, t.id) for t in batch}
-        if inserted == len(batch):
-            return keys
-        # Some were stored before: ours are the rows that carry this commit's `stored_at`.
-        found: set[tuple[str, str]] = set()
-        for ns in sorted({k[0] for k in keys}):
-            ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
-            where = f"namespace = {quote(ns)} AND id IN ({ids})"
-            for r in rows.rows_of(select(table, where, ["id", "stored_at"])):
-                if r["stored_at"] == at:
-                    found.add((ns, r["id"]))
-        return found
+        reopen = lambda: self.db.open_table(TRAJECTORIES)  # noqa: E731
+        return append_new(self._trajectories_for_appends(), self._known, keys, build, at, reopen)
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a trajectory or a workflow, sorted."""

@@ -1,0 +1,91 @@
+"""Storing new trajectories by appending, not merging: a write that costs the same at any size.
+
+A LanceDB `merge_insert` that skips stored keys joins the batch against the key columns of
+every row, so each write costs more as the table grows (measured in LanceDB 0.40, 4 rows a
+write: 14 ms at 2,000 rows, 21 ms at 100,000; an `add` of the same rows: 5.3 and 5.7 ms).
+A store instead remembers the (namespace, id) of every stored trajectory as of one table
+version (`KnownKeys`), appends the rows whose key it does not hold, and keeps that memory
+only while the table moves by its own appends:
+
+- when the table is at another version than the one remembered (another process wrote, or an
+  update ran), the keys are read again, once, before the write; a compaction that this store
+  ran (`KnownKeys.neutral`) moves no key and needs no read;
+- when something else committed between that look and the append, the keys are forgotten
+  and the append is checked: a key that the table held at the version just before it was
+  stored by an earlier commit, which keeps it, and this append's row of it (told by its
+  `stored_at`) is deleted. Of two writers that store a
+  key at once, the later commit always sees the earlier one, so the key ends stored once —
+  what a merge did not give (two concurrent merges of one new key both inserted it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from flowmem.storage.base import Key, KnownKeys, _retry, quote, select
+
+__all__ = ["append_new"]
+
+
+def append_new(
+    table: Any,
+    known: KnownKeys,
+    keys: Sequence[Key],
+    build: Callable[[list[int]], list[dict[str, Any]]],
+    stored_at: datetime,
+    reopen: Callable[[], Any],
+) -> set[Key]:
+    """Append the rows of the keys not stored yet; returns the keys this call stored.
+
+    `keys` are distinct; `build(positions)` makes the rows of those positions (each with
+    `stored_at` as given); `reopen()` opens another handle of the table, to read an older
+    version without moving `table`. `table` is a handle that does not look for newer versions
+    by itself (a connection with no read-consistency interval): through one that does, the
+    version an append returns is at times the latest one after it, not its own (measured in
+    LanceDB 0.40: 2 of 160 concurrent appends), and the check would take its own rows for
+    earlier ones."""
+    with known.lock:
+        table.checkout_latest()
+        version = int(table.version)
+        if not known.explains(known.version, version):
+            got = select(table, None, ["namespace", "id"])
+            known.keys = set(zip(got["namespace"].to_pylist(), got["id"].to_pylist(), strict=True))
+            known.refreshes += 1
+        known.version = version
+        new = [i for i, key in enumerate(keys) if key not in known.keys]
+        if not new:
+            return set()
+        data = build(new)
+        committed = int(_retry(lambda: table.add(data)).version)
+        added = {keys[i] for i in new}
+        if known.explains(version, committed - 1):
+            known.keys |= added
+            known.version = committed
+            return added
+        known.version = -1
+        known.checks += 1
+        before = reopen()
+        before.checkout(committed - 1)
+        earlier = _stored(before, added)
+        if earlier:
+            _delete_mine(table, earlier, stored_at)
+        return added - earlier
+
+
+def _stored(table: Any, keys: set[Key]) -> set[Key]:
+    found: set[Key] = set()
+    for ns in sorted({n for n, _ in keys}):
+        ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
+        got = select(table, f"namespace = {quote(ns)} AND id IN ({ids})", ["id"])
+        found |= {(ns, i) for i in got["id"].to_pylist()}
+    return found
+
+
+def _delete_mine(table: Any, keys: set[Key], stored_at: datetime) -> None:
+    when = stored_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    for ns in sorted({n for n, _ in keys}):
+        ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
+        where = f"namespace = {quote(ns)} AND id IN ({ids}) AND stored_at = TIMESTAMP '{when}'"
+        _retry(lambda where=where: table.delete(where))  # type: ignore[misc]
