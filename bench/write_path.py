@@ -12,7 +12,7 @@ a checkout of every run tag and a rollback of the run.
 `flowmem maintain` leaves a store), so the writes go to a table that is already large: what a
 write costs at 100,000 rows against the same writes on a small table.
 
-`flowmem api` limits glibc's malloc arenas to 2 itself (flowmem/cli_runtime.py);
+`flowmem api` limits glibc's malloc arenas to 4 itself (flowmem/cli_runtime.py);
 `--glibc-arenas` starts it with MALLOC_ARENA_MAX at glibc's own default (8 per core), which
 turns that limit off: the RSS it had before.
 
@@ -102,7 +102,7 @@ def preload(settings: Settings, n: int) -> None:
     for lo in range(0, n, 1_000):
         batch = range(lo, min(n, lo + 1_000))
         store.add_trajectories(Trajectory.model_validate(record(i, "pre")) for i in batch)
-    store.compact_trajectories(keep=timedelta(0))
+    store.maintain_table("trajectories", keep=timedelta(0))
     print(f"preloaded {n} trajectories in {time.perf_counter() - start:.1f} s", flush=True)
 
 
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=2_000)
     parser.add_argument("--preload", type=int, default=0, help="trajectories stored before the writes")
     parser.add_argument(
-        "--glibc-arenas", action="store_true", help="glibc's default malloc arenas (8 per core), not 2"
+        "--glibc-arenas", action="store_true", help="glibc's default malloc arenas (8 per core), not 4"
     )
     args = parser.parse_args()
 
@@ -126,7 +126,7 @@ def main() -> None:
     env = {**os.environ, "FLOWMEM_DB": settings.db, "FLOWMEM_API_TOKEN": TOKEN, "LANCEDB_LOG": "error"}
     if args.glibc_arenas:  # glibc's default; being set, it also keeps flowmem from limiting them
         env["MALLOC_ARENA_MAX"] = str(8 * (os.cpu_count() or 1))
-    print(f"API malloc arenas: {env.get('MALLOC_ARENA_MAX', '2 (flowmem api limits them)')} max", flush=True)
+    print(f"API malloc arenas: {env.get('MALLOC_ARENA_MAX', '4 (flowmem api limits them)')} max", flush=True)
     log = (root / "api.log").open("wb")
     command = [sys.executable, "-m", "flowmem.cli", "api", "--port", str(port)]
     proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

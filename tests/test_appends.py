@@ -70,3 +70,21 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
     assert set(found) == expected and max(found.values()) == 1
     assert sum(told) == len(expected)
     assert sum(s._known.checks for s in stores) > 0  # the writes did overlap
+
+
+def test_a_frequent_compaction_rewrites_only_small_fragments_and_costs_no_key_read(store: Store) -> None:
+    store.add_trajectories(traj(i) for i in range(60))  # one fragment of 60 rows
+    for i in range(60, 70):
+        store.add_trajectories([traj(i)])  # ten of one row
+    table = store._trajectories()
+    big = [f for f in table.to_lance().get_fragments() if f.count_rows() == 60]
+    assert len(big) == 1 and len(table.to_lance().get_fragments()) == 11
+    store.compact_trajectories(keep=timedelta(0), target_rows=50)
+    after = store._trajectories().to_lance().get_fragments()
+    assert [(f.fragment_id, f.count_rows()) for f in after] == [
+        (big[0].fragment_id, 60),
+        (after[1].fragment_id, 10),
+    ]
+    assert store.add_trajectories([traj(5), traj(70)]) == 1
+    assert store._known.refreshes == 1 and store._known.checks == 0  # the compaction moved no key
+    assert copies(store) == Counter({f"t-{i}": 1 for i in range(71)})

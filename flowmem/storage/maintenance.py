@@ -31,6 +31,10 @@ cutoff from its own clock a few milliseconds after ours."""
 _FOREVER = timedelta(days=365 * 100)
 _LANCE_CACHE = 16 * 1024 * 1024
 
+_MOVES_NO_KEY = {"Rewrite", "BaseOperation"}
+"""Lance operations that add or remove no row: a compaction's rewrite, and its reservation of
+fragment ids (an operation pylance 13 does not name: `BaseOperation`)."""
+
 COMPACT_TARGET_ROWS = 8_192
 """A frequent compaction leaves fragments of this many rows alone (see `compact_trajectories`)."""
 
@@ -113,11 +117,11 @@ class MaintenanceMixin(RunsMixin):
             before=before, after=self.table_state(name), kept_from=present[0] if present else None
         )
 
-    def compact_trajectories(self, *, keep: timedelta) -> None:
+    def compact_trajectories(self, *, keep: timedelta, target_rows: int = COMPACT_TARGET_ROWS) -> None:
         """Compact the trajectories table's recent files and prune its versions older than
         `keep`: what a writer that commits often calls every so many commits.
 
-        Only fragments under `COMPACT_TARGET_ROWS` rows are rewritten (Lance's own compaction,
+        Only fragments under `target_rows` rows are rewritten (Lance's own compaction,
         through `lance`: LanceDB's `optimize` rewrites every fragment under 1M rows, so each
         of its compactions cost time in proportion to the table). A compaction moves no
         trajectory, so this store's next write does not read the table's keys again."""
@@ -125,11 +129,19 @@ class MaintenanceMixin(RunsMixin):
 
         table = self._trajectories()
         dataset = lance.dataset(table.uri, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0)
-        before = dataset.version
-        _retry(lambda: dataset.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS))
-        if dataset.version != before:
+        before = int(dataset.version)
+        _retry(lambda: dataset.optimize.compact_files(target_rows_per_fragment=target_rows))
+        if (after := int(dataset.version)) > before:
+            # Lance's compaction commits twice (fragment ids reserved, then the rewrite); a
+            # writer that committed between them stays unexplained.
+            done = dataset.get_transactions(after - before)  # the latest first
+            moved_no_key = {
+                v
+                for v, tx in zip(range(after, before, -1), done, strict=False)
+                if tx is not None and type(tx.operation).__name__ in _MOVES_NO_KEY
+            }
             with self._known.lock:
-                self._known.neutral.add(int(dataset.version))
+                self._known.neutral |= moved_no_key
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*older_than.*")
             dataset.cleanup_old_versions(older_than=max(keep, timedelta(0)))
