@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -76,6 +78,26 @@ def test_lcs_and_medoid() -> None:
     assert lcs_len([], ["a"]) == 0
     seqs = [["s", "f"], ["s", "l", "f"], ["s", "l", "f"], ["s", "l", "l", "f", "x"]]
     assert seqs[medoid(seqs)] == ["s", "l", "f"]
+
+
+def test_medoid_is_the_exact_best_agreement_shorter_then_first_on_ties() -> None:
+    """Distinct sequences are compared once, weighted by their count: the same choice as
+    comparing every pair, with exact totals."""
+
+    def by_every_pair(seqs: list[list[str]]) -> int:
+        def dice(a: list[str], b: list[str]) -> Fraction:
+            return Fraction(2 * lcs_len(a, b), len(a) + len(b)) if a or b else Fraction(1)
+
+        ranks = [(sum((dice(a, b) for b in seqs), Fraction(0)), -len(a)) for a in seqs]
+        return ranks.index(max(ranks))
+
+    rng = random.Random(7)
+    for _ in range(400):
+        pool = [[rng.choice("abcd") for _ in range(rng.randint(0, 5))] for _ in range(rng.randint(1, 6))]
+        seqs = [list(rng.choice(pool)) for _ in range(rng.randint(1, 20))]
+        assert medoid(seqs) == by_every_pair(seqs)
+    assert medoid([["a", "b"], ["a", "c"], ["a", "b"], ["a", "c"]]) == 0  # a tie: the first
+    assert medoid([["a", "b", "c"], ["a", "b"], ["a", "b", "c"], ["a", "b"]]) == 1  # a tie: the shorter
 
 
 def test_literals_match_whole_words_and_skip_vocabulary() -> None:

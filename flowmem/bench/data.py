@@ -34,7 +34,8 @@ def queries(n: int, *, seed: int = 1) -> list[str]:
 def fill(store: Store, n: int, *, namespace: str = "default", keys: int = 1, batch: int = 20_000) -> None:
     """Commit n active workflows, each keyed by `keys` task texts, in runs of `batch`."""
     for start in range(0, n, batch):
-        chosen, vectors = [], {}
+        chosen: list[Workflow] = []
+        texts: list[str] = []
         for i in range(start, min(n, start + batch)):
             rng = random.Random(i)
             verb, thing = VERBS[i % len(VERBS)], THINGS[(i // len(VERBS)) % len(THINGS)]
@@ -48,5 +49,7 @@ def fill(store: Store, n: int, *, namespace: str = "default", keys: int = 1, bat
                 status="active",
             )
             chosen.append(w)
-            vectors[w.id] = store.embedder.embed([task_text(i * keys + j, rng) for j in range(keys)])
+            texts.extend(task_text(i * keys + j, rng) for j in range(keys))
+        embedded = store.embedder.embed(texts)  # one call for the batch, as an inducer embeds its tasks
+        vectors = {w.id: embedded[k * keys : (k + 1) * keys] for k, w in enumerate(chosen)}
         store.commit_run(InductionRun(id=f"bench-{start}", namespace=namespace), chosen, keys=vectors)

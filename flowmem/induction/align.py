@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from fractions import Fraction
 
 __all__ = ["lcs_len", "lcs_pairs", "medoid"]
 
@@ -45,17 +47,27 @@ def medoid(sequences: Sequence[Sequence[str]]) -> int:
 
     Agreement is the Dice overlap 2·LCS/(len a + len b), which rewards covering the other
     runs' steps and penalises steps they do not take; ties go to the shorter, then the first.
+    Runs of one kind often repeat the same actions: each distinct sequence is compared once
+    with each other, weighted by how often it occurs, and the totals are kept exact (a tie is
+    a tie, whatever the order of the sums).
     """
-    best, best_key = 0, (-1.0, 0)
-    cache: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
-    for i, a in enumerate(sequences):
-        total = 0.0
-        for b in sequences:
-            key = (tuple(a), tuple(b))
-            if key not in cache:
-                cache[key] = 2 * lcs_len(a, b) / (len(a) + len(b)) if a or b else 1.0
-            total += cache[key]
+    first: dict[tuple[str, ...], int] = {}
+    count: Counter[tuple[str, ...]] = Counter()
+    for i, seq in enumerate(sequences):
+        key = tuple(seq)
+        first.setdefault(key, i)
+        count[key] += 1
+    distinct = list(first)
+    best, best_key = 0, (Fraction(-1), 0)
+    for a in distinct:
+        total = sum(
+            (
+                n * (Fraction(2 * lcs_len(a, b), len(a) + len(b)) if a or b else Fraction(1))
+                for b, n in count.items()
+            ),
+            Fraction(0),
+        )
         rank = (total, -len(a))
-        if rank > best_key:
-            best, best_key = i, rank
+        if rank > best_key:  # in order of first occurrence: a tie keeps the first
+            best, best_key = first[a], rank
     return best

@@ -266,12 +266,16 @@ class StoreBase:
         if not workflows:
             return int(table.version)
         self._check_versions(table, namespace, workflows)
-        embedded = self.embedder.embed([rows.workflow_text(w) for w in workflows])
+        unkeyed = [w for w in workflows if not keys or w.id not in keys]  # only these are embedded
+        texts = [rows.workflow_text(w) for w in unkeyed]
+        embedded = dict(
+            zip((w.id for w in unkeyed), self.embedder.embed(texts) if texts else [], strict=True)
+        )
         data = [
             rows.workflow_to_row(w, keys[w.id], (shares or {}).get(w.id))
             if keys and w.id in keys
-            else rows.workflow_to_row(w, v[None, :])
-            for w, v in zip(workflows, embedded, strict=True)
+            else rows.workflow_to_row(w, embedded[w.id][None, :])
+            for w in workflows
         ]
 
         def write() -> int:
