@@ -8,9 +8,9 @@ the demo's generator), then time
 - cluster: fitting every agent's clusters (`plan_clusters`: PCA, HDBSCAN, sub-routine shapes);
 - induce: the rule inducer over every cluster that changed;
 - commit: assembling the drafts and the one LanceDB commit of the run (`commit_outcomes`);
-and the process's RSS growth. Then the slope of each stage between consecutive sizes: the
-exponent b in time ~ n^b (1 is linear). Stage times are wall seconds of one run each, after a
-first run at 200 trajectories that pays the imports.
+and the growth of the process's peak RSS over its RSS before the ingest. Then the slope of each
+stage between consecutive sizes: the exponent b in time ~ n^b (1 is linear). Stage times are
+wall seconds of one run each, after a first run at 200 trajectories that pays the imports.
 
 Usage: python bench/scaling.py [--sizes 1000,3000,10000,30000] [--json]
 """
@@ -18,9 +18,9 @@ Usage: python bench/scaling.py [--sizes 1000,3000,10000,30000] [--json]
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
-import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,8 +37,18 @@ from flowmem.storage import Store
 STAGES = ["embed", "ingest", "read", "cluster", "induce", "commit"]
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def reset_peak() -> None:
+    """Start the peak RSS (VmHWM) over from the current RSS (Linux: /proc/self/clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def status_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def timed(spent: dict[str, float], stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,7 +69,9 @@ def measure(n: int) -> dict[str, float]:
         settings = Settings(db=f"{tmp}/db")
         store = store_from(settings)
         store.prepare()
-        before = rss_mb()
+        gc.collect()
+        reset_peak()
+        before = status_mb("VmRSS")
         start = time.perf_counter()
         store.embedder.embed([t.task for t in trajectories])
         spent["embed"] = time.perf_counter() - start
@@ -85,7 +97,7 @@ def measure(n: int) -> dict[str, float]:
                 setattr(induce_job, name, fn)
             Store.list_trajectories = list_trajectories  # type: ignore[method-assign]
         spent["workflows"] = float(len(report.versions))
-        spent["rss_growth_mb"] = rss_mb() - before
+        spent["peak_rss_growth_mb"] = status_mb("VmHWM") - before
     return spent
 
 
@@ -103,7 +115,8 @@ def main() -> None:
             row = "  ".join(f"{s} {results[n].get(s, 0.0):7.2f}" for s in STAGES)
             print(
                 f"{n:>7} trajectories: {row}  (induce in all {results[n]['total_induce']:.2f} s, "
-                f"{results[n]['workflows']:.0f} workflow versions)",
+                f"{results[n]['workflows']:.0f} workflow versions; peak RSS "
+                f"+{results[n]['peak_rss_growth_mb']:.0f} MB)",
                 flush=True,
             )
     slopes = {
