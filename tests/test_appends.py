@@ -38,9 +38,22 @@ def test_what_another_store_wrote_is_seen_before_the_next_append(settings: Setti
     assert a.add_trajectories([traj(2), traj(3), traj(4)]) == 1  # b's two are stored
     b.compact_trajectories(keep=timedelta(0))  # a compaction moves the version, not the keys
     assert a.add_trajectories([traj(4), traj(5), traj(2, namespace="other")]) == 2
-    assert a._known.refreshes == 3
+    assert (a._known.refreshes, a._known.catch_ups) == (1, 2)  # one full read, then the news
     assert copies(a) == Counter({f"t-{i}": 1 for i in range(1, 6)})
     assert copies(a, "other") == Counter({"t-2": 1})
+
+
+def test_after_another_writer_a_store_reads_only_the_fragments_added_since(settings: Settings) -> None:
+    a, b = store_from(settings), store_from(settings)
+    assert a.add_trajectories(traj(i) for i in range(300)) == 300  # one fragment
+    assert b.add_trajectories([traj(300)]) == 1
+    assert a.add_trajectories([traj(301)]) == 1
+    read = a._known.keys_read
+    assert b.add_trajectories([traj(302), traj(301)]) == 1
+    assert a.add_trajectories([traj(303), traj(302)]) == 1  # b's 302 is known: not stored twice
+    assert a._known.keys_read - read == 2  # b's new row and a's own last append, of 303
+    assert (a._known.refreshes, a._known.catch_ups) == (1, 2)
+    assert copies(a) == Counter({f"t-{i}": 1 for i in range(304)})
 
 
 def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_writer(

@@ -8,14 +8,15 @@ version (`KnownKeys`), appends the rows whose key it does not hold, and keeps th
 only while the table moves by its own appends:
 
 - when the table is at another version than the one remembered (another process wrote, or an
-  update ran), the keys are read again, once, before the write; a compaction that this store
-  ran (`KnownKeys.neutral`) moves no key and needs no read;
-- when something else committed between that look and the append, the keys are forgotten
-  and the append is checked: a key that the table held at the version just before it was
-  stored by an earlier commit, which keeps it, and this append's row of it (told by its
-  `stored_at`) is deleted. Of two writers that store a
-  key at once, the later commit always sees the earlier one, so the key ends stored once —
-  what a merge did not give (two concurrent merges of one new key both inserted it).
+  update ran), the keys of the fragments added since are read before the write — what the
+  other writers added, not the table; a compaction that this store ran
+  (`KnownKeys.neutral`) moves no key and needs no read. The first write reads every key;
+- when something else committed between that look and the append, the append is checked
+  (and the next write catches up): a key that the table held at the version just before it
+  was stored by an earlier commit, which keeps it, and this append's row of it (told by its
+  `stored_at`) is deleted. Of two writers that store a key at once, the later commit always
+  sees the earlier one, so the key ends stored once — what a merge did not give (two
+  concurrent merges of one new key both inserted it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Any
 from flowmem.storage.base import Key, KnownKeys, _retry, quote, select
 
 __all__ = ["append_new"]
+
+_CACHE = 16 * 1024 * 1024
 
 
 def append_new(
@@ -50,9 +53,7 @@ def append_new(
         table.checkout_latest()
         version = int(table.version)
         if not known.explains(known.version, version):
-            got = select(table, None, ["namespace", "id"])
-            known.keys = set(zip(got["namespace"].to_pylist(), got["id"].to_pylist(), strict=True))
-            known.refreshes += 1
+            _catch_up(table.uri, known, version)
         known.version = version
         new = [i for i, key in enumerate(keys) if key not in known.keys]
         if not new:
@@ -64,14 +65,38 @@ def append_new(
             known.keys |= added
             known.version = committed
             return added
-        known.version = -1
-        known.checks += 1
+        known.checks += 1  # `version` stays the last one accounted for: the next write catches up
         before = reopen()
         before.checkout(committed - 1)
         earlier = _stored(before, added)
         if earlier:
             _delete_mine(table, earlier, stored_at)
+        known.keys |= added - earlier
         return added - earlier
+
+
+def _catch_up(uri: str, known: KnownKeys, version: int) -> None:
+    """Bring `known` to `version`: every key on a store's first write, then only those of the
+    fragments added since (other writers' appends and merges, compactions' outputs), so a
+    write after another process's costs what that process wrote, not the table. A key another
+    writer deleted stays known (flowmem deletes none but its own second copies)."""
+    import lance
+
+    dataset = lance.dataset(uri, version=version, metadata_cache_size_bytes=_CACHE, index_cache_size_bytes=0)
+    fragments = dataset.get_fragments()
+    first = known.version < 0
+    chosen = fragments if first else [f for f in fragments if f.fragment_id not in known.fragments]
+    if first:
+        known.keys = set()
+    if chosen:
+        got = dataset.scanner(columns=["namespace", "id"], fragments=chosen).to_table()
+        known.keys |= set(zip(got["namespace"].to_pylist(), got["id"].to_pylist(), strict=True))
+        known.keys_read += got.num_rows
+    known.fragments = {f.fragment_id for f in fragments}
+    if first:
+        known.refreshes += 1
+    else:
+        known.catch_ups += 1
 
 
 def _stored(table: Any, keys: set[Key]) -> set[Key]:

@@ -89,12 +89,18 @@ class KnownKeys:
     """The table version they are those of (-1: none; read them before the next write)."""
     keys: set[Key] = field(default_factory=set)
     """The keys themselves."""
+    fragments: set[int] = field(default_factory=set)
+    """The ids of the table's fragments whose keys `keys` holds (Lance never reuses one)."""
     neutral: set[int] = field(default_factory=set)
     """Later versions that moved no key: compactions this store made."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held for a whole write: a store's threads write one at a time."""
     refreshes: int = 0
-    """How often the keys were read from the table (what tests and benchmarks look at)."""
+    """How often every key was read from the table (what tests and benchmarks look at)."""
+    catch_ups: int = 0
+    """How often the keys of the fragments other writers added were read."""
+    keys_read: int = 0
+    """Keys read from the table, in all."""
     checks: int = 0
     """Appends that another commit preceded, checked for keys stored before them."""
 
@@ -173,6 +179,7 @@ class StoreBase:
         """
         self.embedder.embed(["warm up"])
         _ = self.db
+        import lance  # noqa: F401  (a writer's first write reads fragments through it)
 
     def _table(self, name: str, schema: Any) -> Any:
         table = self._tables.get(name)
@@ -180,7 +187,8 @@ class StoreBase:
             try:
                 table = self.db.open_table(name)
             except ValueError:  # not there yet; another process may be creating it right now
-                table = self.db.create_table(name, schema=schema, exist_ok=True)
+                # (two creations at once: one commits, the other fails as a retryable conflict)
+                table = _retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
             stored = (table.schema.metadata or {}).get(rows.EMBEDDER_KEY)
             expected = (schema.metadata or {}).get(rows.EMBEDDER_KEY)
             if stored != expected:
