@@ -21,15 +21,13 @@ only while the table moves by its own appends:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from flowmem.storage.base import Key, KnownKeys, _retry, quote, select
+from flowmem.storage.base import Key, KnownKeys, _retry, lance_dataset, quote, select
 
 __all__ = ["append_new"]
-
-_CACHE = 16 * 1024 * 1024
 
 
 def append_new(
@@ -80,9 +78,7 @@ def _catch_up(uri: str, known: KnownKeys, version: int) -> None:
     fragments added since (other writers' appends and merges, compactions' outputs), so a
     write after another process's costs what that process wrote, not the table. A key another
     writer deleted stays known (flowmem deletes none but its own second copies)."""
-    import lance
-
-    dataset = lance.dataset(uri, version=version, metadata_cache_size_bytes=_CACHE, index_cache_size_bytes=0)
+    dataset = lance_dataset(uri, version=version)
     fragments = dataset.get_fragments()
     first = known.version < 0
     chosen = fragments if first else [f for f in fragments if f.fragment_id not in known.fragments]
@@ -99,18 +95,22 @@ def _catch_up(uri: str, known: KnownKeys, version: int) -> None:
         known.catch_ups += 1
 
 
-def _stored(table: Any, keys: set[Key]) -> set[Key]:
-    found: set[Key] = set()
+def _filters(keys: set[Key]) -> Iterator[tuple[str, str]]:
+    """(namespace, a filter on its keys among `keys`) for each namespace of them."""
     for ns in sorted({n for n, _ in keys}):
         ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
-        got = select(table, f"namespace = {quote(ns)} AND id IN ({ids})", ["id"])
-        found |= {(ns, i) for i in got["id"].to_pylist()}
+        yield ns, f"namespace = {quote(ns)} AND id IN ({ids})"
+
+
+def _stored(table: Any, keys: set[Key]) -> set[Key]:
+    found: set[Key] = set()
+    for ns, where in _filters(keys):
+        found |= {(ns, i) for i in select(table, where, ["id"])["id"].to_pylist()}
     return found
 
 
 def _delete_mine(table: Any, keys: set[Key], stored_at: datetime) -> None:
     when = stored_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    for ns in sorted({n for n, _ in keys}):
-        ids = ", ".join(quote(i) for n, i in sorted(keys) if n == ns)
-        where = f"namespace = {quote(ns)} AND id IN ({ids}) AND stored_at = TIMESTAMP '{when}'"
-        _retry(lambda where=where: table.delete(where))  # type: ignore[misc]
+    for _, where in _filters(keys):
+        mine = f"{where} AND stored_at = TIMESTAMP '{when}'"
+        _retry(lambda mine=mine: table.delete(mine))  # type: ignore[misc]

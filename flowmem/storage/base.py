@@ -79,6 +79,18 @@ def select(table: Any, where: str | None, columns: Sequence[str] | None = None) 
 Key = tuple[str, str]
 """(namespace, id) of a trajectory."""
 
+_LANCE_CACHE = 16 * 1024 * 1024
+
+
+def lance_dataset(uri: str, *, version: int | None = None) -> Any:
+    """A table opened through Lance itself (what LanceDB does not expose: compaction with a
+    fragment size, a version's fragments), with a bounded metadata cache and no index cache."""
+    import lance
+
+    return lance.dataset(
+        uri, version=version, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0
+    )
+
 
 @dataclass
 class KnownKeys:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flowmem.storage.base import TRAJECTORIES, StoreError, _retry
+from flowmem.storage.base import TRAJECTORIES, StoreError, _retry, lance_dataset
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 
@@ -29,7 +29,6 @@ _MARGIN = timedelta(seconds=0.5)
 """Versions made this shortly before the oldest needed one are kept too: LanceDB takes its
 cutoff from its own clock a few milliseconds after ours."""
 _FOREVER = timedelta(days=365 * 100)
-_LANCE_CACHE = 16 * 1024 * 1024
 
 _MOVES_NO_KEY = {"Rewrite", "BaseOperation"}
 """Lance operations that add or remove no row: a compaction's rewrite, and its reservation of
@@ -125,10 +124,8 @@ class MaintenanceMixin(RunsMixin):
         through `lance`: LanceDB's `optimize` rewrites every fragment under 1M rows, so each
         of its compactions cost time in proportion to the table). A compaction moves no
         trajectory, so this store's next write does not read the table's keys again."""
-        import lance
-
         table = self._trajectories()
-        dataset = lance.dataset(table.uri, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0)
+        dataset = lance_dataset(table.uri)
         before = int(dataset.version)
         _retry(lambda: dataset.optimize.compact_files(target_rows_per_fragment=target_rows))
         if (after := int(dataset.version)) > before:
