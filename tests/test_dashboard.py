@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import hmac
 import json
 import re
 from dataclasses import dataclass
@@ -18,8 +20,9 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
-from flowmem.models import Step, Trajectory, WorkflowRef, now
+from flowmem.models import InductionRun, Provenance, Step, Trajectory, WorkflowRef, now
 from flowmem.server.api import create_app
+from flowmem.server.dashboard.security import SESSION_COOKIE
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH, make_workflow
@@ -225,6 +228,24 @@ def test_reads_need_the_token_when_configured(settings: Settings) -> None:
     assert client(settings).get("/runs").status_code == 200  # reads are open by default
 
 
+def test_a_forged_session_cookie_proves_nothing(settings: Settings) -> None:
+    induced(settings)
+    real = client(settings, api_token=TOKEN, api_read_token=True)
+    form = real.get("/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    real.post("/login", data={"csrf": csrf[1], "token": TOKEN})
+    session = real.cookies.get(SESSION_COOKIE)
+    assert session and real.get("/runs").status_code == 200
+    other_token = hmac.new(b"another-token", b"flowmem dashboard session", hashlib.sha256).hexdigest()
+    forgeries = [other_token, session[:-1] + ("0" if session[-1] != "0" else "1"), "0" * len(session), "x"]
+    for forged in forgeries:
+        api = client(settings, api_token=TOKEN, api_read_token=True)
+        api.cookies.set(SESSION_COOKIE, forged)
+        refused = api.get("/runs", follow_redirects=False)
+        assert refused.status_code == 303 and refused.headers["location"].startswith("/login"), forged
+
+
 def _confirm(api: TestClient, run_id: str) -> str:
     page = api.get(f"/runs/{run_id}/rollback")
     assert page.status_code == 200 and "Roll back" in page.text
@@ -308,3 +329,37 @@ def test_new_runs_alone_rebuild_the_home_rows_at_most_every_max_age(
     store.add_trajectories([forward(101)])
     eager.rows(ns)
     assert len(reads) == 4
+
+
+MARKUP = '<img src=x onerror="window.__xss=1">'
+"""Markup an agent or a user could put in a workflow's fields or a run's note."""
+
+
+def test_markup_in_versions_and_runs_renders_as_text_on_the_diff_history_and_runs_pages(
+    settings: Settings,
+) -> None:
+    store = store_from(settings)
+    undone = InductionRun(id=Store.new_run_id())
+    store.commit_run(undone, [make_workflow("gone")])
+    store.rollback(undone.id, note=f"undo {MARKUP}")
+    store.commit_run(InductionRun(id=Store.new_run_id()), [make_workflow("fw", 1, steps=2)])
+    marked = make_workflow(
+        "fw",
+        2,
+        steps=3,
+        name=f"fw {MARKUP}",
+        description=f"Forward it {MARKUP}",
+        provenance=Provenance(inducer="llm", model=f"m {MARKUP}"),
+    )
+    steps = [*marked.steps[:2], marked.steps[2].model_copy(update={"action": f"mail.{MARKUP}"})]
+    store.put_workflow(marked.model_copy(update={"steps": steps}))
+    api = client(settings)
+    escaped = "&lt;img src=x onerror="
+    for path, params in (
+        ("/workflows/fw/diff", {"old": 1, "new": 2}),
+        ("/workflows/fw/history", {}),
+        ("/runs", {}),
+    ):
+        page = api.get(path, params=params)
+        assert page.status_code == 200, path
+        assert "<img" not in page.text and escaped in page.text, path

@@ -141,6 +141,21 @@ def test_a_finding_as_frequent_among_successes_as_among_failures_fails_the_fishe
     assert pitfalls(WORKFLOW, successes, failures, set()) == []
 
 
+def test_successful_runs_that_share_a_divergence_count_against_it() -> None:
+    # Every failure skips the lookup, and so do half the successful runs: skipping it is how
+    # runs go, not why they fail. Without the successes' share, 3/3 failures alone would pass.
+    skip = ("mail.search", "mail.forward")
+    successes = ok(5, *skip) + ok(5, start=10)
+    failures = failed(3, *skip)
+    assert one_sided_fisher(3, 3, 5, 10) == pytest.approx(comb(8, 3) / comb(13, 3))  # 0.196
+    assert one_sided_fisher(3, 3, 0, 10) < 0.05
+    assert pitfalls(WORKFLOW, successes, failures, set()) == []
+    # The same failures against successes that never skip it: a pitfall.
+    assert pitfalls(WORKFLOW, ok(10), failures, set()) == [
+        "call contacts.lookup, then mail.forward (3/3 failures)"
+    ]
+
+
 def test_the_exact_p_value_of_small_tables() -> None:
     # Fisher's tea tasting: 4 of 8 cups have milk first; 3 of the 4 cups picked do.
     assert one_sided_fisher(3, 4, 1, 4) == pytest.approx(17 / 70)

@@ -64,6 +64,21 @@ SECRETS = [
     ("postgres://admin:pa55w0rd@db.example.com/x", "postgres://[SECRET]@db.example.com/x"),
 ]
 
+# One sample of every prefix each key rule admits, so that narrowing any of them fails a case.
+SECRETS += [
+    (f"key {prefix}{hexof(prefix, 32)} end", "key [SECRET] end")
+    for prefix in (
+        *("sk-", "sk-live-", "sk-test-", "sk-svcacct-", "sk-admin-"),
+        *("sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+        *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        *("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"),
+        "AIza",
+    )
+]
+SECRETS += [
+    (f"aws {prefix}{hexof(prefix, 16).upper()} end", "aws [SECRET] end") for prefix in ("AKIA", "ASIA")
+]
+
 NOT_SECRETS = [
     "task-12345678901234567890abcdef and risk-assessment-of-the-quarterly-plan",
     "the bearer instruments were signed",
