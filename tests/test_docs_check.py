@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from tests.conftest import WORKBENCH
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
+NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 
 
 def _module() -> Any:
@@ -29,6 +30,7 @@ def _module() -> Any:
     return module
 
 
+@NEEDS_DATA
 def test_readme_figures_hold_and_an_edited_one_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: subprocess.Popen[str] | None
 ) -> None:
@@ -47,7 +49,7 @@ def test_readme_figures_hold_and_an_edited_one_fails(
         return int(check.main(["--only", "readme", *argv], runner=lambda args: runner(tuple(args))))
 
     assert run() == 0
-    assert "of 30 figures hold" in capsys.readouterr().out
+    assert "of 38 figures hold" in capsys.readouterr().out
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     text = (tmp_path / "README.md").read_text(encoding="utf-8")
     line = next(x for x in text.splitlines() if x.startswith("| utility_rate |"))
@@ -56,4 +58,97 @@ def test_readme_figures_hold_and_an_edited_one_fails(
     (tmp_path / "README.md").write_text(text.replace(line, "|".join(cells)), encoding="utf-8")
     assert run("--root", str(tmp_path)) == 1
     out = capsys.readouterr().out
-    assert "'utility_rate' column 1 says '0.999'" in out and "29 of 30 figures hold" in out
+    assert "'utility_rate' column 1 says '0.999'" in out and "37 of 38 figures hold" in out
+
+
+def _edited(text: str, check: Any, module: Any) -> str:
+    """`text` with the figure `check` names changed (its other figures as they were)."""
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith(check.header))
+    for i in range(start + 2, len(lines)):
+        cells = lines[i].split("|")
+        if cells[1].strip().replace("**", "") == check.row or cells[1].strip().replace("**", "").startswith(
+            (check.row + " (", check.row + ":")
+        ):
+            cell = cells[check.column + 1]
+            found = list(module._NUMBER.finditer(cell))[check.part]
+            digit = found.group(0)[-1]
+            changed = found.group(0)[:-1] + ("3" if digit != "3" else "7")
+            cells[check.column + 1] = cell[: found.start()] + changed + cell[found.end() :]
+            lines[i] = "|".join(cells)
+            return "".join(lines)
+    raise AssertionError(f"no row {check.row!r}")
+
+
+def _demo_report_from(text: str) -> dict[str, Any]:
+    """A demo report that says what README's demo table and sentence say (for the edit test:
+    whether the real command gives them is tests/test_demo.py's check)."""
+    check = _module()
+    rounds = []
+    for r in check.DEMO_ROUNDS:
+        cells = [
+            c.strip()
+            for c in next(line for line in text.splitlines() if line.startswith(f"| {r} |"))
+            .strip("|")
+            .split("|")
+        ]
+        rounds.append(
+            {
+                "round": r,
+                "with_memory": {"success_rate": float(cells[1]), "mean_steps": float(cells[3])},
+                "without_memory": {"success_rate": float(cells[2]), "mean_steps": float(cells[4])},
+                "followed": float(cells[5].rstrip("%")) / 100,
+            }
+        )
+    found = re.search(check._demo_prose()[0].pattern, " ".join(text.split()))
+    assert found is not None
+    late = {"with_memory": float(found[1]), "without_memory": float(found[2])}
+    return {"by_round": {r["round"]: r for r in rounds}, "late": late}
+
+
+def test_every_checked_figure_of_readme_edited_alone_fails(
+    tmp_path: Path, docs_eval: subprocess.Popen[str] | None
+) -> None:
+    """By construction: each figure a check names, edited by one digit, is the one reported."""
+    check = _module()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    record = json.loads((ROOT / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
+    sources = {"bench": check.bench_figures(record), "demo": _demo_report_from(readme)}
+    checks = [*check._perf_checks(), *(c for c in check._demo_checks() if c.doc == "README.md")]
+    if docs_eval is not None:
+        stdout, stderr = docs_eval.communicate(timeout=600)
+        assert docs_eval.returncode == 0, stderr[-2000:]
+        sources["eval"] = json.loads(stdout)
+        checks += check._readme_checks()
+    shutil.copytree(ROOT / "bench" / "results", tmp_path / "bench" / "results")
+    assert check.run_checks(checks, sources, ROOT) == []
+    for c in checks:
+        (tmp_path / "README.md").write_text(_edited(readme, c, check), encoding="utf-8")
+        problems = check.run_checks(checks, sources, tmp_path)
+        assert len(problems) == 1 and f"{c.row!r} column {c.column}" in problems[0], (c, problems)
+    assert len(checks) >= 22 + 25
+
+
+def test_a_figure_no_check_covers_fails() -> None:
+    check = _module()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    checks = check._demo_checks()
+    assert check.unchecked_figures(checks, ROOT) == []
+    with_row = readme.replace("| 8 | ", "| 7 | 0.75 | 0.375 | 3.77 | 4.00 | 92% |\n| 8 | ", 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "read_text", lambda self, **kw: with_row if self.name == "README.md" else readme)
+        found = check.unchecked_figures(checks, ROOT)
+    assert len(found) == 5 and all("'7' column" in line for line in found)
+
+
+def test_an_edited_figure_of_a_sentence_fails(tmp_path: Path) -> None:
+    check = _module()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sources = {"demo": _demo_report_from(readme)}
+    prose = [p for p in check._demo_prose() if p.doc == "README.md"]
+    assert check.run_prose(prose, sources, ROOT) == []
+    quoted = f"{sources['demo']['late']['with_memory']:.2f}"
+    assert readme.count(quoted + " tool calls") == 1
+    (tmp_path / "README.md").write_text(readme.replace(quoted + " tool calls", "3.50 tool calls"))
+    [problem] = check.run_prose(prose, sources, tmp_path)
+    assert "late.with_memory is written 3.50" in problem
