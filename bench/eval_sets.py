@@ -1,7 +1,9 @@
 """`flowmem eval` on the shared sets, flowmem against raw trajectories, side by side.
 
 WorkBench is split by `meta.instance` (0-6 train, 7-9 test, as bench/workbench_split.py does),
-the tau2 oracle set by `meta.split`. Rule inducer, k=3, offline.
+the tau2 oracle set by `meta.split`. The tau2 retail agent runs (`tau2_agents`): train on the
+oracle set's retail train runs, then the agent runs of train tasks (in file order, oracle runs
+first); test on the agent runs of test tasks. Rule inducer, k=3, offline.
 
 Usage: python bench/eval_sets.py [DATA_DIR] [--json]
 """
@@ -41,6 +43,24 @@ KEYS = (
 )
 
 
+def _agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list[Trajectory]] | None:
+    """The retail agent runs' split: oracle retail train runs + agent train runs / agent test runs."""
+    oracle, agents = data / SPLITS["tau2"][0], data / AGENT_RUNS
+    if not (oracle.exists() and agents.exists()):
+        return None
+    demos = [
+        t
+        for t in read_trajectories(oracle, settings)
+        if not isinstance(t, Rejection) and t.meta.get("domain") == "retail" and t.meta["split"] == "train"
+    ]
+    runs = [t for t in read_trajectories(agents, settings) if not isinstance(t, Rejection)]
+    train = demos + [t for t in runs if t.meta["split"] == "train"]
+    return train, [t for t in runs if t.meta["split"] == "test"]
+
+
+AGENT_RUNS = "tau2_retail_agent_runs.jsonl.gz"
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -55,6 +75,11 @@ def main() -> None:
         train: list[Trajectory] = [t for t in runs if is_train(t)]
         test = [t for t in runs if not is_train(t)]
         results[name] = evaluate(train, test, RuleInducer(), settings=settings, k=3)
+    agents = _agent_split(data, settings)
+    if agents is None:
+        print(f"tau2_agents: {data / AGENT_RUNS} or the oracle set not found, skipped", file=sys.stderr)
+    else:
+        results["tau2_agents"] = evaluate(*agents, RuleInducer(), settings=settings, k=3)
     if "--json" in sys.argv:
         print(json.dumps(results))
         return
