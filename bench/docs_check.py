@@ -4,7 +4,7 @@ measure them, compared within a stated tolerance. Exits 1 and names every figure
 Each check names a markdown table by its header line, a row by its first cell, a column, and
 the figure of a command's JSON output it must show:
 
-- README.md's results table: `python bench/eval_sets.py --json` (both shared sets, ~9 s);
+- README.md's results table: `python bench/eval_sets.py --json` (the three shared sets, ~12 s);
 - README.md's and docs/demo.md's demo tables and the demo's prose figures: `flowmem demo
   --json --engine direct` (8 rounds x 40 tasks, seed 0, ~20 s; the Prefect engine gives the
   same figures, tests/test_demo.py);
@@ -78,6 +78,8 @@ def _readme_checks() -> list[Check]:
         2: ("workbench", "raw"),
         3: ("tau2", "flowmem"),
         4: ("tau2", "raw"),
+        5: ("tau2_agents", "flowmem"),
+        6: ("tau2_agents", "raw"),
     }
     checks = [
         Check("README.md", header, row, col, "eval", (*columns[col], key), kind)
@@ -89,14 +91,15 @@ def _readme_checks() -> list[Check]:
         for i, key in enumerate(("cluster_ari", "cluster_nmi"))
     ]
     checks += [
-        Check("README.md", header, "described", col, "eval", (*columns[col], "described")) for col in (1, 3)
+        Check("README.md", header, "described", col, "eval", (*columns[col], "described"))
+        for col in (1, 3, 5)
     ]
     leak = "leakage / slot_leakage"
     checks += [
         Check("README.md", header, leak, col, "eval", (*columns[col], key), part=i)
         for col in columns
         for i, key in enumerate(("leakage", "slot_leakage"))
-        if not (i == 1 and columns[col][0] == "tau2")  # tau2 has no slots: written "—"
+        if not (i == 1 and columns[col][0] != "workbench")  # only WorkBench has slots: "—"
     ]
     return checks
 

@@ -21,7 +21,10 @@ NAMES = ["Ada", "Bo", "Cy", "Di", "Ed", "Flo"]
 def run(i: int, intents: list[str], *, success: bool = True) -> Trajectory:
     """A customer-service run: identify the customer, then one segment per intent."""
     name = NAMES[i % len(NAMES)]
-    steps: list[dict[str, Any]] = [{"action": "find_user_id", "args": {"name": name}}]
+    steps: list[dict[str, Any]] = [
+        {"action": "find_user_id", "args": {"name": name}},
+        {"action": "get_user_details", "args": {"user_id": f"u-{name.lower()}"}},
+    ]
     for j, intent in enumerate(intents):  # one order per intent
         order = f"#W{1000 + 10 * i + j}"
         steps.append({"action": "get_order_details", "args": {"order_id": order}})
@@ -41,12 +44,31 @@ def test_segments_of_one_shape_from_several_tasks_become_one_input() -> None:
         CORPUS, namespace="default", agent="agent", literals=LiteralIndex.build(CORPUS), min_tasks=3
     )
     goals = sorted(c.successes[0].actions[-1] for c in inputs)
-    assert goals == ["cancel_order", "exchange_order", "find_user_id", "return_order"]
+    assert goals == ["cancel_order", "exchange_order", "get_user_details", "return_order"]
     returns = next(c for c in inputs if c.successes[0].actions[-1] == "return_order")
     assert returns.kind == "subroutine" and len({t.task for t in returns.successes}) == 6
     assert all("#" in t.id for t in returns.successes)  # run id # goal position
     assert returns.key == subroutine_key("agent", ("return_order", ("get_order_details", "return_order")))
     assert returns.key.startswith("agent-s-return_order-h")
+
+
+def test_a_shape_of_one_action_is_no_sub_routine_once_or_in_a_loop() -> None:
+    def lone(i: int, calls: int) -> Trajectory:
+        steps = [{"action": "get_order_details", "args": {"order_id": f"#W{i}{j}"}} for j in range(calls)]
+        steps += [{"action": "refund_order", "args": {"order_id": f"#W{i}{j}"}} for j in range(calls)]
+        steps += [{"action": "notify", "args": {"text": f"done {i}"}}]
+        return Trajectory.model_validate(
+            {"id": f"lone-{i}", "task": f"refund case {i}", "steps": steps, "success": True}
+        )
+
+    runs = [lone(i, 1 + i % 3) for i in range(6)]
+    inputs = subroutine_inputs(
+        runs, namespace="default", agent="agent", literals=LiteralIndex.build(runs), min_tasks=3
+    )
+    shapes = sorted(tuple(dict.fromkeys(c.successes[0].actions)) for c in inputs)
+    # The look-up and the refund (once per order) are a routine; `notify` alone, after the
+    # last change, is one tool call in every run, and never a sub-routine.
+    assert shapes == [("get_order_details", "refund_order")]
 
 
 def test_a_shape_seen_in_one_task_cluster_only_is_left_to_its_workflow() -> None:
@@ -60,7 +82,7 @@ def test_a_shape_seen_in_one_task_cluster_only_is_left_to_its_workflow() -> None
 
     assert goals(dict.fromkeys((t.task for t in CORPUS), 0)) == []
     by_intents = {t.task: int("exchange" in t.task) for t in CORPUS}
-    assert goals(by_intents) == ["find_user_id", "return_order"]
+    assert goals(by_intents) == ["get_user_details", "return_order"]
 
 
 def test_a_shape_that_is_mostly_a_whole_run_is_left_to_the_task_level_workflow() -> None:
@@ -80,7 +102,7 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     subs = [w for w in first.versions if w.kind == "subroutine"]
     # Cancelling and exchanging each occur in one kind of task only (one task cluster): that
     # cluster's workflow holds them. Identifying the customer and returning span both.
-    assert {w.name for w in subs} == {"find_user_id", "return_order"}
+    assert {w.name for w in subs} == {"get_user_details", "return_order"}
     assert {w.kind for w in first.versions if "cancel_order" in w.actions} == {"task"}
     assert all(w.cluster_id is None and w.id.startswith("agent-s-") for w in subs)
     returns = next(w for w in subs if w.name == "return_order")

@@ -59,6 +59,8 @@ def subroutine_inputs(
     failed = _groups([t for t in runs if t.success is False and t.steps])
     inputs = []
     for shape, segs in sorted(_groups(ok).items()):
+        if len(shape[1]) < 2:
+            continue  # one action: a tool call, which the agent's tool list describes already
         if len({s.trajectory.task for s in segs}) < min_tasks:
             continue
         if cluster_of is not None and len({cluster_of.get(s.trajectory.task, -1) for s in segs}) < 2:
