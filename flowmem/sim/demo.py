@@ -151,6 +151,9 @@ def run_loop(
                 runs = follower.solve_multi(task, world.copy(), trajectory_id=tid, created_at=at)
                 for t in runs:
                     _record(memory, t, follower.used.get(t.id, []))
+                # The next task is served what this one's outcome changed, whenever the writer
+                # thread gets to it: the same rounds on a loaded machine as on an idle one.
+                memory.flush()
                 mine.append(runs)
                 if on_task is not None:
                     on_task(r, i + 1, sum(bool(ts[0].success) for ts in mine))
