@@ -64,6 +64,8 @@ def _can_listen(host: str, port: int, port_option: str) -> None:
         hint = f"another process listens there: stop it, or choose another port ({port_option})"
     elif problem.errno == errno.EACCES:
         hint = f"a port below 1024 needs privileges: choose another ({port_option})"
+    elif problem.errno == errno.EINVAL:
+        hint = f"choose another ({port_option})"
     else:
         hint = "use an address of this machine (--host or FLOWMEM_API_HOST), e.g. 127.0.0.1"
     raise fail(f"cannot listen on {host}:{port}: {problem.strerror or problem}: {hint}")

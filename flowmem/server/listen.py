@@ -3,6 +3,7 @@ startup lines first, then the error, then its shutdown lines)."""
 
 from __future__ import annotations
 
+import errno
 import socket
 
 __all__ = ["listen_problem"]
@@ -15,10 +16,14 @@ def listen_problem(host: str, port: int) -> OSError | None:
     `create_server` (uvicorn's) binds them, with the same SO_REUSEADDR: a port that a
     listening socket holds fails here, one that only lingers in TIME_WAIT does not. Another
     process may still take the port in between; uvicorn then reports it as before."""
+    if not 0 <= port <= 65535:
+        return OSError(errno.EINVAL, f"port {port} is not one (a port is 1 to 65535)")
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as err:  # socket.gaierror: no such host
         return err
+    unavailable: OSError | None = None
+    bound = 0
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -27,5 +32,9 @@ def listen_problem(host: str, port: int) -> OSError | None:
             try:
                 sock.bind(address)
             except OSError as err:
-                return err
-    return None
+                if err.errno != errno.EADDRNOTAVAIL:
+                    return err
+                unavailable = err  # asyncio skips such an address too (its family is off)
+            else:
+                bound += 1
+    return unavailable if not bound else None
