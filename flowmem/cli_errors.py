@@ -88,14 +88,13 @@ def settings_error_line(exc: ValueError) -> str:
         why = first["msg"].removeprefix("Value error, ")
         return f"{name}={value!r} is not valid: {item}{why}{more}"
     # SettingsError: a variable of a list (or other complex) field that is not JSON.
-    found = re.search(r'field "([^"]+)" from source "([^"]+)"', str(exc))
+    found = re.search(r'field "([^"]+)" from source', str(exc))
     if found is None or found.group(1) not in Settings.model_fields:
         return f"a FLOWMEM_* setting is not valid: {exc}"
-    field, source = found.groups()
+    field = found.group(1)
     name = f"FLOWMEM_{field.upper()}"
     raw = _environ(name)
-    shown = f"{name}={raw!r}" if raw is not None else f"{name} (in {source})"
-    return f"{shown} is not valid: {_json_expected(field, name, raw)}"
+    return f"{name}={raw!r} is not valid: {_json_expected(field, name, raw)}"
 
 
 def _json_expected(field: str, name: str, raw: str | None) -> str:
@@ -109,10 +108,14 @@ def _json_expected(field: str, name: str, raw: str | None) -> str:
 
 
 def _environ(name: str) -> str | None:
-    """A variable's value, looked up as pydantic-settings does (case-insensitively)."""
-    for key, value in os.environ.items():
-        if key.upper() == name:
-            return value
+    """A variable's value, looked up as pydantic-settings does (case-insensitively), in the
+    environment, then in `.env`."""
+    from dotenv import dotenv_values
+
+    for source in (os.environ, dotenv_values(".env")):
+        for key, value in source.items():
+            if key.upper() == name:
+                return value
     return None
 
 
