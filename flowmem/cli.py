@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from flowmem import cli_bench, cli_demo, cli_eval, cli_export, cli_maintain, cli_server, cli_status
+from flowmem import cli_bench, cli_demo, cli_eval, cli_export, cli_flows, cli_maintain, cli_server, cli_status
 from flowmem import cli_render as render
 from flowmem.cli_common import (
     JsonOpt,
@@ -22,10 +22,10 @@ from flowmem.cli_common import (
     inducer_or_fail,
     open_existing,
     out,
-    prefect_env,
     print_json,
     require_namespace,
 )
+from flowmem.cli_errors import ErrorsGroup
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
@@ -35,6 +35,7 @@ from flowmem.storage import Store, StoreError
 # Plain help (no rich boxes): flags without `<bool>` metavars, as users expect.
 app = typer.Typer(
     help="flowmem: online workflow induction for LLM agents.",
+    cls=ErrorsGroup,  # an error a user can cause: one line, never a traceback
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
@@ -53,8 +54,7 @@ app.add_typer(cli_export.app, name="export")
 
 def _store() -> Store:
     """The configured store, for a command that reads it (never created by reading)."""
-    store: Store = open_existing(Settings())
-    return store
+    return open_existing(Settings())
 
 
 @app.command()
@@ -155,7 +155,7 @@ def trajectories_show(trajectory_id: str, as_json: JsonOpt = False) -> None:
 
 @workflows_app.command("list")
 def workflows_list(
-    status: Annotated[str | None, typer.Option(help="candidate, active or deprecated.")] = None,
+    status: Annotated[str | None, typer.Option(help="candidate, active, deprecated or retired.")] = None,
     at: Annotated[str | None, typer.Option(help="As of a run tag or table version.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -333,51 +333,8 @@ def search(
         out.print(f"score {h.score:.3f} (similarity {h.similarity:.3f})", style="dim")
 
 
-FLOWS = ("collect", "induce", "learn", "cycle")
-
-
-@app.command("run")
-def run_flow(
-    name: Annotated[str, typer.Argument(help="collect, induce, learn or cycle.")],
-    inducer: Annotated[str, typer.Option(help="rule or llm (induce and cycle).")] = "rule",
-    as_json: JsonOpt = False,
-) -> None:
-    """Run one flow once, as Prefect runs it (a temporary local server when none is configured)."""
-    if name not in FLOWS:
-        raise fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
-    prefect_env()
-    from flowmem.flows import pipeline
-
-    flow = getattr(pipeline, name)
-    result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()
-    if as_json:
-        print_json(result)
-    else:
-        out.print_json(data=result)
-
-
-@app.command()
-def serve(
-    interval: Annotated[
-        float | None, typer.Option(help="Run every N seconds instead of the cron schedules (a quick check).")
-    ] = None,
-    only: Annotated[list[str] | None, typer.Option(help="Serve only these deployments.")] = None,
-) -> None:
-    """Serve the scheduled flows (collect, induce, learn; cycle paused) from this process.
-
-    Needs no work pool; its deployments are named <name>-served, so `prefect deploy`'s can share
-    the server. Stop with Ctrl-C or SIGTERM: its schedules are paused on stop and re-activated on
-    the next start."""
-    prefect_env()
-    from flowmem.flows.serve import serve as serve_flows
-
-    try:
-        serve_flows(interval=interval, only=tuple(only or ()))
-    except KeyboardInterrupt:
-        pass
-    typer.echo("flowmem serve stopped")
-
-
+app.command("run")(cli_flows.run_flow)
+app.command()(cli_flows.serve)
 app.command()(cli_demo.generate)
 app.command()(cli_demo.demo)
 app.command("eval")(cli_eval.eval_command)

@@ -14,6 +14,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from flowmem.induction.base import Inducer
     from flowmem.settings import Settings
+    from flowmem.storage import Store
 
 __all__ = [
     "SERVERS",
@@ -75,10 +76,14 @@ SERVERS = frozenset({"api", "dashboard", "mcp", "serve"})
 
 
 def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
-    """Before any command runs: validate the settings (FLOWMEM_* variables, `.env`) — a bad
-    value is one line naming the variable, never a traceback (unless `--debug`) — and, for a
-    command that runs until stopped, limit glibc's malloc arenas."""
+    """Before any command runs: validate the settings (FLOWMEM_* variables, `.env`) and the
+    paths they name — a bad value is one line naming the variable, never a traceback (unless
+    `--debug`; `flowmem.cli_errors`) — and, for a command that runs until stopped, limit
+    glibc's malloc arenas."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from flowmem.cli_errors import path_problems, settings_error_line
 
     global _debug
     _debug = debug
@@ -90,12 +95,11 @@ def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
     from flowmem.settings import Settings
 
     try:
-        Settings()
-    except ValidationError as e:
-        first = e.errors()[0]
-        name = "FLOWMEM_" + "_".join(str(part) for part in first["loc"]).upper()
-        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise fail(f"{name}={first.get('input')!r} is not valid: {first['msg']}{more}") from None
+        settings = Settings()
+    except (ValidationError, SettingsError) as e:
+        raise fail(settings_error_line(e)) from None
+    if problem := path_problems(settings):
+        raise fail(problem)
 
 
 def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
@@ -108,7 +112,7 @@ def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
         raise fail(f"{e} (or --inducer rule, which needs no LLM)" if kind == "llm" else str(e)) from None
 
 
-def open_existing(settings: Settings) -> Any:
+def open_existing(settings: Settings) -> Store:
     """The store the settings name, for a command that only reads it: a local path that does
     not exist is a one-line error (with the nearest existing name), never a new empty store."""
     import difflib

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from flowmem.cli_common import fail
 from flowmem.settings import Settings
 
 __all__ = ["api", "dashboard", "mcp"]
@@ -27,7 +28,9 @@ def api(
     from flowmem.server.api import run
 
     settings = Settings()
-    run(settings, host=host or settings.api_host, port=port or settings.api_port, access_log=access_log)
+    host, port = host or settings.api_host, port or settings.api_port
+    _can_listen(host, port, "--port or FLOWMEM_API_PORT")
+    run(settings, host=host, port=port, access_log=access_log)
 
 
 def dashboard(
@@ -42,8 +45,30 @@ def dashboard(
     from flowmem.server.api import run
 
     settings = Settings()
-    typer.echo(f"flowmem dashboard: http://{host or settings.api_host}:{port}/ (store {settings.db})")
-    run(settings, host=host or settings.api_host, port=port, access_log=access_log)
+    host = host or settings.api_host
+    _can_listen(host, port, "--port")
+    typer.echo(f"flowmem dashboard: http://{host}:{port}/ (store {settings.db})")
+    run(settings, host=host, port=port, access_log=access_log)
+
+
+def _can_listen(host: str, port: int, port_option: str) -> None:
+    """A one-line error, before uvicorn starts, when the address cannot be listened on."""
+    import errno
+
+    from flowmem.server.listen import listen_problem
+
+    problem = listen_problem(host, port)
+    if problem is None:
+        return
+    if problem.errno == errno.EADDRINUSE:
+        hint = f"another process listens there: stop it, or choose another port ({port_option})"
+    elif problem.errno == errno.EACCES:
+        hint = f"a port below 1024 needs privileges: choose another ({port_option})"
+    elif problem.errno == errno.EINVAL:
+        hint = f"choose another ({port_option})"
+    else:
+        hint = "use an address of this machine (--host or FLOWMEM_API_HOST), e.g. 127.0.0.1"
+    raise fail(f"cannot listen on {host}:{port}: {problem.strerror or problem}: {hint}")
 
 
 def mcp() -> None:

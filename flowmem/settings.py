@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowmem.induction.cluster import ClusterParams
@@ -125,6 +125,15 @@ class Settings(BaseSettings):
     """Interface `flowmem api` listens on."""
     api_port: int = Field(8765, ge=1, le=65535)
     """Port `flowmem api` listens on."""
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if not value:  # FLOWMEM_LLM_BASE_URL= (empty): the OpenAI default
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("an http:// or https:// URL is expected, e.g. http://localhost:8000/v1")
+        return value
 
     @property
     def cluster_params(self) -> ClusterParams:

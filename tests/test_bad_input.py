@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from flowmem.interchange import RecordError, dump_record, parse_line
+from flowmem.interchange import RecordError, Rejection, dump_record, parse_line, read_trajectories
 from flowmem.jobs.collect import collect
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
@@ -517,6 +517,53 @@ def test_a_thousand_bad_lines_among_two_hundred_good_ones(
     assert (again.stored, again.valid, len(again.rejected)) == (0, 200, 1_000)
     assert len(_quarantined(limited)) == 2_000
     assert store.count_trajectories() == 200
+
+
+# -- 3b. damaged gzip files: one rejection that says so, never an exception ----------------------
+
+
+def _gzipped_runs(n: int = 8) -> bytes:
+    return gzip.compress(b"\n".join(_good("z", n)) + b"\n", mtime=0)
+
+
+def _read(path: Path) -> tuple[list[Any], list[Any]]:
+    items = list(read_trajectories(path, SMALL))
+    return [t for t in items if not isinstance(t, Rejection)], [r for r in items if isinstance(r, Rejection)]
+
+
+def test_a_file_named_gz_that_is_not_gzipped_is_one_rejection_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl.gz"
+    path.write_bytes(b"\n".join(_good("p", 3)) + b"\n")  # plain JSONL under a .gz name
+    stored, rejected = _read(path)
+    assert stored == [] and [(r.line, r.reason) for r in rejected] == [
+        (
+            1,
+            "file unreadable: not a gzip file: the name ends in .gz, but it does not start with gzip's "
+            "bytes 1f 8b; a file is JSONL, plain or gzipped",
+        )
+    ]
+    empty = tmp_path / "empty.jsonl.gz"
+    empty.write_bytes(b"")
+    assert _read(empty) == ([], [])  # nothing in it, nothing wrong with it
+
+
+def test_every_damaged_byte_of_a_gzip_file_is_read_or_rejected_never_raised(tmp_path: Path) -> None:
+    """Flip each byte of a gzipped file in turn: the good lines before the damage may come
+    through, and a damaged stream ends in one rejection naming gzip, never an exception (zlib's
+    own error escaped before)."""
+    blob = _gzipped_runs()
+    path = tmp_path / "runs.jsonl.gz"
+    gzip_reasons = 0
+    for offset in range(len(blob)):
+        damaged = bytearray(blob)
+        damaged[offset] ^= 0x55
+        path.write_bytes(bytes(damaged))
+        _, rejected = _read(path)  # raises nothing
+        unreadable = [r for r in rejected if r.reason.startswith("file unreadable")]
+        assert len(unreadable) <= 1 and all(r is rejected[-1] for r in unreadable), offset
+        if unreadable and "gzip" in unreadable[0].reason:
+            gzip_reasons += 1
+    assert gzip_reasons > len(blob) // 2  # most damage is told as a bad gzip file
 
 
 # -- 4. the spool collector ----------------------------------------------------------------------

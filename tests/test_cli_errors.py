@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import socket
+import subprocess
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from flowmem.agents import WorkflowMemory
 from flowmem.cli import app
+from flowmem.cli_errors import explain
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 from tests.test_cli import good
 
@@ -193,3 +206,298 @@ def test_flowmem_debug_in_the_environment_is_the_same_as_the_flag(tmp_path: Path
     assert code == 2 and output.startswith("Stack (most recent call last):")
     assert output.splitlines()[-1].startswith("error: no store at ")
     assert run_debug(tmp_path, "workflows", "list", FLOWMEM_DEBUG="0")[1].startswith("error: no store at ")
+
+
+# -- every user mistake of issue 25 (item 4): one line on stderr, a non-zero exit, no traceback --
+
+
+def flowmem(cwd: Path, *args: str, **env: str) -> tuple[int, str, list[str]]:
+    """Run the real `flowmem` command in a process of its own: (exit code, stdout, stderr lines)."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("FLOWMEM_")}
+    base = {"FLOWMEM_DB": str(cwd / "db"), "LANCEDB_LOG": "error"}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowmem.cli", *args],
+        cwd=cwd,
+        env=clean | base | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, done.stdout, done.stderr.splitlines()
+
+
+def assert_one_line(code: int, stderr: list[str], *names: str) -> str:
+    """The contract: non-zero, exactly one non-empty stderr line, no traceback, names given."""
+    assert code != 0, stderr
+    assert [line for line in stderr if line.strip()] == stderr and len(stderr) == 1, stderr
+    line = stderr[0]
+    assert "Traceback" not in line
+    for name in names:
+        assert name in line, (name, line)
+    return line
+
+
+def fill(db: Path, *, first: int = 1, n: int = 8) -> None:
+    """A store holding `n` good runs (ingested in this process, which is faster)."""
+    data = db.parent / f"runs{first}.jsonl"
+    data.write_text("".join(good(i) + "\n" for i in range(first, first + n)))
+    settings = Settings(db=str(db))
+    report = ingest_files([data], store_from(settings), settings)
+    assert report.stored == n
+
+
+def _corrupt_deflate(path: Path) -> None:
+    """A gzip file whose compressed data is damaged (zlib fails inside the stream)."""
+    blob = bytearray(gzip.compress("".join(good(i) + "\n" for i in range(1, 9)).encode()))
+    blob[30] ^= 0x55
+    path.write_bytes(bytes(blob))
+
+
+MISTAKES: list[
+    tuple[str, tuple[str, ...], dict[str, str], Callable[[Path], None] | None, tuple[str, ...]]
+] = [
+    # (case, args, env, setup in the working directory, what the line must name)
+    (
+        "scrub-as-comma-list",
+        ("workflows", "list"),
+        {"FLOWMEM_SCRUB": "secrets,cards,emails"},
+        None,
+        ("FLOWMEM_SCRUB='secrets,cards,emails'", "JSON list", """'["secrets", "cards", "emails"]'"""),
+    ),
+    (
+        "import-paths-not-json",
+        ("workflows", "list"),
+        {"FLOWMEM_IMPORT_PATHS": "foo"},
+        None,
+        ("FLOWMEM_IMPORT_PATHS='foo'", "JSON list"),
+    ),
+    (
+        "scrub-unknown-kind",
+        ("workflows", "list"),
+        {"FLOWMEM_SCRUB": '["bogus"]'},
+        None,
+        ("FLOWMEM_SCRUB=", "'bogus'", "'secrets', 'cards', 'emails' or 'phones'"),
+    ),
+    (
+        "db-is-a-file",
+        ("ingest", "runs.jsonl"),
+        {"FLOWMEM_DB": "runs.jsonl"},
+        lambda cwd: (cwd / "runs.jsonl").write_text(good(1) + "\n"),
+        ("FLOWMEM_DB='runs.jsonl'", "is a file", "local directory path", "s3://"),
+    ),
+    (
+        "db-sqlite-uri",
+        ("induce",),
+        {"FLOWMEM_DB": "sqlite:///memory.db"},
+        None,
+        ("FLOWMEM_DB='sqlite:///memory.db'", "sqlite://", "local directory path", "s3://"),
+    ),
+    (
+        "gz-not-gzipped",
+        ("ingest", "runs.jsonl.gz"),
+        {},
+        lambda cwd: (cwd / "runs.jsonl.gz").write_text(good(1) + "\n"),
+        ("runs.jsonl.gz", "not a gzip file", "JSONL, plain or gzipped"),
+    ),
+    (
+        "gz-corrupt-data",
+        ("ingest", "runs.jsonl.gz"),
+        {},
+        lambda cwd: _corrupt_deflate(cwd / "runs.jsonl.gz"),
+        ("runs.jsonl.gz", "not a valid gzip file", "JSONL, plain or gzipped"),
+    ),
+    (
+        "unknown-status",
+        ("workflows", "list", "--status", "bogus"),
+        {},
+        lambda cwd: fill(cwd / "db"),
+        ("'bogus'", "candidate, active, deprecated, retired"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "setup", "names"), [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES]
+)
+def test_a_user_mistake_is_one_line(
+    tmp_path: Path,
+    args: tuple[str, ...],
+    env: dict[str, str],
+    setup: Callable[[Path], None] | None,
+    names: tuple[str, ...],
+) -> None:
+    if setup is not None:
+        setup(tmp_path)
+    code, _, stderr = flowmem(tmp_path, *args, **env)
+    line = assert_one_line(code, stderr, *names)
+    assert "FLOWMEM_SCRUB_0" not in line and "malformed JSON" not in line
+
+
+@pytest.mark.parametrize("command", ["dashboard", "api"])
+def test_a_port_in_use_is_one_line_before_uvicorn_starts(tmp_path: Path, command: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, stdout, stderr = flowmem(tmp_path, command, "--port", str(port), FLOWMEM_API_HOST="127.0.0.1")
+    assert_one_line(code, stderr, f"cannot listen on 127.0.0.1:{port}", "Address already in use", "--port")
+    assert stdout == ""  # nor the dashboard's address, nor uvicorn's startup lines
+
+
+@pytest.fixture
+def read_only_store(tmp_path: Path) -> Iterator[Path]:
+    """A store with runs and no workflows, in a directory this process cannot write: made
+    read-only by a bind mount as root (chmod does not stop root), by chmod otherwise."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    fill(folder / "db")
+    if os.geteuid() == 0:
+        mounted = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True)
+        if mounted.returncode != 0:
+            pytest.skip(f"cannot bind-mount here to make a read-only store: {mounted.stderr!r}")
+        ro = subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True)
+        undo = [["umount", str(folder)]]
+        if ro.returncode != 0:
+            subprocess.run(undo[0], check=True)
+            pytest.skip(f"cannot remount read-only here: {ro.stderr!r}")
+    else:
+        paths = [folder, *folder.rglob("*")]
+        for p in paths:
+            p.chmod(p.stat().st_mode & ~0o222)
+        undo = [["chmod", "-R", "u+w", str(folder)]]
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            yield folder / "db"
+        else:
+            pytest.skip("this process can still write the read-only store")
+    finally:
+        for command in undo:
+            subprocess.run(command, check=True)
+
+
+@pytest.mark.parametrize("args", [("ingest", "more.jsonl"), ("induce",)], ids=["ingest", "induce"])
+def test_a_read_only_store_is_one_line(tmp_path: Path, read_only_store: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "more.jsonl").write_text("".join(good(i) + "\n" for i in range(20, 24)))
+    code, _, stderr = flowmem(tmp_path, *args, FLOWMEM_DB=str(read_only_store))
+    line = assert_one_line(
+        code, stderr, f"the store at {read_only_store}: ", "a location this process may write"
+    )
+    assert "Read-only file system" in line or "Permission denied" in line
+
+
+# -- every setting, by construction: a badly typed FLOWMEM_<FIELD> is one line naming it ---------
+
+FREE_FORM = {"embedding_model", "llm_model", "llm_api_key", "api_token", "api_host"}
+"""Settings any string is a value of (names, secrets, a host): no badly typed value exists."""
+
+
+def bad_strings(tmp_path: Path) -> dict[str, str]:
+    """Bad values of the string settings that are checked."""
+    (tmp_path / "a-file").write_text("x")
+    return {
+        "db": str(tmp_path / "a-file"),
+        "namespace": "bad ns!",
+        "quarantine": str(tmp_path),
+        "spool": str(tmp_path / "a-file"),
+        "llm_base_url": "localhost:8000",
+    }
+
+
+def bad_value(name: str, annotation: Any, strings: dict[str, str]) -> str:
+    """A value of the wrong type for a setting, from its annotation (or `strings`)."""
+    if name in strings:
+        return strings[name]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation = args[0]  # optional: its one type
+    if annotation is bool:
+        return "maybe"
+    if annotation in (int, float):
+        return "many"
+    if typing.get_origin(annotation) is typing.Literal:
+        return "bogus"
+    if typing.get_origin(annotation) is list:
+        return "a,b"
+    raise AssertionError(
+        f"FLOWMEM_{name.upper()} ({annotation}) has no bad value here: add one to bad_strings or FREE_FORM"
+    )
+
+
+@pytest.mark.parametrize("field", sorted(set(Settings.model_fields) - FREE_FORM))
+def test_every_setting_with_a_bad_value_is_one_line_naming_its_variable(tmp_path: Path, field: str) -> None:
+    name = f"FLOWMEM_{field.upper()}"
+    value = bad_value(field, Settings.model_fields[field].annotation, bad_strings(tmp_path))
+    env = {"FLOWMEM_DB": str(tmp_path / "db"), name: value}
+    result = CliRunner().invoke(app, ["trajectories", "count"], env=env)
+    assert isinstance(result.exception, SystemExit), result.exception  # not an exception shown
+    stderr = result.stderr.splitlines()
+    assert_one_line(result.exit_code, stderr, f"error: {name}={value!r}")
+    assert f"{name}_" not in stderr[0] and result.stdout == ""
+
+
+@pytest.mark.parametrize("field", sorted(FREE_FORM))
+def test_a_free_form_setting_takes_any_string(field: str) -> None:
+    annotation = Settings.model_fields[field].annotation
+    assert {str, SecretStr} & {annotation, *typing.get_args(annotation)}
+    assert Settings(**{field: "any thing: 1, [2]"}) is not None
+
+
+# -- the same mistakes through the library ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        ("sqlite:///memory.db", "sqlite:// is not a scheme"),
+        ("memory://", "an in-memory database"),
+        ("a-file", "it is a file, not a directory"),
+        ("a-file/db", "a-file is a file, not a directory"),
+    ],
+)
+@pytest.mark.parametrize("how", ["constructor", "open"])
+def test_workflow_memory_says_what_a_store_location_may_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, location: str, why: str, how: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError) as raised:  # a StoreLocationError is one
+        WorkflowMemory(location) if how == "constructor" else WorkflowMemory.open(location)
+    assert type(raised.value).__name__ == "StoreLocationError"
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{location!r} cannot be a store location: {why}")
+    assert message.endswith(
+        "use a local directory path, or a URI of file://, s3://, s3+ddb://, gs://, az:// or abfss://"
+    )
+    assert raised.value.__cause__ is None and raised.value.__context__ is None
+
+
+def test_a_store_location_error_inside_a_command_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The top level, past the check before a command: the library's error is one line too."""
+    monkeypatch.setattr("flowmem.cli_errors.path_problems", lambda settings: None)
+    (tmp_path / "a-file").write_text("x")
+    code, lines = run(tmp_path, "induce", FLOWMEM_DB=str(tmp_path / "a-file"))
+    assert code == 1 and lines == [
+        f"error: FLOWMEM_DB: {str(tmp_path / 'a-file')!r} cannot be a store location: it is a file, "
+        "not a directory; use a local directory path, or a URI of file://, s3://, s3+ddb://, gs://, "
+        "az:// or abfss://"
+    ]
+
+
+def test_a_bug_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what a user can cause becomes one line: an error of the code still shows where."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("flowmem.cli.ingest_files", broken)
+    (tmp_path / "runs.jsonl").write_text(good(1) + "\n")
+    result = runner.invoke(
+        app, ["ingest", str(tmp_path / "runs.jsonl")], env={"FLOWMEM_DB": str(tmp_path / "db")}
+    )
+    assert isinstance(result.exception, KeyError)
+    for error in (BrokenPipeError(32, "Broken pipe"), RuntimeError("lance error: something else")):
+        assert explain(error) is None

@@ -44,7 +44,14 @@ class WorkflowMemory:
             run.finish(success=True, final_answer="done")
     """
 
-    def __init__(self, settings: Settings, *, store: Store | None = None) -> None:
+    def __init__(self, settings: Settings | str | os.PathLike[str], *, store: Store | None = None) -> None:
+        """A memory on the store the settings name, or on the store at a path or URI.
+
+        Raises:
+            StoreLocationError: (a `ValueError`) if the location cannot be a store; the
+                message says what can.
+        """
+        settings = _settings_of(settings)
         self.settings = settings
         self.store = store if store is not None else store_from(settings)
         self._writer: Writer | None = None
@@ -67,11 +74,7 @@ class WorkflowMemory:
     ) -> WorkflowMemory:
         """A memory on the configured store (settings from FLOWMEM_* variables by default), or
         on the store at a path or URI (the other settings from FLOWMEM_* variables)."""
-        if settings is None:
-            settings = Settings()
-        elif not isinstance(settings, Settings):
-            settings = Settings(db=os.fspath(settings))
-        return cls(settings, store=store)
+        return cls(Settings() if settings is None else settings, store=store)
 
     def _submit(self, run: Run) -> None:
         with self._lock:
@@ -355,3 +358,14 @@ class WorkflowMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _settings_of(settings: Settings | str | os.PathLike[str]) -> Settings:
+    """The settings themselves, or those of FLOWMEM_* variables with the store at a location."""
+    if isinstance(settings, Settings):
+        return settings
+    if isinstance(settings, str | os.PathLike):
+        return Settings(db=os.fspath(settings))
+    raise TypeError(
+        f"WorkflowMemory takes Settings or a store location (a path or URI), not {type(settings).__name__}"
+    )

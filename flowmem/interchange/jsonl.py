@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -258,13 +259,18 @@ def iter_lines(path: Path, *, progress: Callable[[int], None] | None = None) -> 
     """Yield (line number, line) of a JSONL file, gunzipping when it is gzipped.
 
     Blank lines are skipped. `progress` is called with the bytes of the file read so far. A
-    truncated gzip stream raises `EOFError` (a corrupt one `OSError`) after the complete lines.
+    truncated gzip stream raises `EOFError` (a corrupt one `OSError` or `zlib.error`) after
+    the complete lines; a file named `.gz` that is not gzipped raises `gzip.BadGzipFile`.
     """
     with path.open("rb") as raw:
         magic = raw.read(2)
         raw.seek(0)
+        if magic and magic != _GZIP_MAGIC and path.suffix == ".gz":  # empty: no lines
+            raise gzip.BadGzipFile(
+                "not a gzip file: the name ends in .gz, but it does not start with gzip's bytes 1f 8b"
+            )
         fh: IO[bytes] = (
-            cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if magic == b"\x1f\x8b" else raw
+            cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if magic == _GZIP_MAGIC else raw
         )
         for number, chunk in enumerate(fh, start=1):
             line = chunk.rstrip(b"\r\n")
@@ -292,9 +298,24 @@ def read_trajectories(
                 yield parse_line(line, settings)
             except RecordError as err:
                 yield Rejection(source, number, str(err), line.decode("utf-8", "replace"))
-    except (OSError, EOFError) as err:
-        reason = f"file unreadable after line {number}: {err or type(err).__name__}"
-        yield Rejection(source, number + 1, reason, "")
+    except (OSError, EOFError, zlib.error) as err:
+        yield Rejection(source, number + 1, _unreadable(err, number), "")
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_ACCEPTED_FILES = "a file is JSONL, plain or gzipped"
+
+
+def _unreadable(err: BaseException, lines: int) -> str:
+    """Why a file could not be read to its end, after `lines` lines, as a rejection says it."""
+    where = f"file unreadable after line {lines}" if lines else "file unreadable"
+    if isinstance(err, gzip.BadGzipFile) and str(err).startswith("not a gzip file"):
+        return f"{where}: {err}; {_ACCEPTED_FILES}"
+    if isinstance(err, EOFError):
+        return f"{where}: a truncated gzip file ({err or 'no end-of-stream marker'})"
+    if isinstance(err, (gzip.BadGzipFile, zlib.error)):
+        return f"{where}: not a valid gzip file ({err}); {_ACCEPTED_FILES}"
+    return f"{where}: {err or type(err).__name__}"
 
 
 def dump_record(trajectory: Trajectory) -> dict[str, Any]:

@@ -22,8 +22,19 @@ from flowmem.induction.embed import Embedder
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.storage import rows
+from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
 
-__all__ = ["NotFoundError", "StoreBase", "StoreError", "VersionConflictError", "Vector", "quote", "select"]
+__all__ = [
+    "NotFoundError",
+    "StoreAccessError",
+    "StoreBase",
+    "StoreError",
+    "StoreLocationError",
+    "VersionConflictError",
+    "Vector",
+    "quote",
+    "select",
+]
 
 T = TypeVar("T")
 Vector = npt.NDArray[np.float32]
@@ -44,6 +55,14 @@ class NotFoundError(StoreError, LookupError):
 
 class VersionConflictError(StoreError):
     """A workflow version that would overwrite or skip an existing one."""
+
+
+class StoreLocationError(StoreError, ValueError):
+    """A store location that cannot be one (`flowmem.storage.location.ACCEPTED` says what can)."""
+
+
+class StoreAccessError(StoreError):
+    """The operating system refused the store: read-only, no permission, no space."""
 
 
 def quote(value: str) -> str:
@@ -148,6 +167,8 @@ class StoreBase:
     """Connection and tables; the verbs are in `Store` and its mixins."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder) -> None:
+        if why := location_problem(settings.db):
+            raise StoreLocationError(f"{settings.db!r} cannot be a store location: {why}; use {ACCEPTED}")
         self.settings = settings
         self.embedder = embedder
         """The embedder whose vectors the tables hold (`flowmem.jobs.factories.store_from`
@@ -166,7 +187,7 @@ class StoreBase:
 
     @property
     def db(self) -> Any:
-        """The LanceDB connection, opened on first use (opening a Store does no I/O)."""
+        """The LanceDB connection, opened on first use (opening a Store only looks at its path)."""
         if self._db is None:
             import lancedb
 
@@ -177,8 +198,15 @@ class StoreBase:
             session = lancedb.Session(
                 metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=_INDEX_CACHE
             )
-            db = lancedb.connect(self.settings.db, read_consistency_interval=timedelta(0), session=session)
-            migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
+            try:
+                db = lancedb.connect(
+                    self.settings.db, read_consistency_interval=timedelta(0), session=session
+                )
+                migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
+            except Exception as err:
+                if line := os_error_line(err, self.settings.db):
+                    raise StoreAccessError(line) from None
+                raise
             self._db = db
             _CONNECTED.add(self)
         return self._db

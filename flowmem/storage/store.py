@@ -13,7 +13,7 @@ Tables:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
@@ -25,7 +25,9 @@ from flowmem.storage.appends import append_new
 from flowmem.storage.base import (
     TRAJECTORIES,
     NotFoundError,
+    StoreAccessError,
     StoreError,
+    StoreLocationError,
     Vector,
     VersionConflictError,
     _retry,
@@ -38,7 +40,20 @@ from flowmem.storage.runs import RunsMixin
 from flowmem.storage.served import ServedMixin
 from flowmem.storage.version_state import VersionStateMixin
 
-__all__ = ["NotFoundError", "Store", "StoreError", "VersionConflictError", "pick_version", "quote"]
+__all__ = [
+    "STATUSES",
+    "NotFoundError",
+    "Store",
+    "StoreAccessError",
+    "StoreError",
+    "StoreLocationError",
+    "VersionConflictError",
+    "pick_version",
+    "quote",
+]
+
+STATUSES: tuple[str, ...] = get_args(Workflow.model_fields["status"].annotation)
+"""The statuses a workflow version can have."""
 
 _BATCH = 1_000
 
@@ -226,6 +241,8 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
     ) -> list[Workflow]:
         """The latest version of every workflow, by id (optionally of one status, or as the
         table was at a run tag or table version)."""
+        if status is not None and status not in STATUSES:
+            raise StoreError(f"unknown workflow status {status!r}: use {', '.join(STATUSES)}")
         ns = self._ns(namespace)
         table = self._workflows(ns)
         if at is not None:
