@@ -34,7 +34,7 @@ def eval_command(
     files: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[FILE]...", help="With --online: the runs to replay (JSONL[.gz]).", show_default=False
+            metavar="FILE", help="With --online: the runs to replay (JSONL[.gz]).", show_default=False
         ),
     ] = None,
     train: Annotated[Path | None, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")] = None,
@@ -155,8 +155,8 @@ def _replayed(runs: list[Any], inducer: Inducer, settings: Settings, n: int, see
         current = bar.add_task("batches", total=n, last="")
         for batch in replay(runs, inducer, settings=settings, batches=n, seed=seed, k=k):
             done.append(batch)
-            f, r = batch.figures["flowmem"], batch.figures["raw"]
-            last = f"(batch {batch.index}: joint coverage {f['joint_coverage']} / raw {r['joint_coverage']})"
+            flow, raw = (batch.figures[s]["joint_coverage"] for s in ("flowmem", "raw"))
+            last = f"(batch {batch.index}: joint coverage {flow:.2f}, raw {raw:.2f})"
             bar.update(current, completed=batch.index, last=last if batch.index > 1 else "")
     return done
 
