@@ -57,7 +57,7 @@ class Served:
 
 
 def retrieve(
-    store: Store, test: Sequence[Trajectory], *, namespace: str, k: int, relevance_gap: float
+    store: Store, test: Sequence[Trajectory], *, namespace: str, k: int, relevance_gap: float | None
 ) -> Served:
     """Serve each test task from the store as an agent would be served: flowmem's workflows
     (nearest example, within `relevance_gap` of the first, composed) and raw memory's runs."""
