@@ -1,22 +1,64 @@
-"""The `flowmem eval` command (registered on the app in `flowmem.cli`)."""
+"""The `flowmem eval` command (registered on the app in `flowmem.cli`): offline (`--train`,
+`--test`) or online (`--online FILE...`, a replay in batches, `flowmem.jobs.online`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flowmem.cli_common import JsonOpt, fail, inducer_or_fail, out, print_json
+from flowmem.cli_common import JsonOpt, err, fail, inducer_or_fail, out, print_json
 from flowmem.settings import Settings
+
+if TYPE_CHECKING:
+    from flowmem.induction.base import Inducer
 
 __all__ = ["eval_command"]
 
+ONLINE_COLUMNS = (
+    ("joint_coverage", "joint cov.", 2),
+    ("joint_precision", "joint prec.", 2),
+    ("utility_rate", "utility", 2),
+    ("tokens_per_prompt", "tokens", 0),
+    ("memories", "memories", 0),
+)
+"""The figures the online table shows per batch: key, header, decimals."""
+
+DEFAULT_PLOT = Path("flowmem-online.png")
+
 
 def eval_command(
-    train: Annotated[Path, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")],
-    test: Annotated[Path, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")],
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="FILE", help="With --online: the runs to replay (JSONL[.gz]).", show_default=False
+        ),
+    ] = None,
+    train: Annotated[Path | None, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")] = None,
+    test: Annotated[Path | None, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")] = None,
+    online: Annotated[
+        bool,
+        typer.Option(
+            "--online", help="Replay FILE... in batches, each served by the memory of those before."
+        ),
+    ] = False,
+    batches: Annotated[
+        int | None,
+        typer.Option("--batches", metavar="N", help="With --online: how many batches [default: 6]."),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", metavar="S", help="With --online: the shuffle's seed [default: 0]."),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", metavar="PNG", help=f"With --online: where to save the curve [default: {DEFAULT_PLOT}]."
+        ),
+    ] = None,
     inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
     k: Annotated[
         int, typer.Option("--k", "-k", min=1, metavar="N", help="Memories retrieved per test task.")
@@ -24,7 +66,31 @@ def eval_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Induce from TRAIN in a temporary store, retrieve for each TEST task, and compare with
-    retrieving raw successful trajectories (metrics: docs/metrics.md)."""
+    retrieving raw successful trajectories (metrics: docs/metrics.md).
+
+    `--online FILE...` instead replays the runs of FILE... in a fixed shuffled order (sorted by
+    id, shuffled with --seed) cut into --batches batches: each batch is served by the memory
+    induced incrementally, as `flowmem induce` would, from the batches before it, then joins
+    the store. Prints both systems' figures per batch and saves their curve (--plot)."""
+    if online:
+        if train is not None or test is not None:
+            raise fail("--online replays FILE...; --train and --test are for the offline evaluation")
+        if not files:
+            raise fail("--online needs the runs to replay: flowmem eval --online FILE...")
+        _online(files, batches, seed, plot or DEFAULT_PLOT, inducer, k, as_json)
+        return
+    if given := [
+        name for name, v in (("--batches", batches), ("--seed", seed), ("--plot", plot)) if v is not None
+    ]:
+        raise fail(f"{', '.join(given)} {'need' if len(given) > 1 else 'needs'} --online")
+    if files:
+        raise fail(f"unexpected FILE argument {files[0]}: use --train F --test F, or --online FILE...")
+    if train is None or test is None:
+        raise fail("both --train and --test are needed (or --online FILE...)")
+    _offline(train, test, inducer, k, as_json)
+
+
+def _offline(train: Path, test: Path, inducer: str, k: int, as_json: bool) -> None:
     from flowmem.jobs.evaluate import evaluate, load
 
     if missing := [str(p) for p in (train, test) if not p.is_file()]:
@@ -44,3 +110,70 @@ def eval_command(
     for key in report["flowmem"]:
         table.add_row(key, str(report["flowmem"][key]), str(report["raw"].get(key, "")))
     out.print(table)
+
+
+def _online(
+    files: list[Path], batches: int | None, seed: int | None, plot: Path, inducer: str, k: int, as_json: bool
+) -> None:
+    from flowmem.jobs.evaluate import load
+    from flowmem.jobs.online import plot_curve, report_of, split_batches
+
+    n, seed = (6 if batches is None else batches), (0 if seed is None else seed)
+    if missing := [str(p) for p in files if not p.is_file()]:
+        raise fail(f"no such file: {', '.join(missing)}")
+    settings = Settings()
+    inducer_ = inducer_or_fail(inducer, settings)
+    runs = [t for path in files for t in load(path, settings)]
+    try:
+        split_batches(runs, n, seed=seed)  # a bad --batches fails before any work
+    except ValueError as e:
+        raise fail(str(e)) from None
+    report = report_of(
+        _replayed(runs, inducer_, settings, n, seed, k), inducer_kind=inducer_.kind, batches=n, seed=seed, k=k
+    )
+    png = plot_curve(report, plot)
+    if as_json:
+        print_json({**report, "plot": str(png) if png else None})
+        return
+    out.print(online_table(report))
+    out.print(f"curve: {png}" if png else "no curve: install matplotlib (pip install 'flowmem[plot]')")
+
+
+def _replayed(runs: list[Any], inducer: Inducer, settings: Settings, n: int, seed: int, k: int) -> list[Any]:
+    """Every batch of the replay, with a progress bar on stderr."""
+    from flowmem.jobs.online import replay
+
+    columns = (
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("batches {task.fields[last]}"),
+        TimeElapsedColumn(),
+    )
+    done = []
+    with Progress(*columns, console=err, transient=True) as bar:
+        current = bar.add_task("batches", total=n, last="")
+        for batch in replay(runs, inducer, settings=settings, batches=n, seed=seed, k=k):
+            done.append(batch)
+            flow, raw = (batch.figures[s]["joint_coverage"] for s in ("flowmem", "raw"))
+            last = f"(batch {batch.index}: joint coverage {flow:.2f}, raw {raw:.2f})"
+            bar.update(current, completed=batch.index, last=last if batch.index > 1 else "")
+    return done
+
+
+def online_table(report: dict[str, Any]) -> Table:
+    """The per-batch figures, flowmem / raw, to two decimals (`--json` has them all)."""
+    inputs = report["inputs"]
+    table = Table(
+        "batch",
+        "stored",
+        *(header for _, header, _ in ONLINE_COLUMNS),
+        title=f"eval --online: {inputs['runs']} runs in {inputs['batches']} batches, seed {inputs['seed']}, "
+        f"k={inputs['k']}; flowmem/raw",
+        caption="stored: the runs in the store when the batch was served (batch 1: none, not judged)",
+    )
+    for b in report["batches"]:
+        f, r = b["flowmem"], b["raw"]
+        cells = [f"{f[key]:.{digits}f}/{r[key]:.{digits}f}" for key, _, digits in ONLINE_COLUMNS]
+        table.add_row(str(b["batch"]), str(b["memory_runs"]), *cells)
+    return table

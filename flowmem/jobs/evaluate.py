@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,96 @@ from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import InductionRun, Trajectory
+from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["evaluate", "load"]
+__all__ = ["Served", "evaluate", "load", "retrieve", "score"]
 
 
 def load(path: Path, settings: Settings) -> list[Trajectory]:
     """Every valid trajectory of an interchange file (invalid lines are skipped)."""
     return [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
+
+
+@dataclass(frozen=True)
+class Served:
+    """What both systems served for each test run, and the memories they served from."""
+
+    flowmem: list[Retrieval]
+    """Per test run, the workflows `memory.search` serves, rendered as `memory.context` does."""
+    raw: list[Retrieval]
+    """Per test run, the k successful stored runs whose task is nearest."""
+    workflows: list[Workflow]
+    """Every served workflow version of the namespace."""
+    examples: list[Trajectory]
+    """Every successful stored run of the namespace (raw memory)."""
+
+
+def retrieve(
+    store: Store, test: Sequence[Trajectory], *, namespace: str, k: int, relevance_gap: float | None
+) -> Served:
+    """Serve each test task from the store as an agent would be served: flowmem's workflows
+    (nearest example, within `relevance_gap` of the first, composed) and raw memory's runs."""
+    # Brute force over in-process indexes read once from the store: at these sizes it is
+    # exact and far faster than one LanceDB query per test task.
+    queries = store.embedder.embed([t.task for t in test])
+    workflows, k_matrix, owners, k_shares = store.workflow_index(namespace=namespace)
+    w_text = {w.id: render_workflow(w) for w in workflows}  # as `memory.context` renders
+    index = ExampleIndex(k_matrix, owners, len(workflows), k_shares)
+    examples, t_matrix = store.trajectory_index(namespace=namespace, success=True)
+    raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
+    flow: list[Retrieval] = []
+    raw: list[Retrieval] = []
+    for t, q in zip(test, queries, strict=True):
+        near = index.search(q, max(k, CANDIDATES))
+        near = near[: within_gap([s for _, s in near], relevance_gap)]
+        ranked = [workflows[i] for i, _ in near]
+        hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
+        # As `memory.context` renders them together: a workflow composed of a sub-routine
+        # shown beside it names it instead of repeating its steps (`render_block`).
+        shown = subroutines_shown(hits)
+        texts = [render_workflow(w, shown=shown) if shown else w_text[w.id] for w in hits]
+        flow.append(
+            Retrieval(
+                t.actions,
+                t.success is True,
+                [(w.id, w.actions, text) for w, text in zip(hits, texts, strict=True)],
+            )
+        )
+        found = [examples[i] for i, _ in raw_index.search(q, k)]
+        raw.append(
+            Retrieval(t.actions, t.success is True, [(m.id, m.actions, render_trajectory(m)) for m in found])
+        )
+    return Served(flow, raw, workflows, examples)
+
+
+def score(
+    served: Served, train: Sequence[Trajectory], settings: Settings, *, memories: int
+) -> dict[str, Any]:
+    """Both systems' figures (docs/metrics.md): {"flowmem": {...}, "raw": {...}}. `train` is
+    what the memories were made from (its rare literals and slot values are the leaks);
+    `memories` is flowmem's count (raw's is the successful runs of `train`)."""
+    literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
+    leak = LeakChecker(literal_index.rare_values())
+    slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
+    slot_values = slot_literals(slots, [t.task for t in train], max_share=settings.literal_share)
+    slot_leak = LeakChecker(slot_values) if slots else None
+    n_raw = sum(1 for t in train if t.success is True)
+    report: dict[str, Any] = {
+        "flowmem": memory_metrics(served.flowmem, leak, slot_leak, memories),
+        "raw": memory_metrics(served.raw, leak, slot_leak, n_raw),
+    }
+    workflows = sorted(served.workflows, key=lambda w: w.id)  # a fixed order, so a sample is reproducible
+    # A sub-routine a workflow is composed of counts as one step of it (docs/metrics.md).
+    report["flowmem"].update(redundancy([w.composed_actions for w in workflows]))
+    report["raw"].update(redundancy([m.actions for m in sorted(served.examples, key=lambda m: m.id)]))
+    for system in ("flowmem", "raw"):
+        report[system]["slot_values_checked"] = len(slot_values) if slots else None
+    report["flowmem"]["described"] = described([w.description for w in served.workflows])
+    report["raw"]["described"] = None
+    return report
 
 
 def evaluate(
@@ -69,59 +149,11 @@ def evaluate(
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        # Brute force over in-process indexes read once from the store: at these sizes it is
-        # exact and far faster than one LanceDB query per test task.
-        queries = store.embedder.embed([t.task for t in test])
-        workflows, k_matrix, owners, k_shares = store.workflow_index(namespace=ns)
-        w_text = {w.id: render_workflow(w) for w in workflows}  # as `memory.context` renders
-        index = ExampleIndex(k_matrix, owners, len(workflows), k_shares)
-        examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
-        raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
-        flow: list[Retrieval] = []
-        raw: list[Retrieval] = []
-        for t, q in zip(test, queries, strict=True):
-            near = index.search(q, max(k, CANDIDATES))
-            near = near[: within_gap([s for _, s in near], settings.relevance_gap)]
-            ranked = [workflows[i] for i, _ in near]
-            hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
-            # As `memory.context` renders them together: a workflow composed of a sub-routine
-            # shown beside it names it instead of repeating its steps (`render_block`).
-            shown = subroutines_shown(hits)
-            texts = [render_workflow(w, shown=shown) if shown else w_text[w.id] for w in hits]
-            flow.append(
-                Retrieval(
-                    t.actions,
-                    t.success is True,
-                    [(w.id, w.actions, text) for w, text in zip(hits, texts, strict=True)],
-                )
-            )
-            found = [examples[i] for i, _ in raw_index.search(q, k)]
-            raw.append(
-                Retrieval(
-                    t.actions, t.success is True, [(m.id, m.actions, render_trajectory(m)) for m in found]
-                )
-            )
+        served = retrieve(store, test, namespace=ns, k=k, relevance_gap=settings.relevance_gap)
         timing["retrieve_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
-    leak = LeakChecker(literal_index.rare_values())
-    slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
-    slot_values = slot_literals(slots, [t.task for t in train], max_share=settings.literal_share)
-    slot_leak = LeakChecker(slot_values) if slots else None
-    n_raw = sum(1 for t in train if t.success is True)
-    report: dict[str, Any] = {
-        "flowmem": memory_metrics(flow, leak, slot_leak, len(versions)),
-        "raw": memory_metrics(raw, leak, slot_leak, n_raw),
-    }
-    served = sorted(workflows, key=lambda w: w.id)  # a fixed order, so a sample is reproducible
-    # A sub-routine a workflow is composed of counts as one step of it (docs/metrics.md).
-    report["flowmem"].update(redundancy([w.composed_actions for w in served]))
-    report["raw"].update(redundancy([m.actions for m in sorted(examples, key=lambda m: m.id)]))
-    for system in ("flowmem", "raw"):
-        report[system]["slot_values_checked"] = len(slot_values) if slots else None
-    report["flowmem"]["described"] = described([w.description for w in workflows])
-    report["raw"]["described"] = None
+    report = score(served, train, settings, memories=len(versions))
     labels: list[str | None] = []
     groups: list[str] = []
     label_of = {agent: c.label_of() for agent, c in result.clusterings.items()}
