@@ -39,6 +39,19 @@ def test_valid_record_parses_and_unknown_keys_are_kept_in_meta(settings: Setting
     assert t.namespace == "default"
 
 
+def test_a_step_flagged_as_an_error_keeps_its_message_from_the_observation(settings: Settings) -> None:
+    flagged = {
+        "action": "orders.get",
+        "args": {"id": "#95"},
+        "observation": "Error: Order not found\nat x",
+        "error": True,
+    }
+    bare = {"action": "orders.get", "args": {"id": "#96"}, "error": True}
+    fine = {"action": "orders.get", "args": {"id": "#W1"}, "observation": "{}", "error": False}
+    t = parse_line(line({**GOOD, "steps": [flagged, bare, fine, {**flagged, "error": "timeout"}]}), settings)
+    assert [s.error for s in t.steps] == ["Error: Order not found", "failed", None, "timeout"]
+
+
 def test_missing_id_gets_a_stable_content_id(settings: Settings) -> None:
     a, b = parse_line(line(GOOD), settings), parse_line(line(GOOD), settings)
     other = parse_line(line({**GOOD, "task": "something else"}), settings)

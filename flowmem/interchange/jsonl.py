@@ -162,6 +162,22 @@ def _check_built(trajectory: Trajectory) -> None:
         raise RecordError("created_at: out of range once converted to UTC") from None
 
 
+def _error_text(error: Any, observation: Any) -> Any:
+    """A step's error as text: logs that flag a failed call with `"error": true` keep the
+    message in the observation (its first line becomes the error; "failed" without one), and
+    `"error": false` means none. Anything else is validated as given."""
+    if error is True:
+        first = (
+            observation.strip().splitlines()[0]
+            if isinstance(observation, str) and observation.strip()
+            else ""
+        )
+        return first[:500] or "failed"
+    if error is False:
+        return None
+    return error
+
+
 def parse_record(data: Any, settings: Settings) -> Trajectory:
     """Validate one decoded record and build its trajectory.
 
@@ -186,6 +202,7 @@ def parse_record(data: Any, settings: Settings) -> Trajectory:
         step_fields, _ = _split_unknown(step, _STEP_KEYS)
         if step_fields.get("args") is None:
             step_fields["args"] = {}
+        step_fields["error"] = _error_text(step_fields.get("error"), step_fields.get("observation"))
         clean_steps.append(step_fields)
     fields["steps"] = clean_steps
     fields.setdefault("namespace", settings.namespace)
