@@ -173,6 +173,31 @@ def test_a_store_that_never_answers_holds_neither_flush_nor_close(
     )
 
 
+def test_a_batch_stored_after_a_retry_is_one_line_at_close(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flowmem.agents import writer
+
+    failures = [RuntimeError("lance error: Commit conflict for version 7\n(the details)")]
+
+    def conflict_once(*args: Any, **kwargs: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return store_trajectories(*args, **kwargs)
+
+    store_trajectories = writer.store_trajectories
+    monkeypatch.setattr(writer, "store_trajectories", conflict_once)
+    caplog.set_level(logging.WARNING, logger="flowmem")
+    memory = WorkflowMemory.open(settings)
+    _record(memory, "r1", "r2")
+    _returns(memory.close)
+    assert store_from(settings).count_trajectories() == 2
+    assert [r.getMessage() for r in _lines(caplog)] == [
+        "flowmem: storing took more than one attempt 1 time "
+        "(first failure: RuntimeError: lance error: Commit conflict for version 7)"
+    ]
+
+
 def test_finish_returns_when_the_durable_journal_cannot_be_written(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -189,7 +214,7 @@ def test_finish_returns_when_the_durable_journal_cannot_be_written(
     assert store_from(settings).count_trajectories() == 2
     [line] = _lines(caplog)
     assert line.getMessage() == (
-        f"flowmem: 2 finished runs were not journaled in {settings.journal_path} "
+        f"flowmem: 2 finished runs not journaled in {settings.journal_path} "
         "([Errno 28] No space left on device): durable only once stored"
     )
 

@@ -59,6 +59,10 @@ class Tally:
     """Runs that could be written nowhere."""
     lost_error: str = ""
     """Why the first of them was not stored nor spilled."""
+    retried: int = 0
+    """Batches stored only after a failed attempt."""
+    retry_error: str = ""
+    """Why the first of those attempts failed."""
 
 
 class Writer(threading.Thread):
@@ -208,18 +212,23 @@ class Writer(threading.Thread):
         """Store (or spool) trajectories, retrying; on persistent failure spill them to the
         unsaved-runs file. True once they are in one of those places; False (counted for the
         report) if they could be written nowhere. Never raises."""
-        error = ""
+        failure = ""
         for attempt in range(ATTEMPTS):
             try:
                 self.store_once(trajectories)
-                return True
             except Exception as err:
                 n = len(trajectories)
                 log.debug("flowmem: storing %d runs failed (attempt %d)", n, attempt + 1, exc_info=True)
-                error = f"the store refused them ({reason(err)})"
+                failure = reason(err)
+            else:
+                if attempt:
+                    with self._tally_lock:
+                        self.tally.retried += 1
+                        self.tally.retry_error = self.tally.retry_error or failure
+                return True
             if attempt + 1 < ATTEMPTS:
                 time.sleep(0.2 * 2**attempt)
-        return self._spill(trajectories, error)
+        return self._spill(trajectories, f"the store refused them ({failure})")
 
     def _count_outcomes(self, trajectories: list[Trajectory]) -> None:
         """Fold the new runs' outcomes into the served versions' stats now (best effort)."""
@@ -269,30 +278,41 @@ class Writer(threading.Thread):
             self.tally.lost_error = self.tally.lost_error or why
 
     def report(self) -> None:
-        """Say once, one line each, what was not stored: runs spilled (and where they wait),
-        runs lost (and why), runs the durable journal could not hold."""
+        """Say once, one line each, what was not stored: runs lost (and why), runs spilled
+        (and where they wait), batches that needed retries, runs the journal could not hold."""
         with self._tally_lock:
             tally, self.tally = self.tally, Tally()
         target = self.settings.spool_path if self.settings.record_to == "spool" else self.settings.db
         if tally.lost:
-            log.error("flowmem: %d runs not saved, meant for %s: %s", tally.lost, target, tally.lost_error)
+            log.error("flowmem: %s not saved, meant for %s: %s", _runs(tally.lost), target, tally.lost_error)
         if tally.spilled:
             log.warning(
-                "flowmem: %d runs not stored in %s: %s; kept in %s for the next WorkflowMemory "
+                "flowmem: %s not stored in %s: %s; kept in %s for the next WorkflowMemory "
                 "that can write there to take back",
-                tally.spilled,
+                _runs(tally.spilled),
                 target,
                 tally.store_error,
                 self.spill_path,
             )
+        if tally.retried:
+            log.warning(
+                "flowmem: storing took more than one attempt %d time%s (first failure: %s)",
+                tally.retried,
+                "" if tally.retried == 1 else "s",
+                tally.retry_error,
+            )
         if self.journal is not None and (failed := self.journal.take_failures()):
             count, why = failed
             log.warning(
-                "flowmem: %d finished runs were not journaled in %s (%s): durable only once stored",
-                count,
+                "flowmem: %s not journaled in %s (%s): durable only once stored",
+                _runs(count, "finished run"),
                 self.journal.directory,
                 why,
             )
+
+
+def _runs(n: int, noun: str = "run") -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _no_answer(timeout: float) -> str:
