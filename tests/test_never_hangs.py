@@ -155,6 +155,28 @@ def test_runs_the_store_refused_are_spilled_then_taken_back_by_the_next_memory(
     assert store_from(settings).count_trajectories() == 3
 
 
+def test_a_spool_that_cannot_be_written_spills_and_the_next_memory_takes_back_into_it(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flowmem.interchange import pending_files
+
+    spooled = settings.model_copy(update={"record_to": "spool"})
+    spooled.spool_path.parent.mkdir(parents=True, exist_ok=True)
+    spooled.spool_path.write_text("")  # a file where the spool directory should be
+    caplog.set_level(logging.WARNING, logger="flowmem")
+    memory = WorkflowMemory.open(spooled)
+    _record(memory, "r1", "r2")
+    _returns(memory.close)
+    [line] = _lines(caplog)
+    assert line.getMessage().startswith(f"flowmem: 2 runs not stored in {spooled.spool_path}: ")
+    spooled.spool_path.unlink()
+    spooled.spool_path.mkdir()
+    WorkflowMemory.open(spooled).close()
+    [file] = pending_files(spooled.spool_path)
+    assert sorted(t.id for t in spill.read(file)) == ["r1", "r2"]
+    assert not spill.spill_path(settings).exists()
+
+
 @pytest.mark.parametrize("from_signal", [False, True], ids=["close", "close-from-sigterm"])
 def test_a_store_that_never_answers_holds_neither_flush_nor_close(
     settings: Settings, stuck_store: threading.Event, caplog: pytest.LogCaptureFixture, from_signal: bool

@@ -3,7 +3,8 @@
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
 stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
 at interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
-flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run.
+flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; it
+never waits longer than twice `flush_timeout`, and says in one line what it could not store.
 """
 
 from __future__ import annotations
