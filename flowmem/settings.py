@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     """Seconds the hooks' background writer waits to gather a batch."""
     flush_batch: int = Field(500, ge=1)
     """Trajectories the background writer stores per commit at most."""
+    flush_timeout: float = Field(5.0, gt=0, le=3600)
+    """Seconds `WorkflowMemory.flush` and `close` (also at exit and on SIGTERM) wait at most
+    for the background writer. Past it, `close` writes what is not stored yet to the
+    unsaved-runs file (taking at most as long again) and returns: it never hangs on a store
+    or disk that does not answer (docs/reliability.md)."""
     durable: bool = False
     """Durable hooks: `run.finish` (and the end of a `record` block) returns only once the run
     is fsync'ed to a local journal (`journal_path`) that the writer empties as it stores, and

@@ -136,3 +136,46 @@ def test_an_exception_after_finish_is_journaled_as_the_failure_it_became(tmp_pat
     memory.close()
     [stored] = store_from(settings).get_trajectories(["x"], namespace="default")
     assert stored.success is False and list(settings.journal_path.iterdir()) == []
+
+
+def test_each_append_is_fsynced_once_written_and_a_new_segments_directory_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No test can see a missing fsync by reading the files back (the page cache holds them):
+    # so watch the calls. Each is recorded with the file's identity and its size at that
+    # moment, which shows the fsync came after the line was written.
+    synced: list[tuple[int, int, int]] = []
+    fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.append((st.st_dev, st.st_ino, st.st_size))
+        fsync(fd)
+
+    def synced_as_it_is(path: Path) -> bool:
+        st = path.stat()
+        return (st.st_dev, st.st_ino, st.st_size) in synced
+
+    def synced_directory(path: Path) -> bool:
+        st = path.stat()
+        return any((dev, ino) == (st.st_dev, st.st_ino) for dev, ino, _ in synced)
+
+    directory = tmp_path / "journal"
+    journal = Journal(directory).open()
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+
+    journal.append(_trajectory(1))  # a new segment: the run, and the segment's directory entry
+    [segment] = directory.glob("*.jsonl")
+    assert synced_as_it_is(segment) and synced_directory(directory)
+
+    synced.clear()
+    journal.append(_trajectory(2))  # the same segment, one line longer
+    assert synced_as_it_is(segment)
+
+    journal.done([("default", "t1"), ("default", "t2")])  # stored: the segment goes
+    assert not segment.exists()
+    synced.clear()
+    journal.append(_trajectory(3))  # a new segment again
+    [segment] = directory.glob("*.jsonl")
+    assert synced_as_it_is(segment) and synced_directory(directory)
+    journal.close()

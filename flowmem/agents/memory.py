@@ -3,7 +3,8 @@
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
 stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
 at interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
-flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run.
+flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; it
+never waits longer than twice `flush_timeout`, and says in one line what it could not store.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, TypeVar, cast, overload
 from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, current_run
 from flowmem.agents.retrieval import Hit, ServedIndex
-from flowmem.agents.writer import Writer, journal_run, open_journal
+from flowmem.agents.writer import Writer, journal_run, open_journal, take_back_spill
 from flowmem.induction.render import render_block
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
@@ -66,6 +67,7 @@ class WorkflowMemory:
         self._journal = open_journal(self.store, settings) if settings.durable else None
         journal = self._journal
         self._journal_hook = functools.partial(journal_run, journal, settings) if journal else None
+        take_back_spill(self.store, settings)  # what earlier memories could not store
         shutdown.track(self)
 
     @classmethod
@@ -328,12 +330,18 @@ class WorkflowMemory:
         )
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every finished run is stored; False if `timeout` passed first."""
+        """Wait until every finished run is stored (or, if the store refused it, spilled to
+        the unsaved-runs file); False if `timeout` (default: the `flush_timeout` setting)
+        passed first."""
         writer = self._writer
-        return True if writer is None else writer.flush(timeout)
+        if writer is None:
+            return True
+        return writer.flush(self.settings.flush_timeout if timeout is None else timeout)
 
     def close(self, *, from_signal: bool = False) -> None:
-        """Store everything still buffered and stop the writer. Idempotent.
+        """Store everything still buffered, stop the writer and say, in one line, what could
+        not be stored. Idempotent. Returns within twice `flush_timeout` whatever the store and
+        the disk do: what the writer has not stored by then is spilled (docs/reliability.md).
 
         `from_signal`: called by a signal handler, which may have interrupted this thread
         inside one of the hooks' locks: the runs are stored from this thread (`Writer.drain`)
@@ -344,12 +352,10 @@ class WorkflowMemory:
             self._closed = True
             writer = self._writer
         if writer is not None and from_signal:
-            writer.drain()
+            writer.drain(self.settings.flush_timeout)
         elif writer is not None:
-            writer.flush()
-            writer.stop()
-            writer.join()
-        if self._journal is not None:  # empty now: every run is stored, spooled or spilled
+            writer.close(self.settings.flush_timeout)
+        if self._journal is not None:  # empty now unless runs could be kept nowhere else
             self._journal.close()
         shutdown.untrack(self)
 

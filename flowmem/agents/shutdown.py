@@ -3,14 +3,16 @@
 A process supervisor or container runtime stops a process with SIGTERM, whose default action
 ends it at once, without `atexit`. The first `WorkflowMemory` opened in the main thread
 installs a SIGTERM handler that closes every open memory (each stores what its writer still
-holds), then does what the previous handler would have done: calls it if the application set
-one, ignores the signal if it was ignored, else ends the process by the signal, as before.
+holds, within its `flush_timeout` bound), then does what the previous handler would have
+done: calls it if the application set one, ignores the signal if it was ignored, else ends
+the process by the signal, as before.
 SIGINT needs nothing: it raises KeyboardInterrupt, and the exit that follows runs `atexit`.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import threading
@@ -33,7 +35,10 @@ _lock = threading.Lock()
 
 def _close_all(*, from_signal: bool = False) -> None:
     for memory in list(_open):
-        memory.close(from_signal=from_signal)
+        try:
+            memory.close(from_signal=from_signal)
+        except Exception as err:  # one memory's failure must not keep the others from closing
+            logging.getLogger("flowmem.memory").error("flowmem: closing a memory failed: %s", err)
 
 
 def _at_exit() -> None:

@@ -40,6 +40,8 @@ class Journal:
         self._keys: dict[int, set[Key]] = {}  # segment -> runs in it not yet stored
         self._where: dict[Key, set[int]] = {}  # run -> segments holding a line of it
         self._fd: int | None = None
+        self._failed = 0  # appends that raised since `take_failures`
+        self._failure = ""
 
     def open(self) -> Journal:
         """Create the directory and take this process's lock (released by the kernel on death)."""
@@ -81,6 +83,19 @@ class Journal:
             if self._segment(self._seq).exists():
                 self._seq += 1
 
+    def note_failure(self, why: str) -> None:
+        """Count an append that failed (the caller went on without it), and the first reason."""
+        with self._lock:
+            self._failed += 1
+            self._failure = self._failure or why
+
+    def take_failures(self) -> tuple[int, str] | None:
+        """The failed appends noted since the last call, and the first one's reason."""
+        with self._lock:
+            failed, why = self._failed, self._failure
+            self._failed, self._failure = 0, ""
+        return (failed, why) if failed else None
+
     @property
     def pending(self) -> int:
         """Runs journaled and not yet reported stored."""
@@ -113,16 +128,21 @@ class Journal:
         lock.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Release the lock; delete this process's files when every run is stored."""
+        """Release the lock; delete this process's files when every run is stored (files that
+        cannot be deleted stay: a later open finds their owner gone and replays them)."""
         with self._lock:
             if self._fd is None:
                 return
-            if not self._where:
-                for segment in self.directory.glob(f"{self.owner}.*.jsonl"):
-                    segment.unlink(missing_ok=True)
-                (self.directory / f"{self.owner}.lock").unlink(missing_ok=True)
-            os.close(self._fd)
-            self._fd = None
+            try:
+                if not self._where:
+                    for segment in self.directory.glob(f"{self.owner}.*.jsonl"):
+                        segment.unlink(missing_ok=True)
+                    (self.directory / f"{self.owner}.lock").unlink(missing_ok=True)
+            except OSError:
+                pass
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
 
 def _dead(lock: Path) -> bool:
