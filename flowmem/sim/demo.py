@@ -12,6 +12,7 @@ outcomes into the versions' stats. The agent is scripted, not an LLM: see `flowm
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -103,6 +104,19 @@ def _record(memory: WorkflowMemory, t: Trajectory, used: Sequence[WorkflowRef]) 
         run.finish(success=t.success, final_answer=t.final_answer, feedback=t.feedback)
 
 
+SETTLE_LIMIT = 600.0
+"""Seconds the demo waits for its writer before it gives up (a hang, not a slow machine)."""
+
+
+def _settle(memory: WorkflowMemory) -> None:
+    """Wait until the writer has stored every run, however slow the machine: the next task (or
+    the cycle) must see them, or a loaded machine would give other figures."""
+    deadline = time.monotonic() + SETTLE_LIMIT
+    while not memory.flush():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the demo's store took over {SETTLE_LIMIT:.0f} s to take its runs")
+
+
 def run_loop(
     settings: Settings,
     *,
@@ -153,11 +167,11 @@ def run_loop(
                     _record(memory, t, follower.used.get(t.id, []))
                 # The next task is served what this one's outcome changed, whenever the writer
                 # thread gets to it: the same rounds on a loaded machine as on an idle one.
-                memory.flush()
+                _settle(memory)
                 mine.append(runs)
                 if on_task is not None:
                     on_task(r, i + 1, sum(bool(ts[0].success) for ts in mine))
-            memory.flush()
+            _settle(memory)
             n_runs = sum(len(ts) - (ts[0].agent == "orchestrator") for ts in mine)
             done = Round(r, _arm(mine), _arm(base), round(len(follower.followed) / max(n_runs, 1), 3), served)
             report.rounds.append(done)
