@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "DEMONSTRATION",
+    "PROCEDURE",
     "NAMESPACE_PATTERN",
     "InductionRun",
     "Provenance",
@@ -181,6 +182,10 @@ class UsageStats(_Frozen):
 DEMONSTRATION = "demonstration"
 """The `Trajectory.meta` key that marks a run as a curated demonstration (ingested with
 `flowmem induce --from`): a workflow induced from demonstrations alone is `offline`."""
+
+PROCEDURE = "add_workflow"
+"""The `Trajectory.source` of a procedure written by hand (`add_workflow`): its outcome is
+stated, not observed, so its failure is a lesson on its own (`induction.failures`)."""
 
 
 class Provenance(_Frozen):

@@ -14,7 +14,7 @@ from flowmem.induction.failures import (
     pitfalls,
     standalone_pitfalls,
 )
-from flowmem.models import Trajectory
+from flowmem.models import PROCEDURE, Trajectory
 
 WORKFLOW = ["mail.search", "contacts.lookup", "mail.forward"]
 NAMES = ["olga", "kofi", "amir", "lena", "raj", "nadia", "sofia", "yuki", "carlos", "aisha", "zed", "ines"]
@@ -180,3 +180,13 @@ def test_strongest_first_and_at_most_limit() -> None:
 def test_a_cluster_of_failed_runs_without_errors_gets_advice_not_a_rule() -> None:
     notes = standalone_pitfalls(failed(3, "mail.search", "mail.forward"), set(), limit=1)
     assert notes == ["do not rely on mail.search alone: no run that called it succeeded (3×)"]
+
+
+def test_a_failure_written_down_by_hand_is_a_pitfall_on_its_own() -> None:
+    told = failed(1, "mail.search", "mail.forward")[0].model_copy(update={"source": PROCEDURE})
+    assert pitfalls(WORKFLOW, ok(3), [told], set()) == [
+        "call contacts.lookup, then mail.forward (1/1 failures)"
+    ]
+    # Observed, one failure is no evidence; written down, it is unless a success did the same.
+    assert pitfalls(WORKFLOW, ok(3), failed(1, "mail.search", "mail.forward"), set()) == []
+    assert pitfalls(WORKFLOW, [*ok(3), *ok(1, "mail.search", "mail.forward", start=50)], [told], set()) == []

@@ -130,3 +130,46 @@ def test_similar_procedures_are_induced_into_one_workflow_that_search_returns(tm
         # The procedures it was induced from are not returned again; the failed one still is.
         assert [f.kind for f in found[1:]] == ["procedure"]
         assert found[1].metadata["result"].startswith("FAILED")
+
+
+def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfall(tmp_path: Path) -> None:
+    """Three deploys of one procedure, the version in their step texts, and one that failed
+    without the migrations: one workflow, the version a placeholder, the failure a pitfall."""
+    settings = Settings(db=str(tmp_path / "db"))
+    versions = ["2.4.1", "2.4.2", "2.5.0"]
+
+    def steps(v: str, *, migrate: bool = True) -> list[str]:
+        done = [f"Build Docker image app:{v}", f"Push app:{v} to the registry"]
+        done += ["Run database migrations"] if migrate else []
+        return [*done, f"Deploy app:{v} to production", "Verify the health checks"]
+
+    with WorkflowMemory.open(settings) as memory:
+        for v in versions:
+            memory.add_workflow_sync(
+                f"Deploy version {v} of the app to production", steps(v), "App deployed", f"Deployed {v}"
+            )
+        failed = memory.add_workflow_sync(
+            "Deploy version 2.5.1 of the app to production",
+            steps("2.5.1", migrate=False),
+            "App deployed",
+            "FAILED: the app crashed, the migrations had not run",
+        )
+        stored = memory.store.get_trajectory(failed)
+        assert stored.steps[0].action == "Build Docker image {image}" and stored.steps[0].args == {
+            "image": "app:2.5.1"
+        }
+        report = induce(memory.store, settings, RuleInducer(), namespace=settings.namespace)
+        [workflow] = report.versions
+        assert len(workflow.source_trajectory_ids) == 3
+        text = memory.context("Deploy version 3.0.0 of the app to production", k=1)
+        assert "1. Build Docker image {image}\n" in text and "4. Deploy {image} to production\n" in text
+        assert workflow.pitfalls == [
+            "call Run database migrations, then Deploy {image} to production (1/1 failures)"
+        ]
+        assert "Pitfall: call Run database migrations" in text
+        assert not any(v in text for v in [*versions, "2.5.1"])
+        assert "()" not in text and " then 1." not in text
+        [found, procedure] = memory.search_workflow_sync("deploy version 3.0.0 of the app", k=2)
+        assert found.kind == "workflow" and found.metadata["steps"][0] == "Build Docker image {image}"
+        # The failed procedure is still returned as written, for code that avoids what failed.
+        assert procedure.id == failed and procedure.metadata["steps"] == steps("2.5.1", migrate=False)

@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from flowmem.agents.retrieval import Hit
+from flowmem.induction.prose import parse_prose
+from flowmem.induction.render import render_call
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import Step, Trajectory, Workflow
+from flowmem.models import PROCEDURE, Step, Trajectory, Workflow
 
 if TYPE_CHECKING:
     from flowmem.agents.memory import WorkflowMemory
 
 __all__ = ["SOURCE", "FoundWorkflow", "add_procedure", "outcome_of", "search_procedures"]
 
-SOURCE = "add_workflow"
+SOURCE = PROCEDURE
 """The `source` of a trajectory stored by `add_workflow`."""
 
 _MAX_SOURCES = 50
@@ -81,7 +83,7 @@ def add_procedure(
         task=task,
         agent=agent,
         namespace=namespace or memory.settings.namespace,
-        steps=[Step(action=text) for text in texts],
+        steps=_steps(texts),
         success=outcome_of(result),
         final_answer=result,
         source=SOURCE,
@@ -91,10 +93,21 @@ def add_procedure(
     return run.id
 
 
+def _steps(texts: Sequence[str]) -> list[Step]:
+    """Step texts as steps: the values in a sentence become its arguments (`induction.prose`),
+    the text as written kept in the step's meta."""
+    named: dict[str, str] = {}
+    steps = []
+    for text in texts:
+        action, args = parse_prose(text, named)
+        steps.append(Step(action=action, args=args, meta={"text": text} if args else {}))
+    return steps
+
+
 def _procedure(run: Trajectory, score: float) -> FoundWorkflow:
     meta = {
         "task": run.task,
-        "steps": [s.action for s in run.steps],
+        "steps": [str(s.meta.get("text") or render_call(s.action, s.args)) for s in run.steps],
         "outcome": run.meta.get("outcome", run.final_answer or ""),
         "result": run.meta.get("result", run.final_answer),
         "id": run.id,
@@ -130,10 +143,7 @@ def _summary(memory: WorkflowMemory, w: Workflow, namespace: str) -> tuple[str, 
 def _workflow(memory: WorkflowMemory, hit: Hit, namespace: str) -> FoundWorkflow:
     w = hit.workflow
     outcome, result = _summary(memory, w, namespace)
-    steps = [
-        f"{s.action}({', '.join(f'{key}={value}' for key, value in s.args.items())})" if s.args else s.action
-        for s in w.steps
-    ]
+    steps = [render_call(s.action, s.args) if s.args else s.action for s in w.steps]
     meta = {
         "task": w.description,
         "steps": steps,

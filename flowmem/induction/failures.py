@@ -26,7 +26,7 @@ from typing import NamedTuple
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.injection import DESTINATION, looks_like_injection
 from flowmem.induction.literals import mask
-from flowmem.models import Trajectory
+from flowmem.models import PROCEDURE, Trajectory
 
 __all__ = ["IGNORED", "Divergence", "first_divergence", "one_sided_fisher", "pitfalls", "standalone_pitfalls"]
 
@@ -148,28 +148,36 @@ def pitfalls(
     another way diverge too, and count against a finding). A first divergence
     (`first_divergence`) is a pitfall when it comes from at least `min_support` distinct failed
     runs of at least `min_tasks` distinct tasks, and one-sided Fisher's exact test of failed vs
-    successful runs having it gives p < `alpha`. Advice not to call an action (again) is never
-    given when more than half of the successful runs call it (as many times). Strongest
+    successful runs having it gives p < `alpha`; or when a procedure written by hand
+    (`add_workflow`, source `PROCEDURE`) that its author marked failed shows it and no
+    successful run does: a stated outcome, not an observed one, is a lesson on its own.
+    Advice not to call an action (again) is never given when more than half of the
+    successful runs call it (as many times). Strongest
     (lowest p) first, at most `limit`, each with its evidence: `(n/m failures)`.
     """
     failed_runs = list({t.id: t for t in failures}.values())
     ok_runs = list({t.id: t for t in successes}.values())
     found: dict[str, list[Divergence]] = {}
     tasks: dict[str, set[str]] = {}
+    stated: Counter[str] = Counter()
     for run in failed_runs:
         divergence = first_divergence(actions, run, literals)
         if divergence is not None:
             found.setdefault(divergence.advice, []).append(divergence)
             tasks.setdefault(divergence.advice, set()).add(run.task)
+            stated[divergence.advice] += run.source == PROCEDURE
     ok_found = Counter(d.advice for d in (first_divergence(actions, run, literals) for run in ok_runs) if d)
     kept: list[tuple[float, int, str]] = []
     for advice, divergences in found.items():
         n = len(divergences)
-        if n < min_support or len(tasks[advice]) < min_tasks:
-            continue
         avoid, times = divergences[0].avoid, min(d.times for d in divergences)
         if avoid is not None and sum(t.actions.count(avoid) >= times for t in ok_runs) > len(ok_runs) / 2:
             continue  # most successful runs call it (as often): never advice against it
+        if stated[advice] and ok_found[advice] == 0:
+            kept.append((0.0, -n, advice))  # a failure written down by hand is a lesson in itself
+            continue
+        if n < min_support or len(tasks[advice]) < min_tasks:
+            continue
         p = one_sided_fisher(n, len(failed_runs), ok_found[advice], len(ok_runs))
         if p < alpha:
             kept.append((p, -n, advice))

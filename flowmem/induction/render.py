@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from flowmem.induction.prose import is_prose, render_prose
 from flowmem.models import Trajectory, Workflow
 
 __all__ = ["render_block", "render_call", "render_trajectory", "render_workflow", "subroutines_shown"]
@@ -20,11 +21,15 @@ def _args(args: dict[str, Any]) -> str:
 def render_call(action: str, args: dict[str, Any], choices: Mapping[str, Sequence[str]] = {}) -> str:
     """A step as a call, `action(key=value, ...)`; a step written as prose (a hand-written
     procedure's "Build the Docker image": whitespace in the action, no arguments) as it is.
-    A placeholder with `choices` shows them: `cabin={cabin: business|economy}`."""
+    A placeholder with `choices` shows them: `cabin={cabin: business|economy}`. A sentence
+    whose values are its arguments ("Build Docker image {image}", `induction.prose`) is the
+    sentence with them put back."""
     if not args and any(c.isspace() for c in action):
         return action
     if choices:
         args = {k: _with_choices(v, choices) for k, v in args.items()}
+    if is_prose(action, args):
+        return render_prose(action, args)
     return f"{action}({_args(args)})"
 
 

@@ -1,0 +1,52 @@
+"""Steps written as sentences: their values become arguments, so procedures that differ only
+in values are one workflow, rendered as sentences with placeholders."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowmem.induction.prose import is_prose, parse_prose, render_prose
+from flowmem.induction.render import render_call
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "args"),
+    [
+        ("Build Docker image app:2.4.1", "Build Docker image {image}", {"image": "app:2.4.1"}),
+        ("Run database migrations", "Run database migrations", {}),
+        ("Scale to 12 replicas.", "Scale to {value} replicas.", {"value": "12"}),
+        ("Upload to S3 bucket 'logs-2024'", "Upload to S3 bucket '{bucket}'", {"bucket": "logs-2024"}),
+        ("Enable 2FA for olga@corp.test", "Enable 2FA for {value}", {"value": "olga@corp.test"}),
+        (
+            "Check https://app.example.com/health",
+            "Check {value}",
+            {"value": "https://app.example.com/health"},
+        ),
+        (
+            "Close ticket #W1234 on 2023-11-30",
+            "Close ticket {ticket} on {value}",
+            {"ticket": "#W1234", "value": "2023-11-30"},
+        ),
+        # One digit in a name is vocabulary, not a value; nor is a lone small number.
+        ("Restart the EC2 and K8s nodes 3 times", "Restart the EC2 and K8s nodes 3 times", {}),
+    ],
+)
+def test_values_in_a_sentence_become_arguments(text: str, action: str, args: dict[str, str]) -> None:
+    assert parse_prose(text) == (action, args)
+    assert render_call(*parse_prose(text)) == text
+
+
+def test_a_value_keeps_its_name_across_a_procedures_steps() -> None:
+    named: dict[str, str] = {}
+    first = parse_prose("Build Docker image app:2.4.1", named)
+    second = parse_prose("Deploy app:2.4.1 to production", named)
+    assert first[1] == second[1] == {"image": "app:2.4.1"}
+    assert second[0] == "Deploy {image} to production"
+
+
+def test_a_sentence_with_placeholders_renders_as_a_sentence() -> None:
+    action, args = "Deploy {image} to production", {"image": "{image}"}
+    assert is_prose(action, args) and render_prose(action, args) == "Deploy {image} to production"
+    assert render_call(action, args) == "Deploy {image} to production"
+    assert not is_prose("deploy", {"image": "x"})  # a call, shown as one
+    assert render_call("deploy", {"image": "{image}"}) == "deploy(image={image})"
