@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from flowmem.interchange.jsonl import iter_lines, write_jsonl
+from flowmem.interchange.jsonl import fsync_dir, iter_lines, write_jsonl
 from flowmem.models import Trajectory
 
 __all__ = ["Journal", "Key"]
@@ -61,7 +61,7 @@ class Journal:
             new = not path.exists()
             write_jsonl(path, [trajectory], append=True, durable=True)
             if new:  # the file's directory entry must be on disk too
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
             self._keys.setdefault(self._seq, set()).add(key)
             self._where.setdefault(key, set()).add(self._seq)
             if path.stat().st_size >= self.segment_bytes:
@@ -158,11 +158,3 @@ def _dead(lock: Path) -> bool:
     finally:
         os.close(fd)  # replaying twice is harmless: stored ids are skipped
     return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

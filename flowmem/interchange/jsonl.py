@@ -346,6 +346,15 @@ def dump_record(trajectory: Trajectory) -> dict[str, Any]:
     return data
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (a file created or renamed in it) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_lines(path: Path, lines: Iterable[str], *, append: bool = False, durable: bool = False) -> int:
     """Write JSON lines to a file: the one JSONL writer (input files, spool files, the
     quarantine and the unsaved-runs file all go through it).

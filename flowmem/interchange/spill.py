@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from flowmem.interchange.jsonl import dump_record, iter_lines
+from flowmem.interchange.jsonl import dump_record, fsync_dir, iter_lines
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 
@@ -63,7 +63,7 @@ def append(path: Path, trajectories: Sequence[Trajectory]) -> None:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
             if new:
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
             return
         finally:
             os.close(fd)  # releases the lock
@@ -116,11 +116,3 @@ def _owner_alive(copy: Path) -> bool:
     except PermissionError:  # someone else's process
         return True
     return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
