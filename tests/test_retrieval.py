@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from flowmem.agents import WorkflowMemory
@@ -17,6 +18,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
 from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
+from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.conftest import WORKBENCH, make_workflow
@@ -37,7 +39,8 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         assert hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
         # k is a maximum: the cancelling workflow scores far below the first, so it is left out.
         assert len(hits) == 1
-        with WorkflowMemory.open(settings.model_copy(update={"relevance_gap": None})) as padded:
+        unbounded = {"relevance_gap": None, "relevance_floor": 0.0}
+        with WorkflowMemory.open(settings.model_copy(update=unbounded)) as padded:
             both = padded.search("Forward the latest email about 'roadmap' to zed")
         assert len(both) == 2 and both[0].score - both[1].score > settings.relevance_gap
         assert (
@@ -51,6 +54,29 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         assert "mail.forward(email_id={email_id}, to={to})" in text and "{placeholder}" in text
     served = store_from(settings).get_trajectory("served").workflows_used
     assert [(r.id, r.version) for r in served] == [(hits[0].workflow.id, 1)]
+
+
+UNKNOWN = [
+    "what is the weather in Paris tomorrow",
+    "write a poem about the sea",
+    "how do I reset my password",
+]
+"""Tasks from no domain the store knows."""
+
+
+def test_a_task_from_no_known_domain_gets_nothing_everywhere(settings: Settings) -> None:
+    induced(settings)
+    with WorkflowMemory.open(settings) as memory:
+        for task in UNKNOWN:
+            assert memory.search(task) == [] and memory.context(task) == "", task
+            assert [f for f in memory.search_workflow_sync(task) if f.kind == "workflow"] == [], task
+        assert memory.search("Forward the latest email about 'roadmap' to zed")  # a known one does
+    api = TestClient(create_app(settings))  # the API, MCP and dashboard search one such index
+    for task in UNKNOWN:
+        found = api.get("/v1/workflows/search", params={"task": task})
+        assert found.status_code == 200 and found.json() == [], task
+    with WorkflowMemory.open(settings.model_copy(update={"relevance_floor": 0.0})) as memory:
+        assert all(memory.search(task) for task in UNKNOWN)  # without a floor: the nearest, however far
 
 
 def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_first(

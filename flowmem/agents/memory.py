@@ -227,7 +227,7 @@ class WorkflowMemory:
         """The in-process index of one namespace's served workflows."""
         with self._lock:
             if namespace not in self._indexes:
-                self._indexes[namespace] = ServedIndex(self.store, namespace, gap=self.settings.relevance_gap)
+                self._indexes[namespace] = ServedIndex.serving(self.store, namespace, self.settings)
             return self._indexes[namespace]
 
     def search(

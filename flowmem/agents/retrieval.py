@@ -35,6 +35,7 @@ from flowmem.induction.ann import build_ann
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.policy.serving import CANDIDATES, compose, within_gap
+from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.served import ServedRows
 
@@ -65,12 +66,16 @@ class ServedIndex:
         check_every: float = 0.25,
         params: LifecycleParams = DEFAULT_PARAMS,
         gap: float | None = None,
+        floor: float | None = None,
         ann_min: int = ANN_MIN,
         ann_wait: bool = False,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.gap = gap
         """A memory scoring more than this below the first is not served (`within_gap`)."""
+        self.floor = floor
+        """A memory less similar to the task than this is not served: a task from no known
+        domain gets nothing (`Settings.relevance_floor`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._writes = store.writes
@@ -82,6 +87,12 @@ class ServedIndex:
         """Build the ANN during the reload rather than in the background (tests)."""
         self.reloads = 0
         """How many times the index was rebuilt."""
+
+    @classmethod
+    def serving(cls, store: Store, namespace: str, settings: Settings) -> ServedIndex:
+        """The index agents, the API, MCP and the dashboard search, with the settings'
+        relevance gap and floor."""
+        return cls(store, namespace, gap=settings.relevance_gap, floor=settings.relevance_floor)
 
     def due(self) -> bool:
         """Whether the next search will ask the store for its version (I/O, and a reload when
@@ -139,6 +150,9 @@ class ServedIndex:
         ok = snap.mask(agent, scope)
         share = self.params.candidate_share
         ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
+        if self.floor:  # a memory below the floor fits no task like this one
+            keep = similarity >= self.floor
+            ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
         n = within_gap(scores.tolist(), self.gap)
         if snap.rows.subroutine[ranked[:n]].any():
             top = compose(_Lazy(snap, ranked[:n].tolist()), k)

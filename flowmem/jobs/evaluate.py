@@ -57,10 +57,16 @@ class Served:
 
 
 def retrieve(
-    store: Store, test: Sequence[Trajectory], *, namespace: str, k: int, relevance_gap: float | None
+    store: Store,
+    test: Sequence[Trajectory],
+    *,
+    namespace: str,
+    k: int,
+    relevance: Settings,
 ) -> Served:
     """Serve each test task from the store as an agent would be served: flowmem's workflows
-    (nearest example, within `relevance_gap` of the first, composed) and raw memory's runs."""
+    (nearest example, within the settings' relevance gap of the first and above their floor,
+    composed) and raw memory's runs."""
     # Brute force over in-process indexes read once from the store: at these sizes it is
     # exact and far faster than one LanceDB query per test task.
     queries = store.embedder.embed([t.task for t in test])
@@ -73,7 +79,8 @@ def retrieve(
     raw: list[Retrieval] = []
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
-        near = near[: within_gap([s for _, s in near], relevance_gap)]
+        near = [(i, s) for i, s in near if s >= relevance.relevance_floor]  # as `memory.search`
+        near = near[: within_gap([s for _, s in near], relevance.relevance_gap)]
         ranked = [workflows[i] for i, _ in near]
         hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
         # As `memory.context` renders them together: a workflow composed of a sub-routine
@@ -149,7 +156,13 @@ def evaluate(
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
-        served = retrieve(store, test, namespace=ns, k=k, relevance_gap=settings.relevance_gap)
+        served = retrieve(
+            store,
+            test,
+            namespace=ns,
+            k=k,
+            relevance=settings,
+        )
         timing["retrieve_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()

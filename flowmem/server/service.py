@@ -70,7 +70,7 @@ class Service:
         """The served workflows, hot-reloaded as induction runs commit."""
         with self._lock:
             if self._index is None:
-                self._index = ServedIndex(self.store, self.namespace, gap=self.settings.relevance_gap)
+                self._index = ServedIndex.serving(self.store, self.namespace, self.settings)
             return self._index
 
     def search(self, task: str, k: int = 3, *, agent: str | None = None) -> list[dict[str, Any]]:

@@ -73,7 +73,7 @@ class _Pages:
         if ns == self.svc.namespace:
             return self.svc.index
         if ns not in self._indexes:
-            self._indexes[ns] = ServedIndex(self.store, ns, gap=self.svc.settings.relevance_gap)
+            self._indexes[ns] = ServedIndex.serving(self.store, ns, self.svc.settings)
         return self._indexes[ns]
 
     def href(self, ns: str) -> Any:
