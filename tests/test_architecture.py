@@ -93,7 +93,7 @@ def test_an_agent_process_loads_no_scheduler_clustering_server_or_cli(tmp_path: 
         with memory.record({task!r}) as run:
             run.step("mail.search", {{"query": "x"}}, observation="nothing")
             run.finish(success=True)
-        assert memory.flush(timeout=READY_LIMIT)
+        assert memory.flush(timeout={READY_LIMIT})
         memory.close()
         loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({list(AGENT_FORBIDDEN)!r}))
         print(json.dumps({{"hits": len(hits), "loaded": loaded}}))
