@@ -9,30 +9,48 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export LANCEDB_LOG := error
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup demo test lint typecheck pytest bench docs-check clean
+.PHONY: setup lock demo test lint typecheck pytest bench docs-check clean
 
 setup: $(STAMP)
 
-# `$(call pip,ARGS)`: pip with its full output in $(VENV)/pip.log, shown without one notice:
+# `$(call pip,ARGS[,PYTHON])`: pip (of .venv, or of PYTHON) with its full output in
+# $(VENV)/pip.log, shown without one notice:
 # pip warns "Location 'file:///.../<project>/' is ignored" for every project that an on-disk index
 # set in pip.conf (extra-index-url = file:///..., a partial local mirror) lacks, and has no switch
 # for it (pypa/pip#8149). Every other line, and pip's exit status, go through.
 define pip
-$(BIN)/python -m pip $(1) >$(VENV)/pip.log 2>&1; status=$$?; \
+$(or $(2),$(BIN)/python) -m pip $(1) >$(VENV)/pip.log 2>&1; status=$$?; \
 grep -v "^WARNING: Location 'file:.*' is ignored: it is neither a file nor a directory\.$$" $(VENV)/pip.log >&2; \
 exit $$status
 endef
 
-# Reinstall only when the project's metadata changed: otherwise `make setup` is a no-op.
+# Reinstall only when the project's metadata or the lock changed: otherwise `make setup` is a no-op.
+# requirements.lock pins every package (the dev extra, and setuptools to build the project) at
+# the versions CI tested, each with its hashes; pip installs from it in hash-checking mode, which
+# cannot cover the project itself, so the editable install comes after, with no dependency and no
+# build isolation (the locked setuptools builds it). `make lock` refreshes the lock.
 # pip shows a local project's build-backend warnings; setuptools sends a notice that is only
 # information through them ("Editable installation.": folders named like the package may shadow
 # it), so PYTHONWARNINGS ignores that one message, no other.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing flowmem[dev] into $(VENV): a few minutes the first time"
+	@echo "installing the locked flowmem[dev] into $(VENV): a few minutes the first time"
 	@$(call pip,install --quiet --upgrade pip)
-	@PYTHONWARNINGS="ignore:Editable installation:UserWarning" $(call pip,install --quiet -e '.[dev]')
+	@$(call pip,install --quiet --require-hashes -r requirements.lock)
+	@PYTHONWARNINGS="ignore:Editable installation:UserWarning" \
+		$(call pip,install --quiet --no-deps --no-build-isolation -e .)
 	touch $(STAMP)
+
+# Re-resolve requirements.lock from pyproject.toml's ranges with pip-tools (in a venv of its own,
+# .venv/lock-tools): versions already locked stay while they still fit; `make lock UPGRADE=1` takes the
+# newest each range allows. Then `make setup` installs it and `make test` checks it.
+PIP_TOOLS := $(VENV)/lock-tools
+lock:
+	test -x $(PIP_TOOLS)/bin/pip-compile || { $(PYTHON) -m venv $(PIP_TOOLS) && \
+		$(call pip,install --quiet pip-tools==7.6.2,$(PIP_TOOLS)/bin/python); }
+	$(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --extra dev --build-deps-for editable \
+		--allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+		$(if $(UPGRADE),--upgrade) --output-file requirements.lock pyproject.toml
 
 demo: setup
 	$(BIN)/flowmem demo
@@ -45,8 +63,13 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy --strict flowmem
 
+# The dashboard's browser tests need chromium: scripts/ensure-chromium finds it, or installs
+# Debian's as root where apt-get is; without it they are skipped, and the last line says so.
 pytest: setup
+	@scripts/ensure-chromium
 	$(BIN)/python -m pytest -q
+	@command -v chromium >/dev/null 2>&1 || echo "the dashboard's browser tests were skipped:" \
+		"no chromium on PATH (install it, e.g. \`sudo apt-get install chromium\`, then \`make test\`)" >&2
 
 test: lint typecheck pytest
 

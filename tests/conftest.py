@@ -71,7 +71,7 @@ AHEAD = {
     "docs_eval": 60,
     "prefect_demo": 50,
     "examples_launched": 60,
-    "harness_server": 40,
+    "harness_server": 80,
     "coexist_server": 150,
 }
 """Session fixtures that start slow work in processes of their own (a server coming up, command
@@ -81,6 +81,12 @@ servers are not (the tests talk to them)."""
 
 _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
+
+
+READY_LIMIT = 900.0
+"""Seconds a test waits at most for a server or process that should become ready: a bound for
+one that never will, not a speed budget (a start takes ~10 s on 2 idle cores, a minute or
+more on loaded ones)."""
 
 
 class HarnessServer:
@@ -118,16 +124,22 @@ class HarnessServer:
             env=env,
         )
 
-    def healthy(self, timeout: float) -> bool:
-        """Wait until it answers /health; False if it exited first (the harness then starts its own)."""
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def healthy(self) -> bool:
+        """Wait until it answers /health, however long it takes to start while it runs (a slow or
+        loaded machine only makes this longer; READY_LIMIT stops a server that never answers);
+        False if it exited first (the harness then starts its own)."""
         import httpx
 
         assert self.process is not None
-        deadline = time.monotonic() + timeout
-        with httpx.Client() as client:
+        deadline = time.monotonic() + READY_LIMIT
+        with httpx.Client(timeout=READY_LIMIT) as client:
             while self.process.poll() is None and time.monotonic() < deadline:
                 try:
-                    if client.get(f"http://127.0.0.1:{self.port}/api/health").status_code == 200:
+                    if client.get(f"{self.api_url}/health").status_code == 200:
                         return True
                 except httpx.TransportError:
                     pass
@@ -146,11 +158,14 @@ def harness_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness
 
 
 @pytest.fixture(scope="session")
-def prefect_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """`make demo`'s command with the Prefect engine, for tests/test_demo.py."""
+def prefect_demo(tmp_path_factory: pytest.TempPathFactory, harness_server: HarnessServer) -> Iterator[Any]:
+    """`make demo`'s command with the Prefect engine, for tests/test_demo.py, on the harness's
+    server (started once for every flow test; see HarnessServer), once that answers."""
     from tests.test_demo import start_prefect_demo
 
-    run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"))
+    if not harness_server.healthy():
+        pytest.fail("the harness's Prefect server exited before it answered")
+    run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"), harness_server.api_url)
     background(run.process.pid)
     yield run
     _stop(run.process)
@@ -204,8 +219,9 @@ def concurrency_inducers(
     yield from _spawned(tmp_path_factory, "inducers", BACKGROUND_NICENESS + 2)
 
 
-STOP_AFTER_LAST_USE = ("prefect_harness", "coexist_server")
-"""Session fixtures whose server is stopped right after the last test that uses it (see
+STOP_AFTER_LAST_USE = ("harness_server", "coexist_server")
+"""Session fixtures whose server is stopped right after the last test that uses it, itself or
+through another fixture (`prefect_harness` and `prefect_demo` use `harness_server`; see
 `stop_after_last_use`), not at the end of the session: an idle Prefect server keeps using CPU
 (its services poll: measured ~1.4 s a minute for `prefect server start`, ~1 s for the
 harness's), and the modules after their last users are most of the session."""
@@ -260,9 +276,10 @@ def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServe
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.testing import utilities
 
-    harness = utilities.prefect_test_harness(server_startup_timeout=90)
+    # Its own server, started only when ours exited, may take long too: no budget but the bound.
+    harness = utilities.prefect_test_harness(server_startup_timeout=int(READY_LIMIT))
     with pytest.MonkeyPatch.context() as patch:
-        if harness_server.healthy(timeout=90):
+        if harness_server.healthy():
             # The harness's server for its port is this one, already running: the harness
             # uses it (and stops it on exit) instead of starting another.
             server = SubprocessASGIServer(port=harness_server.port)
@@ -277,7 +294,7 @@ def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServe
             exited = True
             harness.__exit__(None, None, None)
 
-    stop_after_last_use(request, "prefect_harness", exit_harness)
+    stop_after_last_use(request, "harness_server", exit_harness)
     try:
         yield
     finally:
@@ -332,6 +349,19 @@ def foreground(pid: int) -> None:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.setpriority(os.PRIO_PROCESS, int(tid), 0)
+
+
+def foreground_tree(pid: int) -> None:
+    """`foreground` for a process and every process it has started: a test that now waits for
+    work started in the background gives it back its share of the CPU (beside busy processes
+    of normal priority, a niced one gets a few percent of a core and would take many times as
+    long)."""
+    with contextlib.suppress(FileNotFoundError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError):
+                for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
+                    foreground_tree(int(child))
+    foreground(pid)
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:

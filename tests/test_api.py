@@ -25,7 +25,7 @@ from flowmem.models import InductionRun
 from flowmem.server.api import create_app
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import make_workflow
+from tests.conftest import READY_LIMIT, make_workflow
 from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
 from tests.test_induction import cancel, forward
 from tests.test_retrieval import induced
@@ -271,7 +271,7 @@ def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -
         )
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + READY_LIMIT  # a bound: it waits while it starts
             while True:
                 try:
                     if httpx.get(f"{base}/health", timeout=5).status_code == 200:
@@ -280,7 +280,7 @@ def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -
                     pass
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
                 time.sleep(0.2)
-            with httpx.Client(base_url=base, timeout=120) as http:  # a loaded machine is slow
+            with httpx.Client(base_url=base, timeout=READY_LIMIT) as http:  # a loaded machine is slow
                 assert "Swagger UI" in http.get("/docs").text
                 r = http.post("/v1/trajectories", json=[record(1)], headers=AUTH)
                 assert r.json()["stored"] == 1
@@ -447,7 +447,7 @@ def test_induction_on_demand_one_at_a_time(settings: Settings) -> None:
 
     def slow_list_runs(**kw: Any) -> Any:
         started.set()
-        release.wait(10)
+        release.wait(READY_LIMIT)
         return real(**kw)
 
     svc.store.list_runs = slow_list_runs  # type: ignore[method-assign]
@@ -456,11 +456,11 @@ def test_induction_on_demand_one_at_a_time(settings: Settings) -> None:
         target=lambda: first.__setitem__("status", busy.post("/v1/induction/runs", headers=AUTH).status_code)
     )
     worker.start()
-    assert started.wait(10)
+    assert started.wait(READY_LIMIT)
     refused = busy.post("/v1/induction/runs", json={"all": True}, headers=AUTH)
     assert refused.status_code == 409 and "already running" in refused.json()["detail"]
     release.set()
-    worker.join(30)
+    worker.join(READY_LIMIT)
     svc.store.list_runs = real  # type: ignore[method-assign]
     assert first["status"] == 200
     assert busy.post("/v1/induction/runs", json={"all": True}, headers=AUTH).json()["skipped"] is False

@@ -19,6 +19,7 @@ from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
+from tests.conftest import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "flowmem"
@@ -40,7 +41,7 @@ def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
         env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=READY_LIMIT,
     )
 
 
@@ -92,13 +93,13 @@ def test_an_agent_process_loads_no_scheduler_clustering_server_or_cli(tmp_path: 
         with memory.record({task!r}) as run:
             run.step("mail.search", {{"query": "x"}}, observation="nothing")
             run.finish(success=True)
-        assert memory.flush(timeout=60)
+        assert memory.flush(timeout={READY_LIMIT})
         memory.close()
         loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({list(AGENT_FORBIDDEN)!r}))
         print(json.dumps({{"hits": len(hits), "loaded": loaded}}))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=READY_LIMIT)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["loaded"] == [] and 1 <= result["hits"] <= 3  # k is a maximum

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import READY_LIMIT, foreground_tree
+
 KEYS = [
     "hook_step_us_median",
     "hook_step_us_p99",
@@ -38,7 +40,8 @@ def bench_command(tmp: Path) -> tuple[list[str], dict[str, str]]:
 def test_bench_quick_json_prints_every_key(bench_run: tuple[subprocess.Popen[str], Path]) -> None:
     # Started with the session (tests/conftest.py): it runs on the core pytest leaves idle.
     process, tmp = bench_run
-    stdout, stderr = process.communicate(timeout=600)
+    foreground_tree(process.pid)  # waited for now: at full priority
+    stdout, stderr = process.communicate(timeout=READY_LIMIT)
     assert process.returncode == 0, stderr[-2000:]
     printed = json.loads(stdout)
     assert [k for k in KEYS if k not in printed] == []

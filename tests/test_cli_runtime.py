@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flowmem.cli_runtime import SERVER_ARENAS, limit_malloc_arenas
+from tests.conftest import READY_LIMIT
 
 GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
 
@@ -71,7 +72,7 @@ def _arenas(*args: str, **env: str) -> int:
         env=environ | env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=READY_LIMIT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return next(int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("arenas "))
@@ -118,7 +119,9 @@ NO_OP = textwrap.dedent(
 
 def test_the_limit_is_a_no_op_that_never_raises_off_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    done = subprocess.run([sys.executable, "-c", NO_OP], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_OP], env=env, capture_output=True, text=True, timeout=READY_LIMIT
+    )
     assert (done.returncode, done.stdout.strip()) == (0, "[False, False, False]"), done.stderr
     monkeypatch.setenv("MALLOC_ARENA_MAX", "8")  # where it works, a choice already made stands
     assert limit_malloc_arenas() is False

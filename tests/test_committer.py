@@ -11,13 +11,14 @@ from collections.abc import Callable
 
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
+from tests.conftest import READY_LIMIT
 
 
 def traj(i: int) -> Trajectory:
     return Trajectory(id=f"t{i}", task=f"task {i}")
 
 
-def _until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+def _until(condition: Callable[[], bool], timeout: float = READY_LIMIT) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
@@ -33,7 +34,7 @@ def test_a_compaction_that_overran_its_turn_is_followed_at_the_next_commit() -> 
     def compact() -> None:
         started.append(committer.commits)
         if len(started) == 1:
-            assert release.wait(10)  # the first one is slow: its next turn comes while it runs
+            assert release.wait(READY_LIMIT)  # the first one is slow: its next turn comes while it runs
 
     committer = GroupCommitter(lambda batch: {(t.namespace, t.id) for t in batch}, compact=compact)
     committer.compact_every = 2

@@ -25,7 +25,7 @@ from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import foreground
+from tests.conftest import READY_LIMIT, foreground
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -222,7 +222,7 @@ def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothi
             reports.append(induce(store, settings, RuleInducer(), namespace=settings.namespace))
             if reports[-1].plan.skipped:
                 time.sleep(0.05)
-        outputs = [p.communicate(timeout=120)[0] for p in writers]
+        outputs = [p.communicate(timeout=READY_LIMIT)[0] for p in writers]
     finally:
         for p in writers:
             if p.poll() is None:

@@ -18,6 +18,7 @@ import pytest
 
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
+from tests.conftest import READY_LIMIT
 from tests.test_dashboard import EXTRA, SCRIPT_TASK, TOKEN, Seeded, seed
 
 CHROMIUM = shutil.which("chromium")
@@ -31,6 +32,9 @@ ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
+"""Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
+happens, not a speed budget."""
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
@@ -56,8 +60,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, s
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
+    deadline = time.monotonic() + READY_LIMIT  # a bound, not a budget: it waits while it starts
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
     yield seeded, f"http://127.0.0.1:{port}"
@@ -68,7 +72,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, s
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        chromium = p.chromium.launch(
+            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
+        )
         yield chromium
         chromium.close()
 
@@ -95,6 +101,8 @@ class Watched:
 def page(browser: Any, served: tuple[Seeded, str]) -> Iterator[Watched]:
     SHOTS.mkdir(exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(BROWSER_LIMIT_MS)  # Playwright's 30 s can pass on a loaded machine
+    context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
     yield Watched(context.new_page(), served[1])
     context.close()
 
@@ -124,7 +132,7 @@ def test_every_page_loads_clean_and_shows_the_seeded_workflows(
     tasks = page.page.locator("svg circle title").all_text_contents()
     assert len(tasks) == seeded.store.count_trajectories() and any(SCRIPT_TASK in t for t in tasks)
     # The last circle of the cluster is drawn on top: a real click there lands on it.
-    page.page.locator(f"svg a[href='/workflows/{seeded.revised}'] circle").last.click(timeout=5_000)
+    page.page.locator(f"svg a[href='/workflows/{seeded.revised}'] circle").last.click()
     page.page.wait_for_url(f"**/workflows/{seeded.revised}")
     assert page.problems == []
 

@@ -16,6 +16,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.sim.follower import bind
+from tests.conftest import READY_LIMIT, foreground_tree
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -90,18 +91,21 @@ class Background:
             self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
 
     def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Wait for it to end; what it printed."""
+        """Wait for it to end (at full priority from now on); what it printed."""
+        foreground_tree(self.process.pid)
         code = self.process.wait(timeout=timeout)
         stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
         return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
 
 
-def start_prefect_demo(tmp_path: Path) -> Background:
-    """`make demo`'s command with the Prefect engine, started now. tests/conftest.py starts it
-    (`prefect_demo`) some tests before this module's, so it runs on the core pytest leaves
-    idle instead of after the in-process demo tests; its test waits for it and checks it."""
+def start_prefect_demo(tmp_path: Path, api_url: str) -> Background:
+    """`make demo`'s command with the Prefect engine, on the Prefect server at `api_url`,
+    started now. tests/conftest.py starts it (`prefect_demo`, on the harness's server) some
+    tests before this module's, so it runs on the core pytest leaves idle instead of after the
+    in-process demo tests; its test waits for it and checks it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_API_URL"] = api_url
     options = ["--rounds", "2", "--tasks", "12", "--workdir", str(tmp_path / "demo")]
     return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
 
@@ -111,10 +115,12 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     prefect_demo: Background,
 ) -> None:
     """`make demo`'s command with the Prefect engine, in a process of its own as `make demo`
-    runs it (Prefect is imported and its temporary server started inside the command): the
-    cycle flow runs between rounds, and the output has no run states, no server notices and
-    no warning. Two rounds are the fewest with a cycle flow between them."""
-    done = prefect_demo.result(timeout=300)
+    runs it (Prefect is imported inside the command), against the tests' one Prefect server
+    (PREFECT_API_URL, as with `prefect server start`) rather than a temporary server of its
+    own, whose start has no bound a loaded machine cannot exceed: the cycle flow runs between
+    rounds, and the output has no run states, no server notices and no warning. Two rounds are
+    the fewest with a cycle flow between them."""
+    done = prefect_demo.result(timeout=READY_LIMIT)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert "round 2:" in done.stderr and "learning curve" in done.stdout

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import WORKBENCH
+from tests.conftest import READY_LIMIT, WORKBENCH, foreground_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
@@ -40,7 +40,8 @@ def test_readme_figures_hold_and_an_edited_one_fails(
     def runner(args: tuple[str, ...]) -> Any:
         # The session started this very command (tests/conftest.py): its output, once done.
         if docs_eval is not None and args[0] == "bench/eval_sets.py":
-            stdout, stderr = docs_eval.communicate(timeout=600)
+            foreground_tree(docs_eval.pid)  # waited for now: at full priority
+            stdout, stderr = docs_eval.communicate(timeout=READY_LIMIT)
             assert docs_eval.returncode == 0, stderr[-2000:]
             return json.loads(stdout)
         return check._json_of(list(args))

@@ -16,6 +16,7 @@ from flowmem import Settings, WorkflowMemory
 from flowmem.interchange.journal import Journal
 from flowmem.jobs.factories import store_from
 from flowmem.models import Step, Trajectory
+from tests.conftest import READY_LIMIT
 
 BURST = textwrap.dedent(
     """
@@ -41,12 +42,12 @@ def _burst_then_kill(db: Path, interval: float, batch: int) -> set[str]:
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None
         printed: list[str] = []
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + READY_LIMIT
         while len(printed) < 300 and time.monotonic() < deadline:
             printed.append(child.stdout.readline().strip())
         child.send_signal(signal.SIGKILL)
         rest = child.stdout.read()  # read on through the same buffered stream
-        child.wait(timeout=60)
+        child.wait(timeout=READY_LIMIT)
     assert child.returncode == -signal.SIGKILL
     return {i for i in printed + rest.split() if i}
 

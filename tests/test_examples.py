@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import World, make_tasks
-from tests.conftest import BACKGROUND_NICENESS, background
+from tests.conftest import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 from tests.llm_stub import LLMStub
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
@@ -176,7 +176,7 @@ def test_errors_go_to_the_model_and_the_run_and_the_world_decides(settings: Sett
     world = World.generate(0)
     with endpoint.client() as client, WorkflowMemory(settings) as memory:
         outcome = solve(client, "gpt-test", task, world, memory, run_id="careless")
-        assert memory.flush(timeout=10)
+        assert memory.flush(timeout=READY_LIMIT)
         [t] = memory.store.list_trajectories(limit=None)
 
     assert (outcome.success, outcome.tool_calls, outcome.answer) == (False, 3, "Done!")
@@ -213,9 +213,10 @@ def test_only_single_agent_families() -> None:
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ["openai_function_calling", "openai_agents_sdk", "llm_office_loop"]
-RUN_TIMEOUT = 300
-"""Seconds an example run may take (a hang fails the test). Most take 1-3 s; started ahead at a
-low priority (`launch_examples`), one can wait a while for an idle core on a loaded machine."""
+RUN_TIMEOUT = READY_LIMIT
+"""Seconds an example run may take (a hang fails the test): a bound, not a budget. Most take
+1-3 s; started ahead at a low priority (`launch_examples`), one can wait a long while for an
+idle core on a loaded machine, until its test waits for it (`Launched.result`)."""
 
 
 def run_example(
@@ -225,6 +226,7 @@ def run_example(
     code: str | None = None,
     environ: dict[str, str] | None = None,
     niceness: int = 0,
+    pids: list[int] | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """`python examples/<name>.py ARGS` (or `python -c CODE`) in `tmp_path`, with no OPENAI_* or
@@ -243,6 +245,8 @@ def run_example(
     ) as process:
         if niceness:
             background(process.pid, niceness)
+        if pids is not None:
+            pids.append(process.pid)
         try:  # what subprocess.run(..., capture_output=True, timeout=RUN_TIMEOUT) does
             stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -310,6 +314,19 @@ class Launched:
     url: str
     done: Future[subprocess.CompletedProcess[str]]
     stub: LLMStub | None = None
+    started: list[int] = field(default_factory=list)
+    """The processes of every run launched with it, as they start."""
+
+    def result(self) -> subprocess.CompletedProcess[str]:
+        """Wait for the run, with every run started (this one and those before it in the pool)
+        at full priority from now on (tests/conftest.py's `foreground`)."""
+        while True:
+            for pid in list(self.started):
+                foreground_tree(pid)
+            try:
+                return self.done.result(timeout=1.0)  # then again: a run may have started since
+            except TimeoutError:
+                continue
 
 
 @contextlib.contextmanager
@@ -327,15 +344,24 @@ def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[t
         stubs = {name: stack.enter_context(LLMStub(default={"done": True})) for name in NAMES}
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))  # exits first: every run ended
         runs: dict[tuple[str, str], Launched] = {}
+        started: list[int] = []
         environ = dict(os.environ)  # as it is now, not as another test may have set it meanwhile
 
         def launch(key: tuple[str, str], url: str, *args: str, code: str | None = None) -> None:
             name, cwd = key[1], tmp_path_factory.mktemp("-".join(key))
             env = {"FLOWMEM_LLM_BASE_URL": url, "FLOWMEM_LLM_MODEL": "m"} if url else {}
             done = pool.submit(
-                run_example, name, cwd, *args, code=code, environ=environ, niceness=BACKGROUND_NICENESS, **env
+                run_example,
+                name,
+                cwd,
+                *args,
+                code=code,
+                environ=environ,
+                niceness=BACKGROUND_NICENESS,
+                pids=started,
+                **env,
             )
-            runs[key] = Launched(cwd, url, done)
+            runs[key] = Launched(cwd, url, done, started=started)
 
         for name in NAMES:
             launch(("no_model", name), "")
@@ -366,7 +392,7 @@ def test_without_a_model_each_example_says_what_to_set_in_one_line(
     name: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
     run = launched["no_model", name]
-    line = one_line(run.done.result())
+    line = one_line(run.result())
     assert line.startswith(f"{name} needs a model")
     for variable in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL", "FLOWMEM_LLM_MODEL"):
         assert variable in line
@@ -379,7 +405,7 @@ def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
     name: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
     run = launched["unreachable", name]
-    line = one_line(run.done.result())
+    line = one_line(run.result())
     assert line.startswith(f"{name}: no answer from {run.url}")
     assert "FLOWMEM_LLM_BASE_URL" in line and "OpenAI-compatible" in line
     assert stored(Settings(db=str(run.cwd / "db"))) == []
@@ -390,7 +416,7 @@ def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
     name: str, status: int, phrase: str, variable: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
     run = launched["refused", name]
-    line = one_line(run.done.result())
+    line = one_line(run.result())
     assert line.startswith(f"{name}: {run.url}") and phrase in line and variable in line
     assert stored(Settings(db=str(run.cwd / "db"))) == []
 
@@ -399,7 +425,7 @@ def test_without_the_agents_sdk_its_example_says_what_to_install(
     launched: dict[tuple[str, str], Launched],
 ) -> None:
     run = launched["no_sdk", "openai_agents_sdk"]
-    line = one_line(run.done.result())
+    line = one_line(run.result())
     assert "OpenAI Agents SDK" in line and "pip install" in line and "openai-agents" in line
     assert not (run.cwd / "db").exists()
 
@@ -409,7 +435,7 @@ def test_with_a_working_endpoint_each_example_runs_and_records(
     name: str, launched: dict[tuple[str, str], Launched]
 ) -> None:
     run = launched["working", name]
-    done = run.done.result()
+    done = run.result()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert run.stub is not None and {r.body["model"] for r in run.stub.requests} == {"m"}

@@ -21,7 +21,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from tests.conftest import WORKBENCH
+from tests.conftest import READY_LIMIT, WORKBENCH
 from tests.test_induction import forward
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -340,12 +340,12 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + READY_LIMIT
         while store_from(settings).count_trajectories() < len(runs):  # a scheduled collect ran
             assert process.poll() is None and time.monotonic() < deadline, "no scheduled run"
             time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=60)
+        output, _ = process.communicate(timeout=READY_LIMIT)
     finally:
         if process.poll() is None:
             process.kill()
@@ -364,7 +364,7 @@ def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
 
     def run(*args: str) -> str:
         done = subprocess.run(
-            [*prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+            [*prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=READY_LIMIT
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done.stdout

@@ -13,6 +13,7 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.conftest import READY_LIMIT
 from tests.test_induction import cancel, forward
 
 _READS = (
@@ -93,5 +94,5 @@ def test_importing_flowmem_loads_no_agent_runtime_until_a_name_is_used() -> None
         "try:\n    flowmem.nothing_of_that_name\nexcept AttributeError:\n    pass\n"
         "else:\n    raise SystemExit('no AttributeError')\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=READY_LIMIT)
     assert done.returncode == 0, done.stderr

@@ -22,7 +22,7 @@ from flowmem.agents.integrations.langchain import FlowmemCallbackHandler
 from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
 from flowmem.models import InductionRun, Trajectory, WorkflowRef
 from flowmem.settings import Settings
-from tests.conftest import make_workflow
+from tests.conftest import READY_LIMIT, make_workflow
 
 TASK = "Forward the latest email about the roadmap to olga"
 SERVED = [WorkflowRef(id="forward_latest", version=1)]
@@ -91,7 +91,7 @@ def memory(settings: Settings) -> Iterator[WorkflowMemory]:
 
 
 def stored(memory: WorkflowMemory) -> list[Trajectory]:
-    assert memory.flush(timeout=10)
+    assert memory.flush(timeout=READY_LIMIT)
     return list(reversed(memory.store.list_trajectories(limit=None)))
 
 

@@ -19,7 +19,7 @@ from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import make_workflow
+from tests.conftest import READY_LIMIT, make_workflow
 
 
 def record(i: int) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def gated(fail_on: str | None = None) -> tuple[GroupCommitter, threading.Event, 
     def write(batch: list[Trajectory]) -> set[tuple[str, str]]:
         batches.append([t.id for t in batch])
         if len(batches) == 1:
-            gate.wait(10)
+            gate.wait(READY_LIMIT)
         if fail_on in batches[-1]:
             raise OSError("disk full")
         new = {(t.namespace, t.id) for t in batch} - seen
@@ -139,7 +139,7 @@ def test_the_committer_compacts_every_so_many_commits_beside_them() -> None:
     assert [committer.submit([traj(i)]) for i in range(2)] == [1, 1]
     assert not compacted.is_set()
     committer.submit([traj(2)])
-    assert compacted.wait(10) and committer.commits == 3
+    assert compacted.wait(READY_LIMIT) and committer.commits == 3
 
 
 def test_maintain_bounds_versions_and_files_and_keeps_every_run_restorable(settings: Settings) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from flowmem.flows.serve import _healthy  # the same readiness check `flowmem serve` makes
+from tests.conftest import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +60,7 @@ def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None
     """A real `prefect server start` on a free port, once healthy: the environment to reach it."""
     assert coexist_server is not None
     process, env = coexist_server
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + READY_LIMIT  # a bound: it waits while the server starts
     while not _healthy(env["PREFECT_API_URL"]):
         assert process.poll() is None and time.monotonic() < deadline, "the Prefect server did not start"
         time.sleep(0.3)
@@ -73,7 +74,7 @@ def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=READY_LIMIT,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done
@@ -86,7 +87,7 @@ def _serve(env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = 60) -> str:
+def _wait_for_line(process: subprocess.Popen[str], prefix: str, timeout: float = READY_LIMIT) -> str:
     """Read the process's stdout until a line starts with `prefix` (serve prints it once its
     deployments are registered and it is about to poll)."""
     assert process.stdout is not None
@@ -120,7 +121,7 @@ def _create_pool(env: dict[str, str], name: str) -> None:
         )
 
 
-def _state(env: dict[str, str], flow_run_id: Any, timeout: float = 60) -> str:
+def _state(env: dict[str, str], flow_run_id: Any, timeout: float = READY_LIMIT) -> str:
     """The flow run's final state type, waited for."""
     with _client(env) as client:
         deadline = time.monotonic() + timeout
@@ -135,7 +136,7 @@ def _state(env: dict[str, str], flow_run_id: Any, timeout: float = 60) -> str:
 def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
     process.send_signal(signal.SIGTERM)
     try:
-        return process.communicate(timeout=60)
+        return process.communicate(timeout=READY_LIMIT)
     finally:
         if process.poll() is None:
             process.kill()

@@ -13,6 +13,7 @@ from flowmem.agents import WorkflowMemory, current_run
 from flowmem.jobs.factories import store_from
 from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
+from tests.conftest import READY_LIMIT
 
 
 def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(settings: Settings) -> None:
@@ -139,7 +140,7 @@ def test_record_without_with_block_is_stored_on_finish(settings: Settings) -> No
     run.finish(success=True)
     with pytest.raises(RuntimeError, match="already stored"):
         run.step("b")
-    assert memory.flush(timeout=30)
+    assert memory.flush(timeout=READY_LIMIT)
     assert store_from(settings).get_trajectory("plain").actions == ["a"]
     memory.close()
     with pytest.raises(RuntimeError, match="closed"):
@@ -159,7 +160,7 @@ def test_a_normal_interpreter_exit_loses_nothing(settings: Settings, tmp_path: P
         # no close(): the atexit hook must flush
         """
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=READY_LIMIT)
     assert store_from(settings).count_trajectories() == 300
 
 

@@ -19,6 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import READY_LIMIT
+
+STUCK_SECONDS = 3600
+"""How long the stuck stop of SERVE lasts (its `time.sleep(3600)`)."""
+
 SERVE = textwrap.dedent(
     """
     import asyncio, signal, sys, time, uuid
@@ -80,7 +85,7 @@ def _start(tmp_path: Path, hang: str) -> tuple[subprocess.Popen[str], int]:
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "FLOWMEM_DB": str(tmp_path / "db")}
     command = [sys.executable, "-c", SERVE, str(tmp_path / "root"), hang]
     child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _read_until(child, "running", timeout=60)
+    _read_until(child, "running", timeout=READY_LIMIT)
     servers = _children(child.pid)
     assert len(servers) == 1 and _alive(servers[0])
     return child, servers[0]
@@ -112,7 +117,7 @@ def _finish(child: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
 def test_the_first_signal_stops_serve_cleanly(tmp_path: Path, first: signal.Signals) -> None:
     child, server = _start(tmp_path, "none")
     child.send_signal(first)
-    out, err = _finish(child, timeout=30)
+    out, err = _finish(child, timeout=READY_LIMIT)
     assert child.returncode == 0, err
     assert out.splitlines() == ["runner stopping", "pausing 1", "paused", "flowmem serve stopped"]
     assert err == ""  # no traceback, no line
@@ -134,16 +139,16 @@ def test_a_second_signal_while_stopping_ends_serve_at_once(
 ) -> None:
     child, server = _start(tmp_path, hang)
     child.send_signal(signal.SIGTERM)
-    _read_until(child, "runner stopping" if hang == "runner" else "pausing 1", timeout=30)
+    _read_until(child, "runner stopping" if hang == "runner" else "pausing 1", timeout=READY_LIMIT)
     time.sleep(0.2)  # the stop is stuck now; without a way out it would stay so for an hour
-    sent = time.monotonic()
     child.send_signal(second)
-    out, err = _finish(child, timeout=10)
-    assert time.monotonic() - sent < 5
+    # Ends at once, not after the hour the stuck stop lasts (a bound, not a budget: about 0.1 s
+    # on idle cores; a loaded machine only makes it longer).
+    out, err = _finish(child, timeout=STUCK_SECONDS / 6)
     assert child.returncode == 128 + second
     assert err.splitlines() == [f"flowmem serve: forced to stop by a second {second.name} while {doing}"]
     assert "flowmem serve stopped" not in out and "paused" not in out.splitlines()
-    deadline = time.monotonic() + 5  # killed, not left running without its parent
+    deadline = time.monotonic() + STUCK_SECONDS / 6  # killed, not left running without its parent
     while _alive(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(server)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
+from tests.conftest import READY_LIMIT
 
 BURST = textwrap.dedent(
     """
@@ -43,20 +44,20 @@ def _burst_then_sigterm(db: Path, mode: str) -> tuple[int, int]:
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None
         finished = 0
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + READY_LIMIT
         while finished < 300 and time.monotonic() < deadline:
             finished = int(child.stdout.readline() or finished)
         child.send_signal(signal.SIGTERM)
-        # A stop that hangs is killed after 120 s: the test then fails (-SIGKILL) instead of
+        # A stop that hangs is killed after READY_LIMIT: the test then fails (-SIGKILL) instead of
         # hanging the whole suite on the read below.
-        watchdog = threading.Timer(120, child.kill)
+        watchdog = threading.Timer(READY_LIMIT, child.kill)
         watchdog.start()
         try:
             # Read on through the same buffered stream: `communicate` would skip what it holds.
             rest = child.stdout.read()
         finally:
             watchdog.cancel()
-        child.wait(timeout=120)
+        child.wait(timeout=READY_LIMIT)
     counts = [int(x) for x in rest.split()]
     return (counts[-1] if counts else finished), child.returncode
 
