@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -45,6 +46,12 @@ def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
     assert bind(w, 2, slots, results) == {"start": "2026-03-05 14:00", "kind": "x"}
 
 
+def _docs_check() -> Any:
+    from tests.test_docs_check import _module
+
+    return _module()
+
+
 def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
     result = CliRunner().invoke(app, ["demo", "--json", "--engine", "direct", "--workdir", str(tmp_path)])
@@ -63,6 +70,12 @@ def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     )
     assert last["followed"] > 0.5 and last["workflows"] > 10
     assert Path(report["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # README's and docs/demo.md's demo tables and sentences say what this very command gives.
+    check = _docs_check()
+    sources = {"demo": check.demo_figures(report)}
+    root = Path(__file__).resolve().parents[1]
+    assert check.run_checks(check._demo_checks(), sources, root) == []
+    assert check.run_prose(check._demo_prose(), sources, root) == []
     store = store_from(Settings(db=report["db"]))
     runs = list(store.iter_trajectories())
     assert len(runs) > 8 * 40  # the memory arm's runs, sub-runs included, recorded through the hooks
