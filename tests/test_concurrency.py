@@ -194,7 +194,15 @@ def spawn_writers(cwd: Path) -> list[subprocess.Popen[str]]:
     """The writer processes of the first test, on the store `<cwd>/db`: each gets ready
     (imports, opens its memory) and waits for "go". tests/conftest.py starts them ahead of the
     test (`concurrency_writers`), at a low priority."""
-    env = _env(str(cwd / "db"), FLOWMEM_FLUSH_BATCH="100", FLOWMEM_FLUSH_INTERVAL="0.05")
+    # The writers wait for their store as long as it takes (this test is about what is stored,
+    # not about the bound on close, tests/test_never_hangs.py): on a loaded machine the last
+    # batch can take longer than the default bound, and close would spill a copy of it.
+    env = _env(
+        str(cwd / "db"),
+        FLOWMEM_FLUSH_BATCH="100",
+        FLOWMEM_FLUSH_INTERVAL="0.05",
+        FLOWMEM_FLUSH_TIMEOUT=str(READY_LIMIT),
+    )
     return [
         _spawn(WRITER_SCRIPT, str(k), str(PER_WRITER), cwd=cwd, env=env, name=f"writer{k}")
         for k in range(WRITERS)
