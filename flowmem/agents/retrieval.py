@@ -151,7 +151,8 @@ class ServedIndex:
         share = self.params.candidate_share
         ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
         if self.floor:  # a memory below the floor fits no task like this one
-            keep = similarity >= self.floor
+            # The floor is a task-to-task similarity: a memory keyed by its own text is not held to it.
+            keep = (similarity >= self.floor) | ~snap.rows.by_example[ranked]
             ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
         n = within_gap(scores.tolist(), self.gap)
         if snap.rows.subroutine[ranked[:n]].any():

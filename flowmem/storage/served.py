@@ -48,6 +48,10 @@ class ServedRows:
     """Per key: its share of its task (1 where none is recorded)."""
     subroutine: npt.NDArray[np.bool_]
     """Per version: whether it is a sub-routine (`policy.serving.compose` looks at those)."""
+    by_example: npt.NDArray[np.bool_]
+    """Per version: whether it is keyed by example tasks with their shares (its source tasks,
+    as induction commits it) rather than by the embedding of its own name, description and
+    actions (a workflow committed without keys)."""
     table: Any = field(repr=False)
     """The versions' other columns (Arrow), read for the workflows that are served."""
 
@@ -68,6 +72,7 @@ class ServedRows:
             owners=none,
             shares=np.zeros(0),
             subroutine=np.zeros(0, dtype=bool),
+            by_example=np.zeros(0, dtype=bool),
             table=None,
         )
 
@@ -213,6 +218,11 @@ class ServedMixin(StoreBase):
             owners=np.repeat(np.arange(len(chosen), dtype=np.int64), counts),
             shares=shares,
             subroutine=np.array([k == "subroutine" for k in kinds], dtype=bool),
+            by_example=(
+                pc.is_valid(table.column("key_shares")).to_numpy(zero_copy_only=False).astype(bool)
+                if "key_shares" in table.column_names
+                else np.zeros(len(chosen), dtype=bool)
+            ),
             table=table.combine_chunks(),
         )
 
