@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -23,7 +24,9 @@ import numpy as np
 import pytest
 
 from flowmem.induction import cluster
+from flowmem.induction.drafts import induce
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
+from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from flowmem.sim.agent import simulate
 from tests.conftest import WORKBENCH
@@ -193,6 +196,18 @@ def test_clusters_do_not_depend_on_the_order_hdbscan_sorts_tied_edges_in() -> No
     assert before.texts == after.texts
     assert before.labels.tolist() == after.labels.tolist()
     assert before.placed() == after.placed()
+
+
+def test_the_same_runs_read_in_another_order_give_the_same_workflows() -> None:
+    runs = simulate(100, seed=1)
+    shuffled = runs[:]
+    random.Random(0).shuffle(shuffled)
+    first, second = (induce(r, RuleInducer(), subroutines=True) for r in (runs, shuffled))
+    assert len(first.workflows) > 15
+    assert [w.model_dump(exclude={"created_at"}) for w in first.workflows] == [
+        w.model_dump(exclude={"created_at"}) for w in second.workflows
+    ]
+    assert first.keys == second.keys
 
 
 def test_projected_points_lie_on_a_grid_where_every_distance_is_exact() -> None:

@@ -108,10 +108,11 @@ def snap(points: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
     The SVD runs on BLAS, whose kernels differ by CPU in the last bits (1e-13 measured between
     OpenBLAS's Haswell and SkylakeX kernels); snapped, two machines agree unless a coordinate
-    lies within that noise of a rounding boundary (about one fit in 10^4 at 500 texts). On the
-    grid every difference, product and sum of 64 coordinates is exact in float64 (48 of its 53
-    bits), so HDBSCAN's distances and the cosines of `Clustering.placed` are the same on any
-    machine and in any summation order, and ties are ties (broken by `canonical_linkage`)."""
+    lies within that noise of a rounding boundary (about one fit in 1,500 at 500 texts, and
+    then only a near-tie may go another way). On the grid every difference, product and sum
+    over 64 coordinates is exact in float64 (40 of its 53 bits at most), so HDBSCAN's
+    distances and the cosines of `Clustering.placed` are the same on any machine and in any
+    summation order, and ties are ties (broken by `canonical_linkage`)."""
     snapped: npt.NDArray[np.float64] = np.ldexp(np.rint(np.ldexp(points, GRID_BITS)), -GRID_BITS)
     return snapped
 

@@ -168,7 +168,9 @@ def plan_clusters(
     literals = LiteralIndex.build(trajectories, max_share=literal_share)
     parents = _parents(trajectories)
     by_agent: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in trajectories:
+    # By id: a cluster's runs in one order whatever order they were read in, so a tie among
+    # them (a medoid, a variant's centre, an equally common pitfall) goes the same way.
+    for t in sorted(trajectories, key=lambda t: t.id):
         by_agent[t.agent].append(t)
     for agent, runs in sorted(by_agent.items()):
         clustering = cluster_tasks([t.task for t in runs], params)

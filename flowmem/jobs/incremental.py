@@ -253,8 +253,8 @@ def _inputs(
     namespace: str,
     literal_share: float,
 ) -> list[ClusterInput]:
-    """The inputs of the clusters to induce, as `plan_clusters` makes them: runs in list
-    order, the literal index of the whole namespace, `task` scope for an orchestrator."""
+    """The inputs of the clusters to induce, as `plan_clusters` makes them: runs by id, the
+    literal index of the whole namespace, `task` scope for an orchestrator."""
     ids, agents = cols["id"], cols["agent"]
     literals = _literal_index(store, set(ids), namespace=namespace, literal_share=literal_share)
     parents = {p for p in cols["parent_id"] if p}
@@ -265,7 +265,10 @@ def _inputs(
     }
     out = []
     for (agent, cid), rows in runs.items():
-        successes, failures = split_outcomes([loaded[ids[i]] for i in rows if ids[i] in loaded])
+        # By id, as `plan_clusters` orders a cluster's runs.
+        successes, failures = split_outcomes(
+            sorted((loaded[ids[i]] for i in rows if ids[i] in loaded), key=lambda t: t.id)
+        )
         scope: Literal["task", "subtask"] = "task" if agent in orchestrators else "subtask"
         out.append(ClusterInput(namespace, agent, cid, scope, successes, failures, literals))
     return out
