@@ -63,7 +63,8 @@ def snap_cosines(products: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.floa
     depending on the machine. Rounded to 2^-16 (1.5e-5), equal cosines stay equal unless they
     straddle a boundary (well under 1% of such ties) and the stable sorts after them order
     ties by position; a real difference below 1.5e-5 is no longer told apart."""
-    scaled = np.asarray(products, dtype=np.float64) * float(2**COSINE_BITS)  # a power of 2: exact
+    scaled = np.array(products, dtype=np.float64)
+    scaled *= 2.0**COSINE_BITS  # a power of 2: exact
     np.rint(scaled, out=scaled)
     scaled *= 2.0**-COSINE_BITS
     return scaled
