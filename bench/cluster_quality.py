@@ -28,6 +28,8 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits
 
+from flowmem.induction.cluster import canonical_linkage, snap
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "workbench_trajectories.jsonl.gz"
 MAX_TRAIN_INSTANCE = 6
@@ -118,7 +120,7 @@ def _normalise(points: npt.NDArray[Any]) -> Points:
     points = np.asarray(points, dtype=np.float64)
     norms = np.linalg.norm(points, axis=1, keepdims=True)
     unit: Points = np.divide(points, norms, out=np.zeros_like(points), where=norms > 0)
-    return unit
+    return snap(unit)  # as the product does: the same clusters on any CPU (docs/induction.md)
 
 
 def _label_strings(labels: npt.NDArray[Any]) -> list[str | None]:
@@ -135,7 +137,8 @@ def hashing_cluster(texts: Sequence[str]) -> tuple[list[str | None], str]:
     embedder = HashingEmbedder(384)
     vectors = embedder.embed(list(texts))
     reduced = PCA(32, random_state=0).fit_transform(vectors)
-    labels = hdbscan.HDBSCAN(min_cluster_size=3).fit(_normalise(reduced)).labels_
+    with canonical_linkage():
+        labels = hdbscan.HDBSCAN(min_cluster_size=3).fit(_normalise(reduced)).labels_
     return _label_strings(labels), f"{embedder.dim} hashed → 32 PCA"
 
 
@@ -149,7 +152,8 @@ def tfidf_cluster(texts: Sequence[str]) -> tuple[list[str | None], str]:
     with np.errstate(divide="ignore", invalid="ignore"):
         reduced = TruncatedSVD(64, random_state=0).fit_transform(matrix)
     clusterer = hdbscan.HDBSCAN(min_cluster_size=3, min_samples=2, cluster_selection_epsilon=0.3)
-    labels = clusterer.fit(_normalise(reduced)).labels_
+    with canonical_linkage():
+        labels = clusterer.fit(_normalise(reduced)).labels_
     return _label_strings(labels), f"{matrix.shape[1]} tf-idf → 64 SVD"
 
 

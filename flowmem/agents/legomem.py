@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from flowmem.agents.retrieval import Hit
+from flowmem.induction.nearest import snap_cosines
 
 if TYPE_CHECKING:
     from flowmem.agents.memory import WorkflowMemory
@@ -56,7 +57,7 @@ def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequ
     if not runs:
         return []
     vectors = memory.store.embedder.embed([task, *(r.task for r in runs)])
-    nearest = runs[int((vectors[1:] @ vectors[0]).argmax())]
+    nearest = runs[int(snap_cosines(vectors[1:] @ vectors[0]).argmax())]  # the first of equals
     return [
         str(s.args["subtask"])
         for s in nearest.steps

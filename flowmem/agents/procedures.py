@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from flowmem.agents.retrieval import Hit
+from flowmem.induction.nearest import snap_cosines
 from flowmem.induction.prose import parse_prose
 from flowmem.induction.render import render_call
 from flowmem.jobs.ingest import store_trajectories
@@ -176,8 +177,8 @@ def search_procedures(
     found = [_workflow(memory, h, ns) for h in hits]
     fresh = [i for i, r in enumerate(runs) if r.id not in induced]
     if fresh:
-        cosine = vectors[fresh] @ memory.store.embedder.embed([query])[0]
+        cosine = snap_cosines(vectors[fresh] @ memory.store.embedder.embed([query])[0])
         for j in np.argsort(-cosine, kind="stable")[:k]:
             found.append(_procedure(runs[fresh[int(j)]], float(cosine[int(j)])))
-    found.sort(key=lambda f: -f.score)
+    found.sort(key=lambda f: -f.score)  # stable: equal scores keep workflows first, then runs by position
     return found[:k]

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from flowmem.induction.ann import KeyANN
-from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.storage.served import ServedRows
@@ -227,7 +227,8 @@ class Snapshot:
             items = np.unique(self.index.owners[keys])
             with _ONE_BLAS_THREAD:
                 similarity = self.index.item_similarities(query, items)
-                farthest = float((self.index.vectors[keys] @ query).min()) if len(keys) else -1.0
+                # Rounded as the scores are (monotone), so the bound holds for rounded scores.
+                farthest = float(snap_cosines(self.index.vectors[keys] @ query).min()) if len(keys) else -1.0
             allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
             scores = np.where(allowed, similarity * self.factors[items], -np.inf)
             full = np.full(len(self), -np.inf)

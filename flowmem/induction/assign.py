@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from flowmem.induction.nearest import snap_cosines
+
 __all__ = ["MIN_CHANGE", "material", "nearest_labels"]
 
 MIN_CHANGE = 0.05
@@ -32,15 +34,15 @@ def _unit(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
 def nearest_labels(
     known: npt.ArrayLike, labels: Sequence[int], new: npt.ArrayLike, *, chunk: int = 1024
 ) -> list[int]:
-    """For each row of `new`, the label of the most similar row of `known` (cosine; the first
-    of equals); -1 for each when nothing is known."""
+    """For each row of `new`, the label of the most similar row of `known` (cosine, rounded
+    as `snap_cosines` rounds it; the first of equals); -1 for each when nothing is known."""
     queries = _unit(new)
     if not len(labels):
         return [-1] * len(queries)
     keys = _unit(known)
     found: list[int] = []
     for start in range(0, len(queries), chunk):
-        best = np.argmax(queries[start : start + chunk] @ keys.T, axis=1)
+        best = np.argmax(snap_cosines(queries[start : start + chunk] @ keys.T), axis=1)
         found += [int(labels[i]) for i in best]
     return found
 

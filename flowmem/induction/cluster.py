@@ -9,14 +9,27 @@ vectors, stays below 0.8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ClusterParams", "Clustering", "cluster_tasks", "match_clusters"]
+__all__ = [
+    "GRID_BITS",
+    "ClusterParams",
+    "Clustering",
+    "canonical_linkage",
+    "cluster_tasks",
+    "match_clusters",
+    "snap",
+]
+
+GRID_BITS = 16
+"""The projected vectors are rounded to multiples of 2^-GRID_BITS (`snap`): see there."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +103,56 @@ class Clustering:
         return [int(x) for x in labels]
 
 
+def snap(points: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """`points` rounded to the nearest multiple of 2^-GRID_BITS (|coordinates| <= 1).
+
+    The SVD runs on BLAS, whose kernels differ by CPU in the last bits (1e-13 measured between
+    OpenBLAS's Haswell and SkylakeX kernels); snapped, two machines agree unless a coordinate
+    lies within that noise of a rounding boundary (about one fit in 1,500 at 500 texts, and
+    then only a near-tie may go another way). On the grid every difference, product and sum
+    over 64 coordinates is exact in float64 (40 of its 53 bits at most), so HDBSCAN's
+    distances and the cosines of `Clustering.placed` are the same on any machine and in any
+    summation order, and ties are ties (broken by `canonical_linkage`)."""
+    snapped: npt.NDArray[np.float64] = np.ldexp(np.rint(np.ldexp(points, GRID_BITS)), -GRID_BITS)
+    return snapped
+
+
 def _project(matrix: Any, svd: Any) -> npt.NDArray[np.float64]:
     points = np.asarray(svd.transform(matrix), dtype=np.float64)
     norms = np.linalg.norm(points, axis=1, keepdims=True)
     unit: npt.NDArray[np.float64] = np.divide(points, norms, out=np.zeros_like(points), where=norms > 0)
-    return unit
+    return snap(unit)
+
+
+_LINKAGE_LOCK = threading.Lock()
+
+
+@contextmanager
+def canonical_linkage() -> Iterator[None]:
+    """While HDBSCAN fits, its minimum spanning tree reaches the single-linkage step in one
+    total order: by weight, then by the node each edge adds (its text's place in sorted order).
+
+    hdbscan sorts the tree's edges with numpy's default sort, which is not stable: equal
+    weights (common, as a mutual-reachability distance is often a point's core distance) come
+    out in an order that depends on the CPU's sort kernel (AVX-512, AVX2, baseline), and the
+    order in which tied edges merge changes which clusters HDBSCAN selects. The edges are
+    re-sorted here, at the one call (`hdbscan.hdbscan_.label`) every tree-building path makes
+    after its sort."""
+    from hdbscan import hdbscan_ as impl
+
+    with _LINKAGE_LOCK:
+        label = impl.label
+
+        def canonical(tree: npt.NDArray[np.float64]) -> Any:
+            # Prim's tree adds each node once (column 1), so (weight, node) is a total order.
+            order = np.lexsort((tree[:, 0], tree[:, 1], tree[:, 2]))
+            return label(np.ascontiguousarray(tree[order]))
+
+        impl.label = canonical
+        try:
+            yield
+        finally:
+            impl.label = label
 
 
 def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> Clustering:
@@ -138,9 +196,10 @@ def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> 
             prediction_data=True,
         ).fit(points)
 
-    clusterer = fit(False)
-    if (clusterer.labels_ < 0).all():  # HDBSCAN never returns one cluster unless allowed to
-        clusterer = fit(True)
+    with canonical_linkage():
+        clusterer = fit(False)
+        if (clusterer.labels_ < 0).all():  # HDBSCAN never returns one cluster unless allowed to
+            clusterer = fit(True)
     return Clustering(texts, clusterer.labels_.astype(np.int64), (vectorizer, svd, clusterer), points)
 
 

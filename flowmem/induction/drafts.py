@@ -30,6 +30,7 @@ __all__ = [
     "InductionResult",
     "assemble",
     "fingerprint",
+    "in_run_order",
     "induce",
     "induce_cluster",
     "merge_duplicates",
@@ -125,6 +126,12 @@ class ClusterOutcome:
     """The LLM usage of inducing it, a failed attempt included."""
 
 
+def in_run_order(runs: Iterable[Trajectory]) -> list[Trajectory]:
+    """Runs in the order a cluster's runs are induced in: newest first, then by id (the order
+    `Store.list_trajectories` reads them in; total, as ids are unique)."""
+    return sorted(sorted(runs, key=lambda t: t.id), key=lambda t: t.created_at, reverse=True)  # stable
+
+
 def task_key(task: str) -> str:
     """A short, stable key of a task text (memberships are kept as keys, not texts)."""
     return hashlib.sha256(task.encode()).hexdigest()[:12]
@@ -168,7 +175,10 @@ def plan_clusters(
     literals = LiteralIndex.build(trajectories, max_share=literal_share)
     parents = _parents(trajectories)
     by_agent: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in trajectories:
+    # A cluster's runs in one order whatever order they were read in, so that a tie among them
+    # (a medoid, a variant's centre, an equally common pitfall) goes the same way: the store's
+    # order (`in_run_order`), newest first, as the way a task is done now wins a tie.
+    for t in in_run_order(trajectories):
         by_agent[t.agent].append(t)
     for agent, runs in sorted(by_agent.items()):
         clustering = cluster_tasks([t.task for t in runs], params)

@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 
 from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
 from flowmem.induction.base import ClusterInput, split_outcomes, workflow_id
-from flowmem.induction.drafts import InductionResult, fingerprint, merge_duplicates, task_key
+from flowmem.induction.drafts import InductionResult, fingerprint, in_run_order, merge_duplicates, task_key
 from flowmem.induction.literals import LiteralIndex
 from flowmem.models import Trajectory, UsageStats, Workflow, now
 from flowmem.settings import Settings
@@ -253,8 +253,8 @@ def _inputs(
     namespace: str,
     literal_share: float,
 ) -> list[ClusterInput]:
-    """The inputs of the clusters to induce, as `plan_clusters` makes them: runs in list
-    order, the literal index of the whole namespace, `task` scope for an orchestrator."""
+    """The inputs of the clusters to induce, as `plan_clusters` makes them: runs in
+    `in_run_order`, the literal index of the whole namespace, `task` scope for an orchestrator."""
     ids, agents = cols["id"], cols["agent"]
     literals = _literal_index(store, set(ids), namespace=namespace, literal_share=literal_share)
     parents = {p for p in cols["parent_id"] if p}
@@ -265,7 +265,8 @@ def _inputs(
     }
     out = []
     for (agent, cid), rows in runs.items():
-        successes, failures = split_outcomes([loaded[ids[i]] for i in rows if ids[i] in loaded])
+        # In the order `plan_clusters` puts a cluster's runs in.
+        successes, failures = split_outcomes(in_run_order(loaded[ids[i]] for i in rows if ids[i] in loaded))
         scope: Literal["task", "subtask"] = "task" if agent in orchestrators else "subtask"
         out.append(ClusterInput(namespace, agent, cid, scope, successes, failures, literals))
     return out
