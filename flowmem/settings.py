@@ -81,11 +81,13 @@ class Settings(BaseSettings):
     """k is a maximum: a search leaves out a memory scoring more than this below the first
     (`policy.serving.within_gap`; None serves k whatever they score). Measured in
     docs/induction.md ("Ranking")."""
-    relevance_floor: float = Field(0.32, ge=0, le=1)
-    """A memory whose nearest example is less similar to the task than this (cosine, less the
-    share penalty) is not served: a task from no known domain gets nothing. Set for the
-    offline hashing embedder, measured in docs/induction.md ("A relevance floor"); another
-    embedder has its own scale, so set it for that one (0 serves whatever is nearest)."""
+    relevance_floor: float = Field(0.0, ge=0, le=1)
+    """A memory keyed by example tasks whose nearest example is less similar to the task than
+    this (cosine, less the share penalty) is not served, so a task from no known domain gets
+    nothing; 0 (the default) serves whatever is nearest. Off by default: with the offline
+    hashing embedder, paraphrases of one intent score as low as unrelated requests
+    (docs/induction.md, "A relevance floor"); 0.32 suits that embedder on task texts worded
+    alike."""
     subroutines: bool = True
     """Also induce sub-routines: segments of one shape that recur across the tasks of
     different clusters (`induction/subroutines.py`), served beside the task-level workflows
