@@ -74,7 +74,7 @@ def _edited(text: str, check: Any, module: Any) -> str:
             cell = cells[check.column + 1]
             found = list(module._NUMBER.finditer(cell))[check.part]
             digit = found.group(0)[-1]
-            changed = found.group(0)[:-1] + ("3" if digit != "3" else "7")
+            changed = found.group(0)[:-1] + str((int(digit) + 5) % 10)  # 5 units of its last place
             cells[check.column + 1] = cell[: found.start()] + changed + cell[found.end() :]
             lines[i] = "|".join(cells)
             return "".join(lines)
