@@ -62,7 +62,7 @@ def retrieve(
     *,
     namespace: str,
     k: int,
-    relevance: Settings,
+    settings: Settings,
 ) -> Served:
     """Serve each test task from the store as an agent would be served: flowmem's workflows
     (nearest example, within the settings' relevance gap of the first and above their floor,
@@ -79,8 +79,8 @@ def retrieve(
     raw: list[Retrieval] = []
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
-        near = [(i, s) for i, s in near if s >= relevance.relevance_floor]  # as `memory.search`
-        near = near[: within_gap([s for _, s in near], relevance.relevance_gap)]
+        near = [(i, s) for i, s in near if s >= settings.relevance_floor]  # as `memory.search`
+        near = near[: within_gap([s for _, s in near], settings.relevance_gap)]
         ranked = [workflows[i] for i, _ in near]
         hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
         # As `memory.context` renders them together: a workflow composed of a sub-routine
@@ -161,7 +161,7 @@ def evaluate(
             test,
             namespace=ns,
             k=k,
-            relevance=settings,
+            settings=settings,
         )
         timing["retrieve_s"] = time.perf_counter() - t2
 

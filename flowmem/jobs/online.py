@@ -137,13 +137,7 @@ def replay(
                 induction = {key: summary[key] for key in _INDUCTION_KEYS}
                 timing["store_s"], timing["induce_s"] = t1 - t0, time.perf_counter() - t1
             t2 = time.perf_counter()
-            served = retrieve(
-                store,
-                batch,
-                namespace=ns,
-                k=k,
-                relevance=settings,
-            )
+            served = retrieve(store, batch, namespace=ns, k=k, settings=settings)
             t3 = time.perf_counter()
             figures = score(served, stored, settings, memories=len(served.workflows))
             timing["retrieve_s"], timing["score_s"] = t3 - t2, time.perf_counter() - t3
