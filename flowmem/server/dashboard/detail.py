@@ -68,7 +68,9 @@ def version_points(history: list[Workflow]) -> list[VersionPoint]:
 def _failed_runs(store: Store, workflow: Workflow) -> list[Trajectory]:
     """Failed runs of the workflow's cluster, and failed runs it was served to."""
     ns = workflow.namespace
-    keys = memberships(store.list_runs(namespace=ns)).get((workflow.agent, workflow.cluster_id or -1), set())
+    keys = memberships(store.list_runs(namespace=ns)).get(
+        (workflow.agent, -1 if workflow.cluster_id is None else workflow.cluster_id), set()
+    )
     ids = [
         t["id"]
         for t in trajectory_outcomes(store, namespace=ns)
