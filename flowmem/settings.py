@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     """k is a maximum: a search leaves out a memory scoring more than this below the first
     (`policy.serving.within_gap`; None serves k whatever they score). Measured in
     docs/induction.md ("Ranking")."""
+    relevance_ratio: float | None = Field(0.75, gt=0, le=1)
+    """k is a maximum: a search also leaves out a memory scoring below this share of the
+    first's score (`policy.serving.within_gap`; None: no such bound). Measured on the three
+    shared sets in docs/induction.md ("Ranking")."""
     relevance_floor: float = Field(0.0, ge=0, le=1)
     """A memory keyed by example tasks whose nearest example is less similar to the task than
     this (cosine, less the share penalty) is not served, so a task from no known domain gets

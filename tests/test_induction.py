@@ -386,3 +386,32 @@ def test_an_argument_with_many_values_or_a_value_of_few_tasks_is_not_categorical
     index = LiteralIndex.build([*wide, *few])
     assert not index.categorical & {"amber", "coral"}  # six colours: an open set
     assert "ground" in index.categorical and "air" not in index.categorical  # air: two tasks only
+
+
+def test_a_lone_run_making_a_variants_changes_with_other_look_ups_joins_it() -> None:
+    """A run whose changes are those of an existing variant, reached by a detour (two more
+    look-ups), is that variant done another way, not a way of its own; a lone run that changes
+    something else stays a variant."""
+    from flowmem.induction.rule import changes, variants
+
+    def returns(i: int, reads: int) -> Trajectory:
+        steps: list[tuple[str, dict[str, Any], str | None]] = [
+            ("get_order", {"id": f"o{i}-{r}"}, None) for r in range(reads)
+        ]
+        steps.append(("return_items", {"id": f"o{i}"}, None))
+        return run(f"return order {i}", steps, True, id=f"ret-{i}-{reads}")
+
+    plain = [returns(i, 1) for i in range(3)]
+    detour = returns(9, 4)  # Dice with the others: 2*2/(2+5) < 2/3
+    other = run(
+        "cancel order 7", [("get_order", {}, None), ("get_user", {}, None), ("cancel_items", {}, None)], True
+    )
+    assert changes(detour.actions) == ("return_items",) and changes(["get_a", "get_b", "get_a"]) == (
+        "get_a",
+        "get_b",
+    )
+    groups = variants([*plain, detour, other])
+    assert [sorted(t.id for t in g) for g in groups] == [
+        sorted([*(t.id for t in plain), detour.id]),
+        [other.id],
+    ]

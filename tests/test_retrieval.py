@@ -39,7 +39,8 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         assert hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
         # k is a maximum: the cancelling workflow scores far below the first, so it is left out.
         assert len(hits) == 1
-        with WorkflowMemory.open(settings.model_copy(update={"relevance_gap": None})) as padded:
+        unbounded = {"relevance_gap": None, "relevance_ratio": None}
+        with WorkflowMemory.open(settings.model_copy(update=unbounded)) as padded:
             both = padded.search("Forward the latest email about 'roadmap' to zed")
         assert len(both) == 2 and both[0].score - both[1].score > settings.relevance_gap
         assert (
@@ -166,6 +167,17 @@ def test_within_gap_keeps_the_memories_close_to_the_first() -> None:
     assert within_gap([0.9, 0.8, 0.61, 0.59], 0.3) == 3
     assert within_gap([0.9, 0.8, 0.61, 0.59], None) == 4
     assert within_gap([0.9, 0.2], 0.0) == 1 and within_gap([], 0.3) == 0
+
+
+def test_within_gap_ratio_keeps_the_memories_scoring_a_share_of_the_first() -> None:
+    from flowmem.policy.serving import within_gap
+
+    assert within_gap([0.8, 0.61, 0.59], None, 0.75) == 2  # 0.6 is three quarters of 0.8
+    assert within_gap([0.4, 0.31, 0.29], 0.3, 0.75) == 2  # the ratio binds where the gap does not
+    assert within_gap([0.9, 0.7, 0.59], 0.3, 0.5) == 2  # and the gap where the ratio does not
+    scaled = [s * 0.5 for s in (0.8, 0.61, 0.59)]
+    assert within_gap(scaled, None, 0.75) == within_gap([0.8, 0.61, 0.59], None, 0.75)  # scale-free
+    assert within_gap([-0.1, -0.2], None, 0.75) == 2  # no positive first score: no ratio bound
 
 
 def test_a_commit_through_the_same_store_is_served_at_once_another_processs_after_check_every(

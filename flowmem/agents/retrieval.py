@@ -66,6 +66,7 @@ class ServedIndex:
         check_every: float = 0.25,
         params: LifecycleParams = DEFAULT_PARAMS,
         gap: float | None = None,
+        ratio: float | None = None,
         floor: float | None = None,
         ann_min: int = ANN_MIN,
         ann_wait: bool = False,
@@ -73,6 +74,8 @@ class ServedIndex:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.gap = gap
         """A memory scoring more than this below the first is not served (`within_gap`)."""
+        self.ratio = ratio
+        """A memory scoring below this share of the first's score is not served (`within_gap`)."""
         self.floor = floor
         """A memory less similar to the task than this is not served: a task from no known
         domain gets nothing (`Settings.relevance_floor`)."""
@@ -91,8 +94,14 @@ class ServedIndex:
     @classmethod
     def serving(cls, store: Store, namespace: str, settings: Settings) -> ServedIndex:
         """The index agents, the API, MCP and the dashboard search, with the settings'
-        relevance gap and floor."""
-        return cls(store, namespace, gap=settings.relevance_gap, floor=settings.relevance_floor)
+        relevance gap, ratio and floor."""
+        return cls(
+            store,
+            namespace,
+            gap=settings.relevance_gap,
+            ratio=settings.relevance_ratio,
+            floor=settings.relevance_floor,
+        )
 
     def due(self) -> bool:
         """Whether the next search will ask the store for its version (I/O, and a reload when
@@ -154,7 +163,7 @@ class ServedIndex:
             # The floor is a task-to-task similarity: a memory keyed by its own text is not held to it.
             keep = (similarity >= self.floor) | ~snap.rows.by_example[ranked]
             ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
-        n = within_gap(scores.tolist(), self.gap)
+        n = within_gap(scores.tolist(), self.gap, self.ratio)
         if snap.rows.subroutine[ranked[:n]].any():
             top = compose(_Lazy(snap, ranked[:n].tolist()), k)
         else:  # what compose gives task-level workflows, without building them

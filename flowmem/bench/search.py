@@ -77,7 +77,13 @@ def measure_search(
                 lambda i: memory.search(tasks[i], k=3), repeats
             )
             out["embed_p50_ms"] = p50(lambda i: store.embedder.embed([tasks[i]]), repeats)[0]
-            exact = ServedIndex(store, settings.namespace, gap=memory.index.gap, ann_min=len(keys) + 1)
+            exact = ServedIndex(
+                store,
+                settings.namespace,
+                gap=memory.index.gap,
+                ratio=memory.index.ratio,
+                ann_min=len(keys) + 1,
+            )
             hits = 0.0
             for task in tasks:
                 want = {h.workflow.id for h in exact.search(task, k=3)}

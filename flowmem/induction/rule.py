@@ -13,9 +13,10 @@ from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals
 from flowmem.induction.render import render_workflow
+from flowmem.induction.segments import is_read
 from flowmem.models import Provenance, Trajectory, Workflow
 
-__all__ = ["RuleInducer", "consensus", "variants", "without_failed_calls"]
+__all__ = ["RuleInducer", "changes", "consensus", "variants", "without_failed_calls"]
 
 
 class RuleInducer:
@@ -89,7 +90,12 @@ def variants(
     """Group successful runs by how they solve the task: repeatedly take the medoid of the runs
     left and the runs whose actions overlap it by more than `overlap_above` (Dice over the
     LCS: with the default, a one-step run is not a variant of a two-step one). The first
-    group always exists; later ones need `min_runs` distinct tasks."""
+    group always exists; later ones need `min_runs` distinct tasks.
+
+    A run left alone in its group whose changes (`changes`) are those of a run of an earlier
+    group joins that group: it made the same changes in the same order with other look-ups
+    (a detour, a retry, one more order looked up), which is no way of its own. Measured in
+    docs/induction.md ("Variants")."""
     left = list(runs)
     groups: list[list[Trajectory]] = []
     while left:
@@ -100,7 +106,25 @@ def variants(
         groups.append(members)
         taken = {id(t) for t in members}  # by identity: comparing runs field by field costs O(n²)
         left = [t for t in left if id(t) not in taken]
-    return groups
+    kept: list[list[Trajectory]] = []
+    seen: dict[tuple[str, ...], list[Trajectory]] = {}
+    for members in groups:
+        home = seen.get(changes(members[0].actions)) if len(members) == 1 else None
+        if home is not None:
+            home.append(members[0])
+            continue
+        kept.append(members)
+        for t in members:
+            seen.setdefault(changes(t.actions), members)
+    return kept
+
+
+def changes(actions: Sequence[str]) -> tuple[str, ...]:
+    """What a run does, as opposed to what it looks up: its state-changing actions
+    (`segments.is_read`), each once, in the order first called; a run that changes nothing
+    is its look-ups, each once."""
+    done = [a for a in actions if not is_read(a)]
+    return tuple(dict.fromkeys(done or actions))
 
 
 def consensus(template: Trajectory, members: Sequence[Trajectory], *, min_support: float = 0.5) -> Trajectory:

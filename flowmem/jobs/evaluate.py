@@ -80,7 +80,7 @@ def retrieve(
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
         near = [(i, s) for i, s in near if s >= settings.relevance_floor]  # as `memory.search`
-        near = near[: within_gap([s for _, s in near], settings.relevance_gap)]
+        near = near[: within_gap([s for _, s in near], settings.relevance_gap, settings.relevance_ratio)]
         ranked = [workflows[i] for i, _ in near]
         hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
         # As `memory.context` renders them together: a workflow composed of a sub-routine

@@ -30,13 +30,17 @@ def served_versions(versions: Iterable[Workflow]) -> list[Workflow]:
     return [w for _, picked in sorted(chosen.items()) for w in picked]
 
 
-def within_gap(scores: Sequence[float], gap: float | None) -> int:
+def within_gap(scores: Sequence[float], gap: float | None, ratio: float | None = None) -> int:
     """How many of the memories, scored best first, to consider serving: those that score at
-    most `gap` below the first (all of them when `gap` is None). A memory much farther from
-    the task than the best one fits another kind of task; leaving it out makes k a maximum."""
-    if gap is None or not scores:
-        return len(scores)
-    floor = scores[0] - gap
+    most `gap` below the first and at least `ratio` times the first (when it is positive);
+    None leaves either bound out. A memory much farther from the task than the best one fits
+    another kind of task; leaving it out makes k a maximum. The ratio does not move when every
+    score is scaled alike (rank factors, an embedder whose cosines run lower or higher)."""
+    if not scores:
+        return 0
+    floor = -float("inf") if gap is None else scores[0] - gap
+    if ratio is not None and scores[0] > 0:
+        floor = max(floor, ratio * scores[0])
     return next((i for i, s in enumerate(scores) if s < floor), len(scores))
 
 
