@@ -65,7 +65,7 @@ def failed(
 def test_a_step_most_failures_skip_and_no_success_skips_is_a_pitfall_that_says_so() -> None:
     failures = failed(4, "mail.search", "mail.forward") + failed(1, *WORKFLOW, start=200)
     assert pitfalls(WORKFLOW, ok(5), failures, set()) == [
-        "skipped contacts.lookup and went on to mail.forward (4/5 failures)"
+        "skipped contacts.lookup, then called mail.forward (4/5 failures)"
     ]
 
 
@@ -81,7 +81,7 @@ def test_each_kind_of_divergence_states_what_the_run_did_differently() -> None:
     assert first("mail.search", "mail.forward") == (
         "skipped",
         ("contacts.lookup", "mail.forward"),
-        "skipped contacts.lookup and went on to mail.forward",
+        "skipped contacts.lookup, then called mail.forward",
         1,
     )
     # A later step called too early is the same finding: the step due was skipped.
@@ -91,7 +91,7 @@ def test_each_kind_of_divergence_states_what_the_run_did_differently() -> None:
     assert first("mail.search", "mail.delete", "mail.forward") == (
         "replaced",
         ("mail.delete", "contacts.lookup"),
-        "called mail.delete where the workflow calls contacts.lookup",
+        "called mail.delete in place of contacts.lookup",
         1,
     )
     assert first("mail.search", "contacts.lookup", "mail.delete", "mail.forward") == (
@@ -109,7 +109,7 @@ def test_each_kind_of_divergence_states_what_the_run_did_differently() -> None:
     assert first(*WORKFLOW, "mail.delete") == (
         "appended",
         ("mail.delete", "mail.forward"),
-        "went on past mail.forward to call mail.delete",
+        "called mail.delete at the end",
         1,
     )
     assert first(*WORKFLOW, "mail.forward") == (
@@ -142,7 +142,7 @@ def test_which_call_a_statement_means_is_said_in_words() -> None:
     assert text(WORKFLOW, *WORKFLOW, "mail.forward", "mail.forward") == "called mail.forward again at the end"
     assert text(loop, *loop, "mail.forward") == "called mail.forward a 3rd time at the end"
     assert text(loop, "mail.search", "mail.forward", "mail.forward") == (
-        "skipped mail.search and went on to call mail.forward again"
+        "skipped mail.search, then called mail.forward again"
     )
     assert (
         text(loop, "mail.search", "mail.forward", "mail.search")
@@ -161,7 +161,7 @@ def test_a_pitfall_keeps_the_failed_runs_that_show_it() -> None:
         ("contacts.lookup", "mail.forward"),
         tuple(t.id for t in skipping),
     )
-    assert skipped.text == "skipped contacts.lookup and went on to mail.forward (4/9 failures)"
+    assert skipped.text == "skipped contacts.lookup, then called mail.forward (4/9 failures)"
     assert (stopped.kind, stopped.runs, stopped.failures) == ("stopped", tuple(t.id for t in stopping), 9)
 
 
@@ -172,8 +172,8 @@ def test_a_pitfall_about_a_failed_call_is_linked_to_runs_whatever_example_values
     assert states("mail.forward failed: '…' is not an email address", divergence)
     assert not states("mail.search failed: '…' is not an email address", divergence)
     skipping = first_divergence(WORKFLOW, run(0, "mail.search", "mail.forward", success=False), set())
-    assert skipping is not None and states("skipped contacts.lookup and went on to mail.forward", skipping)
-    assert not states("skipped mail.search and went on to mail.forward", skipping)
+    assert skipping is not None and states("skipped contacts.lookup, then called mail.forward", skipping)
+    assert not states("skipped mail.search, then called mail.forward", skipping)
 
 
 def test_a_step_that_fails_where_successful_runs_do_not_is_a_pitfall_with_its_masked_error() -> None:
@@ -187,10 +187,10 @@ def test_only_the_first_divergence_of_a_run_counts() -> None:
     # Each failure skips the lookup, then its forward fails, then it deletes: one finding each.
     failures = failed(4, "mail.search", "mail.forward", "mail.delete", errors={"mail.forward": "bounced"})
     assert first_divergence(WORKFLOW, failures[0], set()) == Divergence(
-        "skipped", ("contacts.lookup", "mail.forward"), "skipped contacts.lookup and went on to mail.forward"
+        "skipped", ("contacts.lookup", "mail.forward"), "skipped contacts.lookup, then called mail.forward"
     )
     assert pitfalls(WORKFLOW, ok(6), failures, set(), limit=10) == [
-        "skipped contacts.lookup and went on to mail.forward (4/4 failures)"
+        "skipped contacts.lookup, then called mail.forward (4/4 failures)"
     ]
 
 
@@ -212,7 +212,7 @@ def test_two_failed_runs_are_not_enough_nor_three_of_one_task() -> None:
     one_task = failed(3, *skip, task="Forward the latest email to olga")
     assert pitfalls(WORKFLOW, ok(10), one_task, set()) == []
     assert pitfalls(WORKFLOW, ok(10), failed(3, *skip), set()) == [
-        "skipped contacts.lookup and went on to mail.forward (3/3 failures)"
+        "skipped contacts.lookup, then called mail.forward (3/3 failures)"
     ]
 
 
@@ -235,7 +235,7 @@ def test_successful_runs_that_share_a_divergence_count_against_it() -> None:
     assert pitfalls(WORKFLOW, successes, failures, set()) == []
     # The same failures against successes that never skip it: a pitfall.
     assert pitfalls(WORKFLOW, ok(10), failures, set()) == [
-        "skipped contacts.lookup and went on to mail.forward (3/3 failures)"
+        "skipped contacts.lookup, then called mail.forward (3/3 failures)"
     ]
 
 
@@ -254,7 +254,7 @@ def test_strongest_first_and_at_most_limit() -> None:
     )
     found = pitfalls(WORKFLOW, ok(12), failures, set())
     assert found == [
-        "skipped contacts.lookup and went on to mail.forward (6/10 failures)",
+        "skipped contacts.lookup, then called mail.forward (6/10 failures)",
         "stopped without calling mail.forward (4/10 failures)",
     ]
     assert pitfalls(WORKFLOW, ok(12), failures, set(), limit=1) == found[:1]
@@ -268,7 +268,7 @@ def test_a_cluster_of_failed_runs_without_errors_gets_notes_not_a_rule() -> None
 def test_a_failure_written_down_by_hand_is_a_pitfall_on_its_own() -> None:
     told = failed(1, "mail.search", "mail.forward")[0].model_copy(update={"source": PROCEDURE})
     assert pitfalls(WORKFLOW, ok(3), [told], set()) == [
-        "skipped contacts.lookup and went on to mail.forward (1/1 failures)"
+        "skipped contacts.lookup, then called mail.forward (1/1 failures)"
     ]
     # Observed, one failure is no evidence; written down, it is unless a success did the same.
     assert pitfalls(WORKFLOW, ok(3), failed(1, "mail.search", "mail.forward"), set()) == []

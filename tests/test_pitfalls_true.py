@@ -87,20 +87,20 @@ def assert_true(finding: Finding, runs: Mapping[str, Trajectory], workflow: Sequ
 @pytest.mark.parametrize(
     ("failures", "statement"),
     [
-        (failed(3, "mail.search", "mail.forward"), "skipped contacts.lookup and went on to mail.forward"),
+        (failed(3, "mail.search", "mail.forward"), "skipped contacts.lookup, then called mail.forward"),
         (
             failed(3, "mail.search", "mail.forward", "contacts.lookup", "mail.forward"),
-            "skipped contacts.lookup and went on to mail.forward",
+            "skipped contacts.lookup, then called mail.forward",
         ),
         (
             failed(3, "mail.search", "mail.delete", "mail.forward"),
-            "called mail.delete where the workflow calls contacts.lookup",
+            "called mail.delete in place of contacts.lookup",
         ),
         (
             failed(3, "mail.search", "mail.search", "contacts.lookup", "mail.forward"),
             "called mail.search again ahead of contacts.lookup",
         ),
-        (failed(3, *WORKFLOW, "mail.archive"), "went on past mail.forward to call mail.archive"),
+        (failed(3, *WORKFLOW, "mail.archive"), "called mail.archive at the end"),
         (failed(3, *WORKFLOW, "mail.forward", "mail.forward"), "called mail.forward again at the end"),
         (failed(3, "mail.search", "contacts.lookup"), "stopped without calling mail.forward"),
         (

@@ -14,7 +14,7 @@ against them.
 A pitfall names actions, never values: error texts are masked with the de-specification check,
 and an error that reads like an instruction (`flowmem.induction.injection`) is data, never
 advice: only the fact that the tool returned such text is noted. A statement orders actions
-with "went on to", "ahead of", "where" and "past", never "before" / "after" (values of many
+with "then", "ahead of", "in place of" and "at the end", never "before" / "after" (values of many
 tasks' time slots) or "first" / "last" (values of list positions).
 """
 
@@ -51,11 +51,11 @@ IGNORED = "returned instruction-like text (ignored)"
 Kind = Literal["skipped", "replaced", "inserted", "appended", "stopped", "error"]
 """How a run left the workflow, with the actions a statement of that kind names:
 
-- `skipped` (X, Y): X was due, the run went on to the later step Y (`skipped X and went on to Y`);
+- `skipped` (X, Y): X was due, the run went on to the later step Y (`skipped X, then called Y`);
 - `replaced` (E, X): the run called E, which the workflow does not have there, and skipped X
-  (`called E where the workflow calls X`);
+  (`called E in place of X`);
 - `inserted` (E, Y): the run called E ahead of the workflow's next step Y (`called E ahead of Y`);
-- `appended` (E, Z): the run went on past the workflow's final step Z (`went on past Z to call E`,
+- `appended` (E, Z): the run went on past the workflow's final step Z (`called E at the end`,
   `called Z again at the end`);
 - `stopped` (X,): the run ended with X still due (`stopped without calling X`);
 - `error` (X,): X, a workflow step, returned an error (`X failed: <masked message>`)."""
@@ -72,7 +72,7 @@ class Divergence(NamedTuple):
     actions: tuple[str, ...]
     """The actions the statement names, in the order it names them (see `Kind`)."""
     text: str
-    """The statement, naming actions only: `skipped contacts.lookup and went on to mail.forward`."""
+    """The statement, naming actions only: `skipped contacts.lookup, then called mail.forward`."""
     times: int = 1
     """Which call of an action the statement means (2: `again`, 3: `a 3rd time`): for `skipped`,
     of the step the run went on to; for `stopped`, of the step it did not call; else of the
@@ -164,7 +164,7 @@ def _again(times: int) -> str:
 def _skipped(due: str, taken: Sequence[str], at: int) -> Divergence:
     """`due` was the workflow's next step; the run went on to a later step, `taken[at]`."""
     went_to, times = taken[at], taken[: at + 1].count(taken[at])
-    text = f"skipped {due} and went on to " + (f"call {went_to}{_again(times)}" if times > 1 else went_to)
+    text = f"skipped {due}, then called {went_to}{_again(times)}"
     return Divergence("skipped", (due, went_to), text, times)
 
 
@@ -180,16 +180,12 @@ def _extra(
     again = _again(times)
     if has_skipped:
         due = actions[done]
-        return Divergence(
-            "replaced", (action, due), f"called {action}{again} where the workflow calls {due}", times
-        )
+        return Divergence("replaced", (action, due), f"called {action}{again} in place of {due}", times)
     if nxt < len(actions):
         ahead = actions[nxt]
         return Divergence("inserted", (action, ahead), f"called {action}{again} ahead of {ahead}", times)
-    final = actions[-1]  # the run took every step: it went on past the final one
-    if action == final:
-        return Divergence("appended", (action, final), f"called {final}{again} at the end", times)
-    return Divergence("appended", (action, final), f"went on past {final} to call {action}{again}", times)
+    # The run took every step: it went on past the final one (`again`: it called that once more).
+    return Divergence("appended", (action, actions[-1]), f"called {action}{again} at the end", times)
 
 
 def states(statement: str, divergence: Divergence) -> bool:
