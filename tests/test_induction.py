@@ -147,7 +147,7 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
     assert w.parameters["query"] == "task" and w.parameters["to"] == "result of contacts.lookup"
     # Where the failed runs leave the workflow; their forward's error comes later and is not
     # counted (tests/test_pitfalls.py has a forward that fails first).
-    assert w.pitfalls == ["call contacts.lookup, then mail.forward (4/4 failures)"]
+    assert w.pitfalls == ["skipped contacts.lookup, then called mail.forward (4/4 failures)"]
     text = render_workflow(w, description=True)
     assert not find_literals(text, NAMES + SUBJECTS + ["e1", "olga@corp.test"])
     assert w.name == "forward_email_id"  # a bare verb takes its first argument as the object

@@ -126,7 +126,7 @@ def test_pitfalls_from_an_instruction_like_error_only_say_it_was_ignored() -> No
     literals = LiteralIndex.build([*successes, *failures]).example_literals([*successes, *failures])
     found = pitfalls(["mail.search", "contacts.lookup", "mail.forward"], successes, failures, literals)
     # They leave the workflow by skipping the lookup; the injected error comes after that.
-    assert found == ["call contacts.lookup, then mail.forward (3/3 failures)"]
+    assert found == ["skipped contacts.lookup, then called mail.forward (3/3 failures)"]
     notes = standalone_pitfalls(failures, literals)
     assert notes == [f"mail.forward {IGNORED} (3×)"]
     # An address in an ordinary error is masked too, as an example value.
@@ -171,7 +171,7 @@ def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Setting
     assert not any(bad in everything for bad in FORBIDDEN)
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
     assert fwd.actions == ["mail.search", "contacts.lookup", "mail.forward"]  # the obeying detour is dropped
-    assert fwd.pitfalls == ["call contacts.lookup, then mail.forward (3/3 failures)"]
+    assert fwd.pitfalls == ["skipped contacts.lookup, then called mail.forward (3/3 failures)"]
 
 
 def test_rule_inducer_refuses_a_cluster_whose_runs_all_obeyed(settings: Settings, store: Store) -> None:

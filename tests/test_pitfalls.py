@@ -1,5 +1,5 @@
 """Pitfalls are where failed runs leave the workflow, clearly more often than successful runs do,
-phrased as advice that names actions only."""
+stated as what those runs did differently, naming actions only."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import pytest
 
 from flowmem.induction.failures import (
     Divergence,
+    findings,
     first_divergence,
     one_sided_fisher,
     pitfalls,
     standalone_pitfalls,
+    states,
 )
 from flowmem.models import PROCEDURE, Trajectory
 
@@ -60,43 +62,124 @@ def failed(
     return [run(start + i, *actions, success=False, errors=errors, task=task) for i in range(n)]
 
 
-def test_a_step_most_failures_skip_and_no_success_skips_is_advice_to_call_it() -> None:
+def test_a_step_most_failures_skip_and_no_success_skips_is_a_pitfall_that_says_so() -> None:
     failures = failed(4, "mail.search", "mail.forward") + failed(1, *WORKFLOW, start=200)
     assert pitfalls(WORKFLOW, ok(5), failures, set()) == [
-        "call contacts.lookup, then mail.forward (4/5 failures)"
+        "skipped contacts.lookup, then called mail.forward (4/5 failures)"
     ]
 
 
-def test_each_kind_of_divergence_is_advice_that_names_actions() -> None:
-    def first(*actions: str, errors: dict[str, str] | None = None) -> str | None:
+def test_each_kind_of_divergence_states_what_the_run_did_differently() -> None:
+    def first(
+        *actions: str, errors: dict[str, str] | None = None
+    ) -> tuple[str, tuple[str, ...], str, int] | None:
         found = first_divergence(WORKFLOW, run(0, *actions, success=False, errors=errors), {"olga"})
-        return found.advice if found else None
+        return (found.kind, found.actions, found.text, found.times) if found else None
 
     assert first(*WORKFLOW) is None
-    assert first("mail.search", "mail.forward") == "call contacts.lookup, then mail.forward"
-    assert (
-        first("mail.search", "mail.delete", "mail.forward")
-        == "do not call mail.delete in place of contacts.lookup"
+    # Never the workflow's own sequence ("call contacts.lookup, then mail.forward"): the step skipped.
+    assert first("mail.search", "mail.forward") == (
+        "skipped",
+        ("contacts.lookup", "mail.forward"),
+        "skipped contacts.lookup, then called mail.forward",
+        1,
+    )
+    # A later step called too early is the same finding: the step due was skipped.
+    assert first("mail.search", "mail.forward", "contacts.lookup", "mail.forward") == first(
+        "mail.search", "mail.forward"
+    )
+    assert first("mail.search", "mail.delete", "mail.forward") == (
+        "replaced",
+        ("mail.delete", "contacts.lookup"),
+        "called mail.delete in place of contacts.lookup",
+        1,
     )
     assert first("mail.search", "contacts.lookup", "mail.delete", "mail.forward") == (
-        "do not call mail.delete ahead of mail.forward"
+        "inserted",
+        ("mail.delete", "mail.forward"),
+        "called mail.delete ahead of mail.forward",
+        1,
     )
-    assert first(*WORKFLOW, "mail.delete") == "do not call mail.delete at the end"
-    assert first(*WORKFLOW, "mail.forward") == "do not call mail.forward again"
-    # A later step called too early: the advice is the order, not to avoid the step.
-    assert first("mail.search", "mail.forward", "contacts.lookup", "mail.forward") == (
-        "call contacts.lookup, then mail.forward"
+    assert first("mail.search", "mail.search", "contacts.lookup", "mail.forward") == (
+        "inserted",
+        ("mail.search", "contacts.lookup"),
+        "called mail.search again ahead of contacts.lookup",
+        2,
     )
-    assert first("mail.search", "contacts.lookup") == "continue until mail.forward"
+    assert first(*WORKFLOW, "mail.delete") == (
+        "appended",
+        ("mail.delete", "mail.forward"),
+        "called mail.delete at the end",
+        1,
+    )
+    assert first(*WORKFLOW, "mail.forward") == (
+        "appended",
+        ("mail.forward", "mail.forward"),
+        "called mail.forward again at the end",
+        2,
+    )
+    assert first("mail.search", "contacts.lookup") == (
+        "stopped",
+        ("mail.forward",),
+        "stopped without calling mail.forward",
+        1,
+    )
     assert first(*WORKFLOW, errors={"mail.forward": NOT_AN_ADDRESS}) == (
-        "check the arguments of mail.forward: it can fail with '…' is not an email address"
+        "error",
+        ("mail.forward",),
+        "mail.forward failed: '…' is not an email address",
+        1,
     )
 
 
-def test_a_step_that_fails_where_successful_runs_do_not_is_advice_to_check_its_arguments() -> None:
+def test_which_call_a_statement_means_is_said_in_words() -> None:
+    loop = ["mail.search", "mail.forward", "mail.search", "mail.forward"]
+
+    def text(workflow: list[str], *actions: str) -> str | None:
+        found = first_divergence(workflow, run(0, *actions, success=False), set())
+        return found.text if found else None
+
+    assert text(WORKFLOW, *WORKFLOW, "mail.forward", "mail.forward") == "called mail.forward again at the end"
+    assert text(loop, *loop, "mail.forward") == "called mail.forward a 3rd time at the end"
+    assert text(loop, "mail.search", "mail.forward", "mail.forward") == (
+        "skipped mail.search, then called mail.forward again"
+    )
+    assert (
+        text(loop, "mail.search", "mail.forward", "mail.search")
+        == "stopped without calling mail.forward again"
+    )
+
+
+def test_a_pitfall_keeps_the_failed_runs_that_show_it() -> None:
+    skipping = failed(4, "mail.search", "mail.forward")
+    stopping = failed(4, "mail.search", "contacts.lookup", start=200)
+    [skipped, stopped] = findings(
+        WORKFLOW, ok(10), [*skipping, *stopping, *failed(1, *WORKFLOW, start=300)], set()
+    )
+    assert (skipped.kind, skipped.actions, skipped.runs) == (
+        "skipped",
+        ("contacts.lookup", "mail.forward"),
+        tuple(t.id for t in skipping),
+    )
+    assert skipped.text == "skipped contacts.lookup, then called mail.forward (4/9 failures)"
+    assert (stopped.kind, stopped.runs, stopped.failures) == ("stopped", tuple(t.id for t in stopping), 9)
+
+
+def test_a_pitfall_about_a_failed_call_is_linked_to_runs_whatever_example_values_masked() -> None:
+    failing = run(0, *WORKFLOW, success=False, errors={"mail.forward": NOT_AN_ADDRESS})
+    divergence = first_divergence(WORKFLOW, failing, set())
+    assert divergence is not None and divergence.text == "mail.forward failed: 'olga' is not an email address"
+    assert states("mail.forward failed: '…' is not an email address", divergence)
+    assert not states("mail.search failed: '…' is not an email address", divergence)
+    skipping = first_divergence(WORKFLOW, run(0, "mail.search", "mail.forward", success=False), set())
+    assert skipping is not None and states("skipped contacts.lookup, then called mail.forward", skipping)
+    assert not states("skipped mail.search, then called mail.forward", skipping)
+
+
+def test_a_step_that_fails_where_successful_runs_do_not_is_a_pitfall_with_its_masked_error() -> None:
     failures = failed(3, *WORKFLOW, errors={"mail.forward": NOT_AN_ADDRESS})
     assert pitfalls(WORKFLOW, ok(4), failures, set(NAMES)) == [
-        "check the arguments of mail.forward: it can fail with '…' is not an email address (3/3 failures)"
+        "mail.forward failed: '…' is not an email address (3/3 failures)"
     ]
 
 
@@ -104,21 +187,21 @@ def test_only_the_first_divergence_of_a_run_counts() -> None:
     # Each failure skips the lookup, then its forward fails, then it deletes: one finding each.
     failures = failed(4, "mail.search", "mail.forward", "mail.delete", errors={"mail.forward": "bounced"})
     assert first_divergence(WORKFLOW, failures[0], set()) == Divergence(
-        "call contacts.lookup, then mail.forward"
+        "skipped", ("contacts.lookup", "mail.forward"), "skipped contacts.lookup, then called mail.forward"
     )
     assert pitfalls(WORKFLOW, ok(6), failures, set(), limit=10) == [
-        "call contacts.lookup, then mail.forward (4/4 failures)"
+        "skipped contacts.lookup, then called mail.forward (4/4 failures)"
     ]
 
 
-def test_advice_never_avoids_an_action_most_successful_runs_take() -> None:
+def test_no_pitfall_is_against_an_action_most_successful_runs_take() -> None:
     # Failed runs archive too early; successful runs archive at the end, or not at all.
     failures = failed(5, "mail.search", "mail.archive", "contacts.lookup", "mail.forward")
     most_archive = ok(3, *WORKFLOW, "mail.archive") + ok(2, start=10)
     assert pitfalls(WORKFLOW, most_archive, failures, set()) == []
     few_archive = ok(2, *WORKFLOW, "mail.archive") + ok(3, start=10)
     assert pitfalls(WORKFLOW, few_archive, failures, set()) == [
-        "do not call mail.archive ahead of contacts.lookup (5/5 failures)"
+        "called mail.archive ahead of contacts.lookup (5/5 failures)"
     ]
 
 
@@ -129,7 +212,7 @@ def test_two_failed_runs_are_not_enough_nor_three_of_one_task() -> None:
     one_task = failed(3, *skip, task="Forward the latest email to olga")
     assert pitfalls(WORKFLOW, ok(10), one_task, set()) == []
     assert pitfalls(WORKFLOW, ok(10), failed(3, *skip), set()) == [
-        "call contacts.lookup, then mail.forward (3/3 failures)"
+        "skipped contacts.lookup, then called mail.forward (3/3 failures)"
     ]
 
 
@@ -152,7 +235,7 @@ def test_successful_runs_that_share_a_divergence_count_against_it() -> None:
     assert pitfalls(WORKFLOW, successes, failures, set()) == []
     # The same failures against successes that never skip it: a pitfall.
     assert pitfalls(WORKFLOW, ok(10), failures, set()) == [
-        "call contacts.lookup, then mail.forward (3/3 failures)"
+        "skipped contacts.lookup, then called mail.forward (3/3 failures)"
     ]
 
 
@@ -171,13 +254,13 @@ def test_strongest_first_and_at_most_limit() -> None:
     )
     found = pitfalls(WORKFLOW, ok(12), failures, set())
     assert found == [
-        "call contacts.lookup, then mail.forward (6/10 failures)",
-        "continue until mail.forward (4/10 failures)",
+        "skipped contacts.lookup, then called mail.forward (6/10 failures)",
+        "stopped without calling mail.forward (4/10 failures)",
     ]
     assert pitfalls(WORKFLOW, ok(12), failures, set(), limit=1) == found[:1]
 
 
-def test_a_cluster_of_failed_runs_without_errors_gets_advice_not_a_rule() -> None:
+def test_a_cluster_of_failed_runs_without_errors_gets_notes_not_a_rule() -> None:
     notes = standalone_pitfalls(failed(3, "mail.search", "mail.forward"), set(), limit=1)
     assert notes == ["do not rely on mail.search alone: no run that called it succeeded (3×)"]
 
@@ -185,7 +268,7 @@ def test_a_cluster_of_failed_runs_without_errors_gets_advice_not_a_rule() -> Non
 def test_a_failure_written_down_by_hand_is_a_pitfall_on_its_own() -> None:
     told = failed(1, "mail.search", "mail.forward")[0].model_copy(update={"source": PROCEDURE})
     assert pitfalls(WORKFLOW, ok(3), [told], set()) == [
-        "call contacts.lookup, then mail.forward (1/1 failures)"
+        "skipped contacts.lookup, then called mail.forward (1/1 failures)"
     ]
     # Observed, one failure is no evidence; written down, it is unless a success did the same.
     assert pitfalls(WORKFLOW, ok(3), failed(1, "mail.search", "mail.forward"), set()) == []

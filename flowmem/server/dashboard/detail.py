@@ -8,7 +8,7 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.drafts import task_key
-from flowmem.induction.failures import first_divergence
+from flowmem.induction.failures import first_divergence, states
 from flowmem.models import Trajectory, Workflow
 from flowmem.server.dashboard.views import memberships
 from flowmem.storage import Store
@@ -81,17 +81,6 @@ def _failed_runs(store: Store, workflow: Workflow) -> list[Trajectory]:
     return store.get_trajectories(ids[:MAX_FAILED], namespace=ns)
 
 
-def _same_advice(pitfall: str, advice: str) -> bool:
-    if pitfall == advice:
-        return True
-    # Error texts are masked with the cluster's example values, which the page does not
-    # have: an error pitfall matches a run that failed on the same action.
-    head = "check the arguments of "
-    return (
-        pitfall.startswith(head) and advice.startswith(head) and pitfall.split(":")[0] == advice.split(":")[0]
-    )
-
-
 def pitfall_sources(store: Store, workflow: Workflow) -> list[Pitfall]:
     """Each pitfall of a version with the failed runs whose first divergence from its steps
     it names (recomputed with `first_divergence`, as induction found them)."""
@@ -101,7 +90,7 @@ def pitfall_sources(store: Store, workflow: Workflow) -> list[Pitfall]:
     found: list[Pitfall] = []
     divergences = [(t, first_divergence(workflow.actions, t, set())) for t in runs]
     for text in workflow.pitfalls:
-        advice = _EVIDENCE.sub("", text)
-        linked = [(t.id, t.task) for t, d in divergences if d is not None and _same_advice(advice, d.advice)]
+        statement = _EVIDENCE.sub("", text)
+        linked = [(t.id, t.task) for t, d in divergences if d is not None and states(statement, d)]
         found.append(Pitfall(text=text, runs=linked))
     return found
