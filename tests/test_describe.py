@@ -56,8 +56,11 @@ def test_step_intents_say_what_each_step_gives() -> None:
 
 def test_words_that_read_as_an_example_value_stay_as_written() -> None:
     plot = steps(("analytics.total_visits_count", {"time_min": "{since}"}))
-    assert describe(plot, {"since": "task"}) == "Use to total visits count given {since}."
-    assert describe(plot, {"since": "task"}, {"total visits"}) == "Use to total_visits_count given {since}."
+    assert describe(plot, {"since": "task"}) == "Use to count total visits given {since}."
+    assert describe(plot, {"since": "task"}, {"total visits"}) == "Use to count total_visits given {since}."
+    # Where the object as one word reads as a value too, the tool is named as it is.
+    both = {"total visits", "total_visits"}
+    assert describe(plot, {"since": "task"}, both) == "Use to get total_visits_count given {since}."
     assert step_intents(plot, {}, {"time min"}) == ["total visits count by time_min"]
 
 

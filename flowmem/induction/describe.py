@@ -7,6 +7,10 @@ data flow (pure; the rule inducer needs no LLM for them).
 - The description is one sentence saying when to use it, with the placeholders the task
   supplies named, and the look-ups it makes first: "Use to forward email given {subject} and
   {recipient_name}: first search emails, then find email address."
+- Both start with a verb (`verb_phrase`): a tool named by a noun phrase reads as what one does
+  with it (`analytics.engaged_users_count` -> "count engaged users", `order_details(order_id)`
+  -> "get the order details"). `induction/naming.py` then tells apart the workflows of one
+  agent that would share a name or a description.
 - Each step's intent says what it does with what, and which later value it yields:
   "search emails by query; gives {email_id}".
 
@@ -18,12 +22,56 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
+from typing import NamedTuple
 
 from flowmem.induction.literals import find_literals
-from flowmem.induction.segments import is_read
+from flowmem.induction.segments import READ_VERBS, is_read
 from flowmem.models import WorkflowStep
 
-__all__ = ["action_words", "describe", "goal_index", "name_for", "step_intents"]
+__all__ = [
+    "CHANGE_VERBS",
+    "VERBS",
+    "VerbPhrase",
+    "action_words",
+    "describe",
+    "goal_index",
+    "name_for",
+    "say",
+    "step_intents",
+    "verb_phrase",
+]
+
+CHANGE_VERBS = frozenset(
+    {
+        "create", "add", "insert", "post", "put", "set", "update", "edit", "modify", "patch",
+        "change", "rename", "move", "copy", "delete", "remove", "cancel", "clear", "reset",
+        "send", "reply", "forward", "respond", "answer", "ask", "submit", "book", "reserve",
+        "schedule", "assign", "invite", "share", "upload", "download", "save", "store", "write",
+        "append", "mark", "toggle", "enable", "disable", "start", "restart", "stop", "run",
+        "execute", "open", "close", "approve", "reject", "confirm", "pay", "refund", "transfer",
+        "exchange", "return", "apply", "log", "draft", "filter", "convert", "merge", "sort",
+        "archive", "restore", "publish", "install", "register", "request", "give", "call",
+        "wait", "sleep", "think", "plan", "embed", "print", "play", "pause", "unlock", "lock",
+        "login", "logout", "sign", "track", "monitor", "listen", "notify", "remind", "capture",
+        "comment", "mention", "message",
+    }
+)  # fmt: skip
+"""Verbs of tools that change something: the create/update/delete, messaging and commerce
+verbs that tool APIs and agent frameworks name their actions with (with `READ_VERBS`, the
+words read as a verb wherever they stand first)."""
+
+VERBS = READ_VERBS | CHANGE_VERBS
+"""Every verb a tool name is known to start with."""
+
+_PLURAL_OBJECT = frozenset({"count", "list"})
+"""Verbs that take several things: `traffic_source_count` -> "count traffic sources"."""
+
+_VERB_ENDINGS = ("ate", "ize", "ise", "ify")
+"""Word endings that make English verbs (calculate, summarize, verify)."""
+
+_NOUN_ENDINGS = ("tion", "sion", "ment", "ness", "ity", "ture", "able", "ible")
+"""Word endings that make English nouns and adjectives (conversion, payment, temperature,
+variable); `-age` too in words of seven letters or more (average, percentage, not manage)."""
 
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _MAX_TASK_PARAMETERS = 4
@@ -35,6 +83,91 @@ def action_words(action: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(action.rsplit(".", 1)[-1])] or [action.lower()]
 
 
+class VerbPhrase(NamedTuple):
+    """What a step does, verb first: `verb` then the words of its `object`."""
+
+    verb: str
+    """The verb (`count`, `forward`, `get`)."""
+    object: tuple[str, ...]
+    """The words of what it acts on (`engaged`, `users`)."""
+    article: bool = False
+    """True for a tool named by what it gives (`order_details`): "get the order details"."""
+
+    @property
+    def words(self) -> list[str]:
+        """Verb and object words, as the snake_case name joins them."""
+        return list(dict.fromkeys([self.verb, *self.object]))
+
+
+def _plural(word: str) -> str:
+    if word.endswith("s"):
+        return word
+    if word.endswith(("x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and word[-2:-1] not in {"a", "e", "i", "o", "u"}:
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+def _inflected(word: str) -> bool:
+    """Whether a word has a form no imperative takes: a past participle or -ing form
+    (`engaged`, `upcoming`), a plural (`users`, not `access`, `status`, `analysis`) or a
+    noun's or adjective's ending (`_NOUN_ENDINGS`)."""
+    if len(word) >= 5 and word.endswith(("ed", "ing", *_NOUN_ENDINGS)):
+        return True
+    if len(word) >= 7 and word.endswith("age"):
+        return True
+    return len(word) >= 4 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
+
+
+def verb_phrase(action: str, arg_keys: Collection[str] = ()) -> VerbPhrase:
+    """An action as verb and object, whatever order its name puts them in:
+
+    - a name that starts with a known verb (`VERBS`) reads as written (`forward_email`);
+    - a name that ends with a look-up verb puts it first (`engaged_users_count` -> count
+      engaged users; a count or list is of several things, so its object is plural);
+    - a name that names what the tool gives is read "get the ...": its first word has a form
+      no imperative has (`upcoming_events`, `temperature_conversion`), or is a word of an
+      argument it takes (the thing the call is about: `order_details(order_id)`), or it ends
+      with a change word
+      (`percentage_change`), or it is one word that is neither a known verb nor has a verb's
+      ending (`weather`);
+    - any other name starts with its verb, as tool names conventionally do
+      (`exchange_delivered_order_items`)."""
+    words = list(dict.fromkeys(action_words(action)))
+    first, last = words[0], words[-1]
+    if first in VERBS:
+        return VerbPhrase(first, tuple(words[1:]))
+    if len(words) > 1 and last in READ_VERBS:
+        thing = words[:-1]
+        if last in _PLURAL_OBJECT:
+            thing[-1] = _plural(thing[-1])
+        return VerbPhrase(last, tuple(thing))
+    named = {w for key in arg_keys for w in action_words(key)}
+    single_noun = len(words) == 1 and not first.endswith(_VERB_ENDINGS)
+    if _inflected(first) or first in named or last in CHANGE_VERBS or single_noun:
+        return VerbPhrase("get", tuple(words), article=True)
+    return VerbPhrase(first, tuple(words[1:]))
+
+
+def say(phrase: VerbPhrase, identifier: str, forbidden: Collection[str] = ()) -> str:
+    """A verb phrase in words ("count engaged users"); where its words would read as one of
+    the `forbidden` example values, its object as one identifier ("count engaged_users"), or
+    the tool's `identifier` ("get engaged_users_count", "call get_average_session_duration")."""
+    text = " ".join([phrase.verb, *(["the"] if phrase.article else []), *phrase.object])
+    if not forbidden or not find_literals(text, forbidden):
+        return text
+    text = " ".join([phrase.verb, "_".join(phrase.object)]).strip()
+    if not find_literals(text, forbidden):
+        return text
+    looks_up = phrase.verb in READ_VERBS and not identifier.lower().startswith(phrase.verb)
+    return f"{'get' if looks_up else 'call'} {identifier}"
+
+
+def _said(step: WorkflowStep, forbidden: Collection[str]) -> str:
+    return say(verb_phrase(step.action, step.args), step.action.rsplit(".", 1)[-1], forbidden)
+
+
 def goal_index(steps: Sequence[WorkflowStep]) -> int:
     """The position of the goal step: the last one that changes something, else the last."""
     changes = [i for i, s in enumerate(steps) if not is_read(s.action)]
@@ -42,10 +175,11 @@ def goal_index(steps: Sequence[WorkflowStep]) -> int:
 
 
 def name_for(steps: Sequence[WorkflowStep]) -> str:
-    """A snake_case verb-object name from the goal step (its first argument key as the object
-    when the action is a bare verb: `calculate(expression)` -> `calculate_expression`)."""
+    """A snake_case verb-object name from the goal step (`verb_phrase`; its first argument key
+    as the object when the action is a bare verb: `calculate(expression)` ->
+    `calculate_expression`)."""
     goal = steps[goal_index(steps)]
-    words = action_words(goal.action)
+    words = verb_phrase(goal.action, goal.args).words
     if len(words) == 1 and goal.args:
         words += action_words(next(iter(goal.args)))
     name = "_".join(dict.fromkeys(words))
@@ -69,13 +203,11 @@ def describe(
     """One sentence: when to use the workflow, what the task must give, what it looks up first
     (no word group that reads as one of the `forbidden` example values)."""
     goal = goal_index(steps)
-    text = "Use to " + _phrase(steps[goal].action, forbidden)
+    text = "Use to " + _said(steps[goal], forbidden)
     given = [f"{{{p}}}" for p, source in parameters.items() if source == "task"][:_MAX_TASK_PARAMETERS]
     if given:
         text += " given " + _listed(given)
-    reads = list(
-        dict.fromkeys(_phrase(s.action, forbidden) for s in steps[:goal] if s.action != steps[goal].action)
-    )
+    reads = list(dict.fromkeys(_said(s, forbidden) for s in steps[:goal] if s.action != steps[goal].action))
     if reads:
         shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
         text += ": first " + ", then ".join(shown)

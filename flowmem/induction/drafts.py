@@ -20,6 +20,7 @@ from flowmem.induction.base import (
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.failures import standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.naming import distinct
 from flowmem.induction.nearest import key_shares
 from flowmem.induction.subroutines import compose_workflows, subroutine_inputs
 from flowmem.models import DEMONSTRATION, Trajectory, Workflow
@@ -269,6 +270,7 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
         result.keys.update(outcome.keys)
         result.usage += outcome.usage
     result.workflows = compose_workflows(merge_duplicates(result.workflows, result.keys))
+    result.workflows = distinct(result.workflows)  # no two of an agent named or described alike
     return result
 
 

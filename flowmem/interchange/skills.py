@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,15 +55,40 @@ def _slug(text: str) -> str:
 
 
 def skill_names(workflows: Sequence[Workflow]) -> dict[str, str]:
-    """Workflow id -> its skill name: its name, hyphenated; where several workflows share a
-    name, each gets its id appended, so a name never depends on which others exist."""
-    base = {w.id: _slug(w.name) or "workflow" for w in workflows}
-    shared = Counter(base.values())
-    names = {}
+    """Workflow id -> its skill name: its name, hyphenated (`induction.naming.distinct` keeps
+    one agent's names apart). Where workflows of several agents or namespaces still share
+    one, each takes what sets it apart — its agent, else its namespace, else the first words
+    of its description that the others' lack — never an id; the result does not depend on
+    the workflows' order."""
+    base = {w.id: _slug(w.name)[:_MAX_NAME].rstrip("-") or "workflow" for w in workflows}
+    groups: dict[str, list[Workflow]] = defaultdict(list)
     for w in workflows:
-        name = base[w.id] if shared[base[w.id]] == 1 else f"{base[w.id]}-{_slug(w.id)}"
-        names[w.id] = name[:_MAX_NAME].rstrip("-")
+        groups[base[w.id]].append(w)
+    names = dict(base)
+    for name, group in groups.items():
+        if len(group) > 1:
+            for w in group:
+                names[w.id] = _apart(name, w, [o for o in group if o.id != w.id])
     return names
+
+
+def _apart(name: str, w: Workflow, others: Sequence[Workflow]) -> str:
+    """`name` with what sets `w` apart from `others` (which share it) appended."""
+    for own, theirs in ((w.agent, {o.agent for o in others}), (w.namespace, {o.namespace for o in others})):
+        if own not in theirs:
+            return _joined(name, _slug(own))
+    words = [x for x in _slug(w.description).split("-") if x]
+    seen = {x for o in others for x in _slug(o.description).split("-")}
+    extra = [x for x in dict.fromkeys(words) if x not in seen][:3]
+    if not extra:  # the same description too: the first words where it differs
+        extra = [x for x in words if x not in _slug(w.name).split("-")][:3]
+    return _joined(name, "-".join(extra) or "alike")
+
+
+def _joined(name: str, suffix: str) -> str:
+    """`name-suffix` in at most `_MAX_NAME` characters, the suffix kept whole."""
+    suffix = suffix[: _MAX_NAME // 2].strip("-")
+    return f"{name[: _MAX_NAME - len(suffix) - 1].rstrip('-')}-{suffix}"
 
 
 def _call(action: str, args: dict[str, Any]) -> str:

@@ -20,7 +20,9 @@ from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
 from flowmem.induction.base import ClusterInput, split_outcomes, workflow_id
 from flowmem.induction.drafts import InductionResult, fingerprint, in_run_order, merge_duplicates, task_key
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.naming import distinct
 from flowmem.models import Trajectory, UsageStats, Workflow, now
+from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -315,6 +317,8 @@ def merge_with_current(
     run inducing every cluster merges near-duplicates (`merge_duplicates`): a draft shaped like
     a workflow held by a bigger cluster joins it instead of becoming a workflow of its own
     (`keys`: every cluster; the workflows of the `induced` ones are never carried).
+    Names and descriptions are then told apart (`naming.distinct`), among the run's workflows
+    and from those that stay served as they are.
     Returns the ids of the workflows carried in (a current one equal to its draft makes no new
     version; one merged into a draft is retired as replaced)."""
     if not result.workflows:
@@ -330,4 +334,11 @@ def merge_with_current(
         runs = (i if i in task_of else i.rsplit("#", 1)[0] for i in w.source_trajectory_ids)
         result.keys[w.id] = dict(sorted(Counter(task_of[i] for i in runs if i in task_of).items()))
     result.workflows = merge_duplicates([*result.workflows, *carried], result.keys)
+    # What stays served as it is (put by hand; of a cluster whose induction failed) keeps its
+    # name and description, the run's workflows told apart from it too; a workflow told apart
+    # in an earlier run keeps the name it is served with.
+    drafted, failed = {w.id for w in result.workflows}, set(result.failed)
+    stay = [w for w in current.values() if w.status not in NOT_SERVED and w.id not in drafted]
+    stay = [w for w in stay if w.provenance.run_id is None or cluster_of(w.id, keys) in failed]
+    result.workflows = distinct(result.workflows, fixed=stay, served=current)
     return {w.id for w in carried}

@@ -1,0 +1,299 @@
+"""Names and descriptions that tell an agent's workflows apart (pure).
+
+Two workflows of one agent can end in the same goal: variants of one cluster (`agent-c12`,
+`agent-c12-2`), or clusters whose tasks are worded apart but done alike. `distinct` gives
+each of those that would share a name or a description what differs between it and the
+others, and nothing else:
+
+- the look-ups it makes first (`create_plot_after_count_traffic_sources`), how often it
+  calls its goal (`delete_event_three_times`), a step after the goal (`then_search_events`),
+  a value it takes from the task (`by_due_date`), its scope or kind;
+- where those are alike: the order of its look-ups, the argument keys of a call, the
+  placeholders it fills;
+- only for workflows whose steps are the same in all of these (put by hand, say) an ordinal
+  word, by their content.
+
+Each gets the fewest of these that set it apart from every other workflow of the group (the
+most readable kinds first: scope, then look-ups, calls and task values, then order and
+arguments); the name takes them as snake_case words, the description as a clause ("; it calls
+delete_event three times"), tool names in the clause written as identifiers so that no word
+group of it can read as an example's value. The result depends on the workflows only, not on
+their order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+
+from flowmem.induction.describe import goal_index, verb_phrase
+from flowmem.models import Workflow
+
+__all__ = ["distinct"]
+
+Dim = tuple[str, ...]
+"""What a workflow can differ in: (`kind of difference`, the key it is about, if any)."""
+
+_KINDS = ["scope", "kind", "goal", "reads", "after", "given", "args", "app", "placeholders"]
+"""The kinds of difference, in the order a name says them."""
+
+_TIERS = {"scope": 1, "kind": 1, "goal": 1, "reads": 1, "after": 1, "given": 1, "args": 2, "app": 2}
+"""How well each kind tells a reader what differs: the first tier is tried first, then the
+second; the placeholders a workflow fills (3) only when nothing else tells it apart."""
+
+_TIMES = ["no times", "once", "twice", "three times", "four times", "five times", "six times"]
+_TIMES += ["seven times", "eight times", "nine times", "ten times", "eleven times", "twelve times"]
+_ORDINALS = ["second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"]
+_COUNTED = re.compile(r"_\d+$")
+
+Calls = tuple[tuple[str, int], ...]
+"""Actions with how often they are called, in order of first call."""
+
+
+def _tool(action: str) -> str:
+    return action.rsplit(".", 1)[-1]
+
+
+def _snake(action: str) -> str:
+    """An action as the snake_case verb phrase a name is made of (`count_engaged_users`)."""
+    return "_".join(verb_phrase(action).words)
+
+
+def _times(n: int) -> str:
+    return _TIMES[n] if n < len(_TIMES) else "many times"
+
+
+def _calls(actions: Iterable[str]) -> Calls:
+    counts = Counter(actions)
+    return tuple((a, counts[a]) for a in dict.fromkeys(counts))
+
+
+class _Profile:
+    """What a workflow does, as values of the differences `Dim` can name."""
+
+    def __init__(self, w: Workflow) -> None:
+        steps = w.steps
+        goal = goal_index(steps)
+        self.goal = steps[goal].action
+        self.reads = _calls(s.action for s in steps[:goal] if s.action != self.goal)
+        self.after = _calls(s.action for s in steps[goal + 1 :])
+        self.calls = sum(s.action == self.goal for s in steps[: goal + 1])
+        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if source == "task"}
+        self.args: dict[str, frozenset[str]] = defaultdict(frozenset)
+        for s in steps:
+            self.args[s.action] |= frozenset(s.args)
+        self.placeholders = tuple(sorted(set(w.placeholders)))
+        self.w = w
+
+    def dims(self) -> set[Dim]:
+        out: set[Dim] = {
+            ("scope",),
+            ("kind",),
+            ("app",),
+            ("reads",),
+            ("goal",),
+            ("after",),
+            ("placeholders",),
+        }
+        return out | {("given", k) for k in self.given} | {("args", a) for a in self.args}
+
+    def value(self, dim: Dim) -> Hashable:
+        kind = dim[0]
+        if kind == "given":
+            return dim[1] in self.given
+        if kind == "args":
+            return self.args.get(dim[1])
+        if kind in {"reads", "after"}:  # which, how often, in which order
+            return self.reads if kind == "reads" else self.after
+        return {
+            "scope": self.w.scope,
+            "kind": self.w.kind,
+            "app": self.goal,
+            "goal": self.calls,
+            "placeholders": self.placeholders,
+        }[kind]
+
+    def positive(self, dim: Dim) -> bool:
+        """Whether the difference says what it does rather than what it does not."""
+        return bool(self.value(dim)) or dim[0] in {"scope", "kind", "app", "goal"}
+
+
+def _dim_key(dim: Dim) -> tuple[int, Dim]:
+    """In the order a name says them."""
+    return _KINDS.index(dim[0]), dim
+
+
+def _what(p: _Profile, kind: str) -> tuple[str, str]:
+    """Its scope, kind, tool or goal calls as name words and a description clause."""
+    if kind == "scope":
+        if p.w.scope == "task":
+            return "plan", "is a plan that hands its steps to other agents"
+        return "own_steps", "takes the steps itself"
+    if kind == "kind":
+        if p.w.kind == "subroutine":
+            return "as_step", "is one step of larger tasks"
+        return "whole_task", "covers a whole task"
+    if kind == "app":
+        app = p.goal.rsplit(".", 1)[0].replace(".", "_") if "." in p.goal else "plain"
+        return f"in_{app}", f"calls {p.goal}"
+    return _times(p.calls).replace(" ", "_"), f"calls {_tool(p.goal)} {_times(p.calls)}"
+
+
+def _around(p: _Profile, kind: str) -> tuple[str, str]:
+    """Its calls before or after the goal as name words and a description clause."""
+    goal = _tool(p.goal)
+    calls = p.reads if kind == "reads" else p.after
+    if not calls:
+        return (
+            ("directly", "looks nothing up first") if kind == "reads" else ("then_stop", f"ends with {goal}")
+        )
+    name = "_and_".join(_snake(a) + ("" if n == 1 else "_" + _times(n).replace(" ", "_")) for a, n in calls)
+    said = " and ".join(_tool(a) + ("" if n == 1 else " " + _times(n)) for a, n in calls)
+    if kind == "reads":
+        return f"after_{name}", f"calls {said} first"
+    return f"then_{name}", f"calls {said} after {goal}"
+
+
+def _keys(p: _Profile, dim: Dim) -> tuple[str, str]:
+    """What it takes from the task, its calls' argument keys or its placeholders as name
+    words and a description clause."""
+    if dim[0] == "given":
+        key = dim[1]
+        if key in p.given:
+            return f"by_{key}", f"takes {{{key}}} from the task"
+        return f"without_{key}", f"does not take {{{key}}}"
+    if dim[0] == "args":
+        keys = sorted(p.args.get(dim[1], frozenset()))
+        if not keys:
+            return f"{_snake(dim[1])}_without_arguments", f"calls {_tool(dim[1])} without arguments"
+        call = "" if dim[1] == p.goal else _snake(dim[1]) + "_"
+        return f"{call}by_{'_and_'.join(keys)}", f"calls {_tool(dim[1])} by {', '.join(keys)}"
+    shown = p.placeholders or ("nothing",)
+    return "with_" + "_and_".join(shown), "fills " + ", ".join(f"{{{x}}}" for x in shown)
+
+
+def _word(p: _Profile, dim: Dim) -> tuple[str, str]:
+    """A difference as name words and as a description clause (after "it")."""
+    if dim[0] in {"scope", "kind", "app", "goal"}:
+        return _what(p, dim[0])
+    if dim[0] in {"reads", "after"}:
+        return _around(p, dim[0])
+    return _keys(p, dim)
+
+
+def _separating(target: _Profile, others: Sequence[_Profile]) -> list[Dim]:
+    """Few differences that set `target` apart from every one of `others` (greedy: of the
+    most readable kinds that separate any, the one that separates most; on a tie, one that
+    says what it does), in a canonical order."""
+    dims = sorted(set().union(target.dims(), *(o.dims() for o in others)), key=_dim_key)
+    chosen: list[Dim] = []
+    rivals = list(others)
+    while rivals:
+        best: tuple[tuple[int, int, bool, int], Dim] | None = None
+        for dim in dims:
+            if dim in chosen:
+                continue
+            split = sum(r.value(dim) != target.value(dim) for r in rivals)
+            rank = (_TIERS.get(dim[0], 3), -split, not target.positive(dim), _dim_key(dim)[0])
+            if split and (best is None or rank < best[0]):
+                best = (rank, dim)
+        if best is None:
+            break  # alike in everything: `_ordinals` tells them apart
+        chosen.append(best[1])
+        rivals = [r for r in rivals if r.value(best[1]) == target.value(best[1])]
+    return sorted(chosen, key=_dim_key)
+
+
+def _ordinals(group: Sequence[Workflow], fixed: set[str]) -> dict[str, int]:
+    """Workflows alike in every difference: their place by content (0 for the first; a
+    fixed one, whose text stays, comes first)."""
+    ranked = sorted(group, key=lambda w: (w.id not in fixed, w.content_hash(), w.id))
+    return {w.id: i for i, w in enumerate(ranked)}
+
+
+def _spread(
+    workflows: list[Workflow],
+    fixed: Sequence[Workflow],
+    text: Callable[[Workflow], str],
+    qualify: Callable[[Workflow, list[tuple[str, str]], int], Workflow],
+) -> list[Workflow]:
+    """One pass: each workflow whose `text` another of its agent shares gets what sets it
+    apart from those."""
+    by_agent: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
+    for w in [*workflows, *fixed]:
+        by_agent[(w.namespace, w.agent)].append(w)
+    changed: dict[str, Workflow] = {}
+    for w in workflows:
+        rivals = [o for o in by_agent[(w.namespace, w.agent)] if o.id != w.id and text(o) == text(w)]
+        if not rivals:
+            continue
+        target, others = _Profile(w), [_Profile(o) for o in rivals]
+        dims = _separating(target, others)
+        alike = [o.w for o in others if all(o.value(d) == target.value(d) for d in dims)]
+        place = _ordinals([w, *alike], {f.id for f in fixed})[w.id] if alike else 0
+        changed[w.id] = qualify(w, [_word(target, d) for d in dims], place)
+    return [changed.get(w.id, w) for w in workflows]
+
+
+def _named(w: Workflow, words: list[tuple[str, str]], place: int) -> Workflow:
+    parts = [n for n, _ in words] + ([_ORDINALS[(place - 1) % len(_ORDINALS)] + "_way"] if place else [])
+    return w.model_copy(update={"name": "_".join([w.name, *parts])}) if parts else w
+
+
+def _described(w: Workflow, words: list[tuple[str, str]], place: int) -> Workflow:
+    clauses = [c for _, c in words] + (
+        [f"is the {_ORDINALS[(place - 1) % len(_ORDINALS)]} way"] if place else []
+    )
+    if not clauses:
+        return w
+    base = w.description.rstrip().rstrip(".")
+    return w.model_copy(update={"description": f"{base}; it {' and '.join(clauses)}."})
+
+
+def _duplicates(workflows: Iterable[Workflow], text: Callable[[Workflow], str]) -> bool:
+    seen = Counter((w.namespace, w.agent, text(w)) for w in workflows)
+    return any(n > 1 for n in seen.values())
+
+
+def distinct(
+    workflows: Sequence[Workflow],
+    *,
+    fixed: Sequence[Workflow] = (),
+    served: Mapping[str, Workflow] | None = None,
+) -> list[Workflow]:
+    """The workflows (in their order), each of one agent that shares its name or description
+    with another of that agent given what sets it apart (see the module's doc).
+
+    `fixed` workflows (served ones this run does not make) count as the others but keep their
+    own. A workflow whose `served` version (by id) was told apart in an earlier run — its name
+    is the new one and more words, `return_order_as_step` for `return_order`; its description
+    the new one and a clause — keeps that name or description, so a run that induces the
+    same again makes no new version."""
+    out = [_as_served(w, (served or {}).get(w.id)) for w in workflows]
+    fixed = [f for f in fixed if f.id not in {w.id for w in out}]
+    for text, qualify in ((_name, _named), (_description, _described)):
+        for _ in range(3):  # a qualified text can meet another's; the next pass parts them
+            if not _duplicates([*out, *fixed], text):
+                break
+            out = _spread(out, fixed, text, qualify)
+    return out
+
+
+def _as_served(w: Workflow, before: Workflow | None) -> Workflow:
+    if before is None:
+        return w
+    update = {}
+    if before.name.startswith(w.name + "_"):
+        update["name"] = before.name
+    if before.description.startswith(w.description.rstrip().rstrip(".") + "; it "):
+        update["description"] = before.description
+    return w.model_copy(update=update) if update else w
+
+
+def _name(w: Workflow) -> str:
+    return w.name
+
+
+def _description(w: Workflow) -> str:
+    return w.description
