@@ -152,7 +152,7 @@ def _around(p: _Profile, kind: str) -> tuple[str, str]:
     said = " and ".join(_tool(a) + ("" if n == 1 else " " + _times(n)) for a, n in calls)
     if kind == "reads":
         return f"after_{name}", f"calls {said} first"
-    return f"then_{name}", f"calls {said} after {goal}"
+    return f"then_{name}", f"then calls {said}"
 
 
 def _keys(p: _Profile, dim: Dim) -> tuple[str, str]:
