@@ -206,7 +206,9 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     store.add_trajectories([run(i, ["return", "exchange"]) for i in range(12, 24)])
     first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = {w.id for w in first.versions if w.kind == "subroutine"}
-    returns = next(w.id for w in first.versions if w.kind == "subroutine" and w.name.startswith("return_order"))
+    returns = next(
+        w.id for w in first.versions if w.kind == "subroutine" and w.name.startswith("return_order")
+    )
     assert first.plan.refit == "the first run" and returns in subs
     assert first.run.state["subroutines"] == sorted(subs)
     store.add_trajectories([run(30, ["cancel", "return"])])
