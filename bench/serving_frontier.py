@@ -1,17 +1,20 @@
 """What serving alone can do for joint precision: replay serving policies over the same ranked
 candidates, on both shared sets, side by side in one run.
 
-For each set (WorkBench split by `meta.instance` 0-6 / 7-9, tau2 by `meta.split`, as
-bench/eval_sets.py splits them) it induces with the rule inducer (default settings), ranks the
+For each set (WorkBench split by `meta.instance` 0-6 / 7-9, tau2 by `meta.split`, the tau2
+retail agent runs as bench/eval_sets.py splits them) it induces with the rule inducer (default
+settings), ranks the
 30 best workflows for every scored test run (successful, with steps) as `flowmem eval` does
 (`ExampleIndex` over the stored retrieval keys and shares), then replays each policy on that
 same ranking and scores what it serves with `flowmem.induction.metrics.memory_metrics`:
 
-- `served now`: the relevance gap (settings) and `policy.serving.compose`, k=3, what
+- `served now`: the relevance gap and ratio (settings) and `policy.serving.compose`, k=3, what
   `memory.search` serves;
 - `first only`: k=1;
-- `gap G`: the memories within G of the first's score, k=3 (compose as above);
-- `alone above T`: the first alone when it scores at least T, else `served now`;
+- `gap G alone`, `gap G`: the memories within G of the first's score, k=3 (compose as above;
+  no ratio);
+- `ratio R`: the memories within the settings' gap and scoring at least R times the first;
+- `alone above T`: the first alone when it scores at least T, else the gap alone;
 - `oracle single`: per test run, the workflow (of all) with the best coverage, then precision:
   the bound of any k=1 ranking.
 
@@ -38,6 +41,10 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_sets import _agent_split  # the retail agent runs' split, as flowmem eval's
+
 from flowmem.storage import Store
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
@@ -49,16 +56,16 @@ Ranked = list[tuple[int, float]]
 Policy = Callable[[Trajectory, Ranked, list[Workflow]], list[int]]
 
 
-def served(gap: float | None, k: int = 3) -> Policy:
+def served(gap: float | None, k: int = 3, ratio: float | None = None) -> Policy:
     def pick(t: Trajectory, ranked: Ranked, ws: list[Workflow]) -> list[int]:
-        near = ranked[: within_gap([s for _, s in ranked], gap)]
+        near = ranked[: within_gap([s for _, s in ranked], gap, ratio)]
         return [near[p][0] for p in compose([ws[i] for i, _ in near], k)]
 
     return pick
 
 
 def alone_above(threshold: float, gap: float | None) -> Policy:
-    rest = served(gap)
+    rest = served(gap)  # the gap alone, as served before the ratio
 
     def pick(t: Trajectory, ranked: Ranked, ws: list[Workflow]) -> list[int]:
         return [ranked[0][0]] if ranked and ranked[0][1] >= threshold else rest(t, ranked, ws)
@@ -80,7 +87,7 @@ def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Se
         local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
         store = store_from(local)
         store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
-        result = induce(train, RuleInducer(), params=local.cluster_params)
+        result = induce(train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines)
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         keys, shares = key_vectors(store, result.key_shares())
         store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)
@@ -89,11 +96,13 @@ def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Se
         scored = [t for t in test if t.success and t.actions]
         queries = store.embedder.embed([t.task for t in scored])
         rankings = [index.search(q, 30) for q in queries]
-    gap = settings.relevance_gap
+    gap, ratio = settings.relevance_gap, settings.relevance_ratio
     policies: dict[str, Policy] = {
-        "served now": served(gap),
-        "first only": served(gap, k=1),
-        **{f"gap {g}": served(g) for g in (0.2, 0.1, 0.05)},
+        "served now": served(gap, ratio=ratio),
+        "first only": served(gap, k=1, ratio=ratio),
+        f"gap {gap} alone": served(gap),
+        **{f"ratio {r}": served(gap, ratio=r) for r in (0.6, 0.7, 0.75, 0.8)},
+        **{f"gap {g}": served(g) for g in (0.2, 0.15, 0.1, 0.05)},
         **{f"alone above {x}": alone_above(x, gap) for x in (0.9, 0.8, 0.7)},
         "oracle single": oracle,
     }
@@ -119,11 +128,19 @@ def main() -> None:
             print(f"{name}: {path} not found, skipped", file=sys.stderr)
             continue
         runs = [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
-        table = replay([t for t in runs if is_train(t)], [t for t in runs if not is_train(t)], settings)
-        print(f"\n{name}")
-        print(f"{'policy':<18}" + "".join(f"{m[:14]:>16}" for m in (*METRICS, "shown")))
-        for policy, row in table.items():
-            print(f"{policy:<18}" + "".join(f"{row[m]!s:>16}" for m in (*METRICS, "shown")))
+        show(name, replay([t for t in runs if is_train(t)], [t for t in runs if not is_train(t)], settings))
+    agents = _agent_split(data, settings)
+    if agents is None:
+        print("tau2_agents: the retail agent runs or the oracle set not found, skipped", file=sys.stderr)
+    else:
+        show("tau2_agents", replay(*agents, settings))
+
+
+def show(name: str, table: dict[str, dict]) -> None:
+    print(f"\n{name}")
+    print(f"{'policy':<18}" + "".join(f"{m[:14]:>16}" for m in (*METRICS, "shown")))
+    for policy, row in table.items():
+        print(f"{policy:<18}" + "".join(f"{row[m]!s:>16}" for m in (*METRICS, "shown")))
 
 
 if __name__ == "__main__":
