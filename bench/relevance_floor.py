@@ -86,6 +86,21 @@ class Memory:
     owners: list[int]
     shares: list[float]
     tests: list[str]
+    tools: dict[int, frozenset[str]] | None = None
+    """Per owner: the words of its workflow's action names and argument keys."""
+
+
+def tool_words(actions: list[str], keys: list[str]) -> frozenset[str]:
+    """Words of action names and argument keys (`mail.search_emails`, `email_id`), singular."""
+    out = set()
+    for name in [*actions, *keys]:
+        for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name):
+            out.add(_singular(w.lower()))
+    return frozenset(w for w in out if len(w) >= 3)
+
+
+def _singular(w: str) -> str:
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,8 @@ class Candidate:
     """Shared words at least twice as frequent among its keys as among the namespace's."""
     known: bool
     """IDF mass of the shared words >= IDF mass of the task's words no key holds."""
+    tool: int = 0
+    """Words the task shares with its workflow's action names and argument keys."""
 
 
 def _chosen(tasks: set[str] | dict[str, float], limit: int = 32) -> list[str]:
@@ -120,8 +137,10 @@ def set_memories(data: Path, settings: Settings) -> Iterator[Memory]:
         params, subroutines = settings.cluster_params, settings.subroutines
         result = induce(train, RuleInducer(), params=params, subroutines=subroutines)
         shares = result.key_shares()
-        memory = Memory(name, [], [], [], [t.task for t in test])
+        memory = Memory(name, [], [], [], [t.task for t in test], {})
         for i, w in enumerate(result.workflows):
+            assert memory.tools is not None
+            memory.tools[i] = tool_words(w.actions, [k for s in w.steps for k in s.args])
             for task in _chosen(shares[w.id]):
                 memory.texts.append(task)
                 memory.owners.append(i)
@@ -136,8 +155,10 @@ def demo_memory() -> Memory:
         run_loop(settings, cycle=cycle)
         store = store_from(settings)
         task_of = {t.id: t.task for t in store.list_trajectories(limit=None)}
-        memory = Memory("demo", [], [], [], [])
+        memory = Memory("demo", [], [], [], [], {})
         for i, w in enumerate(store.served_workflows()):
+            assert memory.tools is not None
+            memory.tools[i] = tool_words(w.actions, [k for s in w.steps for k in s.args])
             for task in _chosen({task_of[r] for r in w.source_trajectory_ids if r in task_of}):
                 memory.texts.append(task)
                 memory.owners.append(i)
@@ -180,6 +201,7 @@ def _served(memory: Memory, settings: Settings) -> Callable[[str], list[Candidat
                     distinctive=sum(df[w] * 2 < n for w in shared),
                     lifted=sum(held[i][w] / count[i] >= 2 * df[w] / n for w in shared),
                     known=sum(idf(w) for w in shared) >= unknown,
+                    tool=len({_singular(w) for w in qw} & (memory.tools or {}).get(i, frozenset())),
                 )
             )
         return out
@@ -196,6 +218,9 @@ CONDITIONS: dict[str, Callable[[Candidate], bool]] = {
     ">= 2 words twice as frequent in its keys": lambda c: c.lifted >= 2,
     "shared IDF >= unknown IDF": lambda c: c.known,
     "shared IDF >= unknown IDF, or cosine >= 0.40": lambda c: c.known or c.cosine >= 0.40,
+    ">= 1 word of its tools' names": lambda c: c.tool >= 1,
+    ">= 1 word of its tools' names or cosine >= 0.40": lambda c: c.tool >= 1 or c.cosine >= 0.40,
+    ">= 1 word of its tools' names and >= 1 distinctive word": lambda c: c.tool >= 1 and c.distinctive >= 1,
 }
 
 
