@@ -12,15 +12,18 @@ from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals
+from flowmem.induction.noise import working_steps
 from flowmem.induction.render import render_workflow
 from flowmem.induction.segments import is_read
 from flowmem.models import Provenance, Trajectory, Workflow
 
-__all__ = ["RuleInducer", "changes", "consensus", "variants", "without_failed_calls"]
+__all__ = ["RuleInducer", "changes", "consensus", "variants"]
 
 
 class RuleInducer:
-    """Per solution variant of a cluster: its medoid run, abstracted; pitfalls from failures."""
+    """Per solution variant of a cluster: its medoid run, abstracted; pitfalls from failures.
+    Variants and templates are made of the runs' working steps (`noise.working_steps`); pitfalls
+    see the raw runs."""
 
     kind = "rule"
 
@@ -31,7 +34,7 @@ class RuleInducer:
     def induce(self, cluster: ClusterInput) -> Induced:
         """One workflow per way the cluster's successful runs solve its tasks (see `variants`);
         no LLM, so no usage."""
-        runs = [t for t in cluster.successes if t.steps]
+        runs = [t for t in map(working_steps, cluster.successes) if t.steps]
         if not runs:
             return Induced([], Usage())
         literals = cluster.example_literals
@@ -39,7 +42,7 @@ class RuleInducer:
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
-            template = consensus(without_failed_calls(members[medoid([t.actions for t in members])]), members)
+            template = consensus(members[medoid([t.actions for t in members])], members)
             abstraction = abstract_runs(template, members, cluster.literals, literals)
             steps, parameters = abstraction.steps, abstraction.parameters
             if cluster.scope == "task":
@@ -138,16 +141,6 @@ def consensus(template: Trajectory, members: Sequence[Trajectory], *, min_suppor
             support[i] += 1
     keep = [s for s, n in zip(template.steps, support, strict=True) if n >= min_support * len(members)]
     return template.model_copy(update={"steps": keep}) if keep else template
-
-
-def without_failed_calls(run: Trajectory) -> Trajectory:
-    """The run without the calls that failed: a tool error changes nothing, and the routine
-    is the call that worked (e.g. the retry after looking an address up).
-
-    (Dropping searches that found nothing and were retried was tried too: on WorkBench it cost
-    utility, 0.914 -> 0.872, as its agents' "nothing found" searches are often informative.)"""
-    kept = [s for s in run.steps if s.error is None]
-    return run.model_copy(update={"steps": kept}) if kept and len(kept) < len(run.steps) else run
 
 
 def _dice(a: Sequence[str], b: Sequence[str]) -> float:
