@@ -17,7 +17,7 @@ from pathlib import Path
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import evaluate
-from flowmem.models import Trajectory
+from flowmem.models import DEMONSTRATION, Trajectory
 from flowmem.settings import Settings
 
 SPLITS = {
@@ -48,8 +48,8 @@ def _agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list
     oracle, agents = data / SPLITS["tau2"][0], data / AGENT_RUNS
     if not (oracle.exists() and agents.exists()):
         return None
-    demos = [
-        t
+    demos = [  # clean demonstrations, marked as `flowmem induce --from` marks them
+        t.model_copy(update={"meta": {**t.meta, DEMONSTRATION: True}})
         for t in read_trajectories(oracle, settings)
         if not isinstance(t, Rejection) and t.meta.get("domain") == "retail" and t.meta["split"] == "train"
     ]

@@ -39,6 +39,14 @@ def eval_command(
     ] = None,
     train: Annotated[Path | None, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")] = None,
     test: Annotated[Path | None, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")] = None,
+    demonstrations: Annotated[
+        Path | None,
+        typer.Option(
+            "--demonstrations",
+            metavar="FILE",
+            help="More training runs, marked as curated demonstrations (as `induce --from` marks them).",
+        ),
+    ] = None,
     online: Annotated[
         bool,
         typer.Option(
@@ -73,8 +81,11 @@ def eval_command(
     induced incrementally, as `flowmem induce` would, from the batches before it, then joins
     the store. Prints both systems' figures per batch and saves their curve (--plot)."""
     if online:
-        if train is not None or test is not None:
-            raise fail("--online replays FILE...; --train and --test are for the offline evaluation")
+        if train is not None or test is not None or demonstrations is not None:
+            raise fail(
+                "--online replays FILE...; --train, --test and --demonstrations are for the offline"
+                " evaluation"
+            )
         if not files:
             raise fail("--online needs the runs to replay: flowmem eval --online FILE...")
         _online(files, batches, seed, plot or DEFAULT_PLOT, inducer, k, as_json)
@@ -87,17 +98,22 @@ def eval_command(
         raise fail(f"unexpected FILE argument {files[0]}: use --train F --test F, or --online FILE...")
     if train is None or test is None:
         raise fail("both --train and --test are needed (or --online FILE...)")
-    _offline(train, test, inducer, k, as_json)
+    _offline(train, test, demonstrations, inducer, k, as_json)
 
 
-def _offline(train: Path, test: Path, inducer: str, k: int, as_json: bool) -> None:
+def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, as_json: bool) -> None:
     from flowmem.jobs.evaluate import evaluate, load
+    from flowmem.models import DEMONSTRATION
 
-    if missing := [str(p) for p in (train, test) if not p.is_file()]:
+    if missing := [str(p) for p in (train, test, *([demos] if demos else [])) if not p.is_file()]:
         raise fail(f"no such file: {', '.join(missing)}")
     settings = Settings()
+    marked = [
+        t.model_copy(update={"meta": {**t.meta, DEMONSTRATION: True}})
+        for t in (load(demos, settings) if demos else [])
+    ]
     report = evaluate(
-        load(train, settings),
+        marked + load(train, settings),
         load(test, settings),
         inducer_or_fail(inducer, settings),
         settings=settings,

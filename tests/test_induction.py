@@ -415,3 +415,35 @@ def test_a_lone_run_making_a_variants_changes_with_other_look_ups_joins_it() -> 
         sorted([*(t.id for t in plain), detour.id]),
         [other.id],
     ]
+
+
+def test_demonstrations_of_an_agents_task_join_its_variant_and_the_agents_run_is_the_template() -> None:
+    """Curated demonstrations (`induce --from`) say what to change; an agent's own run of the
+    same task shows how it finds what to change: the demonstrations join its variant, whose
+    steps are the agent's, and no workflow of demonstrations alone is left for that task."""
+    from flowmem.induction.rule import is_demonstration, variants
+    from flowmem.models import DEMONSTRATION
+
+    def demo(i: int) -> Trajectory:
+        t = run(f"return order {i}", [("return_items", {"id": f"o{i}"}, None)], True, id=f"demo-{i}")
+        return t.model_copy(update={"meta": {DEMONSTRATION: True}})
+
+    def agent(i: int) -> Trajectory:
+        steps: list[tuple[str, dict[str, Any], str | None]] = [
+            ("find_user", {"name": f"n{i}"}, None),
+            ("get_order", {"id": f"o{i}"}, None),
+            ("return_items", {"id": f"o{i}"}, None),
+        ]
+        return run(f"return order {i}", steps, True, id=f"agent-{i}")
+
+    demos, agents = [demo(i) for i in range(3)], [agent(0), agent(1)]
+    assert is_demonstration(demos[0]) and not is_demonstration(agents[0])
+    groups = variants([*demos, *agents])
+    assert [sorted(t.id for t in g) for g in groups] == [sorted(t.id for t in [*demos, *agents])]
+    [workflow] = (
+        RuleInducer().induce(ClusterInput("default", "agent", 0, "subtask", [*demos, *agents], [])).workflows
+    )
+    assert workflow.actions == ["find_user", "get_order", "return_items"]
+    # Without the agent's runs the demonstrations are a workflow of their own, as before.
+    [alone] = RuleInducer().induce(ClusterInput("default", "agent", 0, "subtask", demos, [])).workflows
+    assert alone.actions == ["return_items"]

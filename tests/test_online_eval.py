@@ -158,7 +158,10 @@ def test_the_cli_prints_every_batch_as_json_and_saves_the_curve(
     ("args", "expected"),
     [
         (["--online"], "error: --online needs the runs to replay: flowmem eval --online FILE..."),
-        (["--online", "{data}", "--train", "{data}"], "error: --online replays FILE...; --train and --test"),
+        (
+            ["--online", "{data}", "--train", "{data}"],
+            "error: --online replays FILE...; --train, --test and --demonstrations",
+        ),
         (["--train", "{data}", "--test", "{data}", "--seed", "1"], "error: --seed needs --online"),
         (["--train", "{data}", "--batches", "3", "--seed", "1"], "error: --batches, --seed need --online"),
         (["{data}"], "error: unexpected FILE argument"),

@@ -284,9 +284,13 @@ def _as_served(w: Workflow, before: Workflow | None) -> Workflow:
     if before is None:
         return w
     update = {}
-    if before.name.startswith(w.name + "_"):
+    # Told apart before and drafted plain now, or drafted told apart (among the drafts alone)
+    # and served plain: the served text, told apart again below only if it meets another's.
+    if before.name.startswith(w.name + "_") or w.name.startswith(before.name + "_"):
         update["name"] = before.name
-    if before.description.startswith(w.description.rstrip().rstrip(".") + "; it "):
+    if before.description.startswith(w.description.rstrip().rstrip(".") + "; it ") or (
+        w.description.startswith(before.description.rstrip().rstrip(".") + "; it ")
+    ):
         update["description"] = before.description
     return w.model_copy(update=update) if update else w
 

@@ -15,9 +15,9 @@ from flowmem.induction.literals import find_literals
 from flowmem.induction.noise import working_steps
 from flowmem.induction.render import render_workflow
 from flowmem.induction.segments import is_read
-from flowmem.models import Provenance, Trajectory, Workflow
+from flowmem.models import DEMONSTRATION, Provenance, Trajectory, Workflow
 
-__all__ = ["RuleInducer", "changes", "consensus", "variants"]
+__all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "variants"]
 
 
 class RuleInducer:
@@ -42,7 +42,9 @@ class RuleInducer:
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
-            template = consensus(members[medoid([t.actions for t in members])], members)
+            # A demonstration says what to change; the agent's own runs show how it gets there.
+            basis = [t for t in members if not is_demonstration(t)] or members
+            template = consensus(basis[medoid([t.actions for t in basis])], basis)
             abstraction = abstract_runs(template, members, cluster.literals, literals)
             steps, parameters = abstraction.steps, abstraction.parameters
             if cluster.scope == "task":
@@ -97,8 +99,11 @@ def variants(
 
     A run left alone in its group whose changes (`changes`) are those of a run of an earlier
     group joins that group: it made the same changes in the same order with other look-ups
-    (a detour, a retry, one more order looked up), which is no way of its own. Measured in
-    docs/induction.md ("Variants")."""
+    (a detour, a retry, one more order looked up), which is no way of its own. A group of
+    demonstrations only (`is_demonstration`) whose changes are those of an earlier group's own
+    run (an agent's) joins that group too: the demonstrations said what to change, the agent's
+    runs show how it finds what to change; one that holds a task an agent's own run of the
+    cluster holds joins that run's group first. Measured in docs/induction.md ("Variants")."""
     left = list(runs)
     groups: list[list[Trajectory]] = []
     while left:
@@ -109,17 +114,36 @@ def variants(
         groups.append(members)
         taken = {id(t) for t in members}  # by identity: comparing runs field by field costs O(n²)
         left = [t for t in left if id(t) not in taken]
+    # Agents' own runs first, then groups of demonstrations only, each in the order found.
+    ordered = sorted(groups, key=lambda g: all(is_demonstration(t) for t in g))
     kept: list[list[Trajectory]] = []
     seen: dict[tuple[str, ...], list[Trajectory]] = {}
-    for members in groups:
+    own: dict[tuple[str, ...], list[Trajectory]] = {}
+    by_task: dict[str, list[Trajectory]] = {}
+    for members in ordered:
         home = seen.get(changes(members[0].actions)) if len(members) == 1 else None
+        if all(is_demonstration(t) for t in members):
+            home = (
+                next((by_task[t.task] for t in members if t.task in by_task), None)
+                or own.get(changes(members[0].actions))
+                or home
+            )
         if home is not None:
-            home.append(members[0])
+            home.extend(members)
             continue
         kept.append(members)
         for t in members:
             seen.setdefault(changes(t.actions), members)
-    return kept
+            if not is_demonstration(t):
+                own.setdefault(changes(t.actions), members)
+                by_task.setdefault(t.task, members)
+    order = {id(g): i for i, g in enumerate(groups)}
+    return sorted(kept, key=lambda g: order[id(g)])
+
+
+def is_demonstration(run: Trajectory) -> bool:
+    """Whether a run is a curated demonstration (`flowmem induce --from`), not an agent's own."""
+    return run.meta.get(DEMONSTRATION) is True
 
 
 def changes(actions: Sequence[str]) -> tuple[str, ...]:
