@@ -184,6 +184,24 @@ def test_eval_command_on_simulated_runs(tmp_path: Path) -> None:
     assert flow["coverage"] > 0.5 and flow["utility_rate"] > 0.5
 
 
+def test_eval_demonstrations_are_training_runs_marked_as_induce_from_marks_them(tmp_path: Path) -> None:
+    demos, train, test = tmp_path / "demos.jsonl", tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    write_jsonl(demos, simulate(40, seed=3))
+    write_jsonl(train, simulate(60, seed=1))
+    write_jsonl(test, simulate(30, seed=2))
+    args = ["eval", "--train", str(train), "--test", str(test), "--json"]
+    env = {"FLOWMEM_DB": str(tmp_path / "x")}
+    both = runner.invoke(app, [*args, "--demonstrations", str(demos)], env=env)
+    alone = runner.invoke(app, args, env=env)
+    assert both.exit_code == 0 and alone.exit_code == 0, both.output + alone.output
+    with_demos, without = json.loads(both.output), json.loads(alone.output)
+    n_demos = len(demos.read_text().splitlines())
+    assert with_demos["inputs"]["train"] == without["inputs"]["train"] + n_demos
+    assert with_demos["raw"]["memories"] > without["raw"]["memories"]  # the demonstrations are memory too
+    missing = runner.invoke(app, [*args, "--demonstrations", str(tmp_path / "none.jsonl")], env=env)
+    assert missing.exit_code == 2 and "no such file" in missing.output
+
+
 def test_eval_rejects_an_unknown_inducer(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_jsonl(path, simulate(5, seed=1))
