@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +68,50 @@ def _source(values: dict[int, Any], runs: Sequence[Trajectory], step_of: dict[in
     return "task"
 
 
+def _seen_at(
+    runs: Sequence[Trajectory], aligned: Sequence[dict[int, int]], pos: int, key: str
+) -> tuple[dict[int, Any], dict[int, int]]:
+    """The value of argument `key` in each run whose step aligned with template position
+    `pos` has it, by run index, and the position of that step in each such run."""
+    seen: dict[int, Any] = {}
+    step_of: dict[int, int] = {}
+    for i, (run, pairs) in enumerate(zip(runs, aligned, strict=True)):
+        if pos in pairs and key in run.steps[pairs[pos]].args:
+            seen[i] = run.steps[pairs[pos]].args[key]
+            step_of[i] = pairs[pos]
+    return seen, step_of
+
+
+def _constant(seen: Mapping[int, Any], runs: Sequence[Trajectory], literals: LiteralIndex) -> bool:
+    """Whether an argument stays as written: the same in two runs or more, and nothing in it
+    specific to a run (a rare literal, a value from the task, a masked secret)."""
+    distinct = {canonical(v) for v in seen.values()}
+    specific = any(
+        literals.is_rare(t) or in_task(t, runs[i].task) or _masked(t)
+        for i, v in seen.items()
+        for t in scalars(v)
+        if len(t) >= 3
+    )
+    return len(distinct) == 1 and len(seen) >= 2 and not specific
+
+
+def _fresh_name(key: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
+    """A parameter name for argument `key`: its slug, not read as a literal, not yet taken."""
+    base = _slug(key)
+    if find_literals("{" + base + "}", forbidden):  # a name must not read as a value
+        base += "_value"
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _choices(seen: Mapping[int, Any], literals: LiteralIndex) -> list[str] | None:
+    """The values a parameter chooses among (`LiteralIndex.choices`); none for a masked one."""
+    masked = any(_masked(t) for v in seen.values() for t in scalars(v))
+    return None if masked else literals.choices(seen.values())
+
+
 def abstract_runs(
     template: Trajectory, runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: AbstractSet[str]
 ) -> Abstraction:
@@ -82,35 +126,17 @@ def abstract_runs(
         args: dict[str, Any] = {}
         step_choices: dict[str, list[str]] = {}
         for key, template_value in step.args.items():
-            seen: dict[int, Any] = {}
-            step_of: dict[int, int] = {}
-            for i, (run, pairs) in enumerate(zip(runs, aligned, strict=True)):
-                if pos in pairs and key in run.steps[pairs[pos]].args:
-                    seen[i] = run.steps[pairs[pos]].args[key]
-                    step_of[i] = pairs[pos]
-            distinct = {canonical(v) for v in seen.values()}
-            specific = any(
-                literals.is_rare(t) or in_task(t, runs[i].task) or _masked(t)
-                for i, v in seen.items()
-                for t in scalars(v)
-                if len(t) >= 3
-            )
-            if len(distinct) == 1 and len(seen) >= 2 and not specific:
+            seen, step_of = _seen_at(runs, aligned, pos, key)
+            if _constant(seen, runs, literals):
                 args[key] = template_value
                 continue
             keyed = {i: canonical(v) for i, v in seen.items()}
             name = next((n for n, vals in values.items() if vals == keyed), None)
             if name is None:
-                base = _slug(key)
-                if find_literals("{" + base + "}", forbidden):  # a name must not read as a value
-                    base += "_value"
-                name, k = base, 2
-                while name in values:
-                    name, k = f"{base}_{k}", k + 1
+                name = _fresh_name(key, values.keys(), forbidden)
                 values[name] = keyed
                 parameters[name] = _source(seen, runs, step_of)
-                masked = any(_masked(t) for v in seen.values() for t in scalars(v))
-                listed = None if masked else literals.choices(seen.values())
+                listed = _choices(seen, literals)
                 if listed is not None:
                     choices[name] = listed
             args[key] = "{" + name + "}"

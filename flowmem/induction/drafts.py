@@ -182,36 +182,69 @@ def plan_clusters(
     for t in in_run_order(trajectories):
         by_agent[t.agent].append(t)
     for agent, runs in sorted(by_agent.items()):
-        clustering = cluster_tasks([t.task for t in runs], params)
-        plan.clusterings[agent] = clustering
-        before = (previous or {}).get(agent, {})
-        current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
-        stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
-        plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
-        placed = clustering.placed()  # noise runs join their nearest cluster
-        noise = plan.placed.setdefault(agent, {})
-        for text, label in clustering.label_of().items():
-            if label < 0 <= placed[text]:
-                noise.setdefault(stable[placed[text]], set()).add(task_key(text))
-        members: dict[int, list[Trajectory]] = defaultdict(list)
-        for t in runs:
-            if placed[t.task] >= 0:
-                members[stable[placed[t.task]]].append(t)
-        scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
-        for label, cluster_runs in sorted(members.items()):
-            successes, failures = split_outcomes(cluster_runs)
-            plan.clusters.append(ClusterInput(namespace, agent, label, scope, successes, failures, literals))
-        if subroutines and scope == "subtask":
-            min_tasks = (params or ClusterParams()).min_cluster_size
-            plan.clusters += subroutine_inputs(
-                runs,
-                namespace=namespace,
-                agent=agent,
-                literals=literals,
-                min_tasks=min_tasks,
-                cluster_of={text: stable[label] for text, label in placed.items() if label >= 0},
-            )
+        _plan_agent(
+            plan,
+            agent,
+            runs,
+            namespace=namespace,
+            literals=literals,
+            parents=parents,
+            params=params,
+            before=(previous or {}).get(agent, {}),
+            subroutines=subroutines,
+        )
     return plan
+
+
+def _plan_agent(
+    plan: ClusterPlan,
+    agent: str,
+    runs: Sequence[Trajectory],
+    *,
+    namespace: str,
+    literals: LiteralIndex,
+    parents: Collection[str],
+    params: ClusterParams | None,
+    before: Mapping[int, set[str]],
+    subroutines: bool,
+) -> None:
+    """Cluster one agent's runs into `plan` (see `plan_clusters`); `before`: the agent's
+    clusters of the last run, by id."""
+    clustering = cluster_tasks([t.task for t in runs], params)
+    plan.clusterings[agent] = clustering
+    current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
+    stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
+    plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
+    placed = clustering.placed()  # noise runs join their nearest cluster
+    noise = plan.placed.setdefault(agent, {})
+    for text, label in clustering.label_of().items():
+        if label < 0 <= placed[text]:
+            noise.setdefault(stable[placed[text]], set()).add(task_key(text))
+    scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
+    for label, cluster_runs in sorted(_members(runs, placed, stable).items()):
+        successes, failures = split_outcomes(cluster_runs)
+        plan.clusters.append(ClusterInput(namespace, agent, label, scope, successes, failures, literals))
+    if subroutines and scope == "subtask":
+        min_tasks = (params or ClusterParams()).min_cluster_size
+        plan.clusters += subroutine_inputs(
+            runs,
+            namespace=namespace,
+            agent=agent,
+            literals=literals,
+            min_tasks=min_tasks,
+            cluster_of={text: stable[label] for text, label in placed.items() if label >= 0},
+        )
+
+
+def _members(
+    runs: Sequence[Trajectory], placed: Mapping[str, int], stable: Mapping[int, int]
+) -> dict[int, list[Trajectory]]:
+    """The runs of each cluster, by stable id (a noise run in the cluster it is placed in)."""
+    members: dict[int, list[Trajectory]] = defaultdict(list)
+    for t in runs:
+        if placed[t.task] >= 0:
+            members[stable[placed[t.task]]].append(t)
+    return members
 
 
 def _failure(err: Exception) -> str:

@@ -246,22 +246,50 @@ def findings(
     kept: list[tuple[float, int, str, Finding]] = []
     for text, shown in found.items():
         first, runs = shown[0][0], [run for _, run in shown]
-        times = first.times  # the text says which call it means: the same for every run
-        finding = Finding(first.kind, first.actions, times, text, tuple(t.id for t in runs), len(failed_runs))
-        n = len(runs)
-        avoid = first.avoid
-        if avoid is not None and sum(t.actions.count(avoid) >= times for t in ok_runs) > len(ok_runs) / 2:
-            continue  # most successful runs call it (as often): never a statement against it
-        if any(t.source == PROCEDURE for t in runs) and ok_found[text] == 0:
-            kept.append((0.0, -n, text, finding))  # a failure written down by hand is a lesson in itself
-            continue
-        if n < min_support or len({t.task for t in runs}) < min_tasks:
-            continue
-        p = one_sided_fisher(n, len(failed_runs), ok_found[text], len(ok_runs))
-        if p < alpha:
-            kept.append((p, -n, text, finding))
+        p = _strength(
+            first,
+            runs,
+            ok_runs,
+            ok_found[text],
+            len(failed_runs),
+            min_support=min_support,
+            min_tasks=min_tasks,
+            alpha=alpha,
+        )
+        if p is not None:
+            times = first.times  # the text says which call it means: the same for every run
+            ids = tuple(t.id for t in runs)
+            finding = Finding(first.kind, first.actions, times, text, ids, len(failed_runs))
+            kept.append((p, -len(runs), text, finding))
     kept.sort(key=lambda k: k[:3])
     return [finding for *_, finding in kept[:limit]]
+
+
+def _strength(
+    first: Divergence,
+    runs: Sequence[Trajectory],
+    ok_runs: Sequence[Trajectory],
+    ok_with: int,
+    failed: int,
+    *,
+    min_support: int,
+    min_tasks: int,
+    alpha: float,
+) -> float | None:
+    """How strongly a divergence that the failed `runs` show (`first` of them) is a pitfall:
+    its p-value (0 for a failure written down by hand, a lesson in itself), or None when it is
+    none (see `findings`). `ok_with` successful runs show it too, of `ok_runs`; `failed` runs
+    failed in all."""
+    avoid = first.avoid
+    if avoid is not None and sum(t.actions.count(avoid) >= first.times for t in ok_runs) > len(ok_runs) / 2:
+        return None  # most successful runs call it (as often): never a statement against it
+    if any(t.source == PROCEDURE for t in runs) and ok_with == 0:
+        return 0.0
+    n = len(runs)
+    if n < min_support or len({t.task for t in runs}) < min_tasks:
+        return None
+    p = one_sided_fisher(n, failed, ok_with, len(ok_runs))
+    return p if p < alpha else None
 
 
 def pitfalls(

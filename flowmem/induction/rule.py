@@ -104,6 +104,26 @@ def variants(
     run (an agent's) joins that group too: the demonstrations said what to change, the agent's
     runs show how it finds what to change; one that holds a task an agent's own run of the
     cluster holds joins that run's group first. Measured in docs/induction.md ("Variants")."""
+    groups = _medoid_groups(runs, min_runs=min_runs, overlap_above=overlap_above)
+    # Agents' own runs first, then groups of demonstrations only, each in the order found.
+    ordered = sorted(groups, key=lambda g: all(is_demonstration(t) for t in g))
+    kept: list[list[Trajectory]] = []
+    homes = _Homes()
+    for members in ordered:
+        home = homes.of(members)
+        if home is not None:
+            home.extend(members)
+            continue
+        kept.append(members)
+        homes.add(members)
+    order = {id(g): i for i, g in enumerate(groups)}
+    return sorted(kept, key=lambda g: order[id(g)])
+
+
+def _medoid_groups(
+    runs: Sequence[Trajectory], *, min_runs: int, overlap_above: float
+) -> list[list[Trajectory]]:
+    """The groups of `variants` before any joins another, in the order found."""
     left = list(runs)
     groups: list[list[Trajectory]] = []
     while left:
@@ -114,31 +134,38 @@ def variants(
         groups.append(members)
         taken = {id(t) for t in members}  # by identity: comparing runs field by field costs O(n²)
         left = [t for t in left if id(t) not in taken]
-    # Agents' own runs first, then groups of demonstrations only, each in the order found.
-    ordered = sorted(groups, key=lambda g: all(is_demonstration(t) for t in g))
-    kept: list[list[Trajectory]] = []
-    seen: dict[tuple[str, ...], list[Trajectory]] = {}
-    own: dict[tuple[str, ...], list[Trajectory]] = {}
-    by_task: dict[str, list[Trajectory]] = {}
-    for members in ordered:
-        home = seen.get(changes(members[0].actions)) if len(members) == 1 else None
+    return groups
+
+
+class _Homes:
+    """The groups `variants` keeps, found by what a later group has in common with them."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, ...], list[Trajectory]] = {}
+        """By the changes of any of their runs."""
+        self.own: dict[tuple[str, ...], list[Trajectory]] = {}
+        """By the changes of an agent's own run."""
+        self.by_task: dict[str, list[Trajectory]] = {}
+        """By the task of an agent's own run."""
+
+    def of(self, members: list[Trajectory]) -> list[Trajectory] | None:
+        """The kept group a new group joins, if any (see `variants`)."""
+        home = self.seen.get(changes(members[0].actions)) if len(members) == 1 else None
         if all(is_demonstration(t) for t in members):
             home = (
-                next((by_task[t.task] for t in members if t.task in by_task), None)
-                or own.get(changes(members[0].actions))
+                next((self.by_task[t.task] for t in members if t.task in self.by_task), None)
+                or self.own.get(changes(members[0].actions))
                 or home
             )
-        if home is not None:
-            home.extend(members)
-            continue
-        kept.append(members)
+        return home
+
+    def add(self, members: list[Trajectory]) -> None:
+        """Keep a group: later groups may join it."""
         for t in members:
-            seen.setdefault(changes(t.actions), members)
+            self.seen.setdefault(changes(t.actions), members)
             if not is_demonstration(t):
-                own.setdefault(changes(t.actions), members)
-                by_task.setdefault(t.task, members)
-    order = {id(g): i for i, g in enumerate(groups)}
-    return sorted(kept, key=lambda g: order[id(g)])
+                self.own.setdefault(changes(t.actions), members)
+                self.by_task.setdefault(t.task, members)
 
 
 def is_demonstration(run: Trajectory) -> bool:

@@ -92,16 +92,21 @@ def _feeds(trajectory: Trajectory, read: int, change: int) -> bool:
     return bool(seen) and any(v in seen for v in wanted)
 
 
-def segment(trajectory: Trajectory) -> list[Segment]:
-    """Cut a run into intent segments (see the module docstring); failed calls stay in."""
+def _goals(trajectory: Trajectory) -> tuple[list[int], list[int]]:
+    """The positions of the run's changes, and of the goals among them."""
     steps = trajectory.steps
-    if not steps:
-        return []
     changes = [i for i, s in enumerate(steps) if not is_read(s.action)]
     # A run of the same change one call after another is one loop: its first call is the goal.
     goals = [i for i in changes if i == 0 or steps[i - 1].action != steps[i].action or i - 1 not in changes]
-    if not goals:
-        return [Segment(trajectory, tuple(range(len(steps))), len(steps) - 1)]
+    return changes, goals
+
+
+def _loops(
+    trajectory: Trajectory, changes: list[int], goals: list[int]
+) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Each goal's loop (its calls of the same change before the next goal), and the goal of
+    every change."""
+    steps = trajectory.steps
     loop_of: dict[int, list[int]] = {}
     goal_of: dict[int, int] = {}
     for g_index, goal in enumerate(goals):
@@ -109,16 +114,42 @@ def segment(trajectory: Trajectory) -> list[Segment]:
         same = steps[goal].action
         loop_of[goal] = [i for i in range(goal, end) if i in changes and steps[i].action == same]
         goal_of.update({i: goal for i in range(goal, end) if i in changes})
-    reads = [i for i in range(goals[-1]) if i not in goal_of]
-    fed = {i: sorted({goal_of[c] for c in goal_of if c > i and _feeds(trajectory, i, c)}) for i in reads}
-    # The look-ups a run opens with that feed no change visibly (identifying the customer,
-    # whose id the record does not show) serve the whole run when it does several things.
+    return loop_of, goal_of
+
+
+def _shared(reads: list[int], fed: dict[int, list[int]], goals: list[int]) -> list[int]:
+    """The reads that serve several goals: those that feed more than one, and, when the run
+    has several goals, the look-ups it opens with that feed none visibly (identifying the
+    customer, whose id the record does not show)."""
     preamble = []
     for i in reads:
         if i > goals[0] or fed[i]:
             break
         preamble.append(i)
-    shared = [i for i in reads if len(fed[i]) > 1 or (len(goals) > 1 and i in preamble)]
+    return [i for i in reads if len(fed[i]) > 1 or (len(goals) > 1 and i in preamble)]
+
+
+def _with_tail(trajectory: Trajectory, segments: list[Segment], changes: list[int], last_goal: int) -> None:
+    """Reads after the last change (a final check) join the last segment, in place."""
+    tail = [i for i in range(last_goal + 1, len(trajectory.steps)) if i not in changes]
+    if tail:
+        last = segments[-1]
+        segments[-1] = Segment(trajectory, tuple(sorted({*last.positions, *tail})), last.goal)
+
+
+def _fed(trajectory: Trajectory, goals: list[int], goal_of: dict[int, int]) -> dict[int, list[int]]:
+    """The reads before the last goal, in order, each with the goals of the changes it feeds."""
+    reads = [i for i in range(goals[-1]) if i not in goal_of]
+    return {i: sorted({goal_of[c] for c in goal_of if c > i and _feeds(trajectory, i, c)}) for i in reads}
+
+
+def _by_goal(
+    trajectory: Trajectory, goals: list[int], loop_of: dict[int, list[int]], fed: dict[int, list[int]]
+) -> list[Segment]:
+    """The shared look-ups' segment (if any), then one segment per goal: its loop and the reads
+    that serve it alone (a read that feeds no change serves the next goal)."""
+    reads = list(fed)
+    shared = _shared(reads, fed, goals)
     segments: list[Segment] = []
     if shared:
         segments.append(Segment(trajectory, tuple(shared), shared[-1], shared=True))
@@ -126,11 +157,20 @@ def segment(trajectory: Trajectory) -> list[Segment]:
     for goal in goals:
         own = [i for i, served in owner.items() if served == [goal]]
         segments.append(Segment(trajectory, tuple(sorted({*own, *loop_of[goal]})), goal))
-    # Reads after the last change (a final check) belong to that change.
-    tail = [i for i in range(goals[-1] + 1, len(steps)) if i not in changes]
-    if tail:
-        last = segments[-1]
-        segments[-1] = Segment(trajectory, tuple(sorted({*last.positions, *tail})), last.goal)
+    return segments
+
+
+def segment(trajectory: Trajectory) -> list[Segment]:
+    """Cut a run into intent segments (see the module docstring); failed calls stay in."""
+    steps = trajectory.steps
+    if not steps:
+        return []
+    changes, goals = _goals(trajectory)
+    if not goals:
+        return [Segment(trajectory, tuple(range(len(steps))), len(steps) - 1)]
+    loop_of, goal_of = _loops(trajectory, changes, goals)
+    segments = _by_goal(trajectory, goals, loop_of, _fed(trajectory, goals, goal_of))
+    _with_tail(trajectory, segments, changes, goals[-1])
     return sorted(segments, key=lambda s: s.positions[0])
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.injection import destinations, find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalar_text, scalars
-from flowmem.models import placeholders_in
+from flowmem.models import Trajectory, placeholders_in
 
 __all__ = [
     "REASONS",
@@ -164,13 +164,7 @@ def check(
     declared = {p.name for p in induced.parameters}
     if tainted is None:
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
-    problems: list[Problem] = []
-    if not induced.name.strip():
-        problems.append(("shape", "the name is empty"))
-    if not induced.steps:
-        problems.append(("shape", "it has no steps"))
-    elif len(induced.steps) < 2 and any(len(t.steps) >= 2 for t in runs):
-        problems.append(("shape", "it has one step; a workflow needs at least two"))
+    problems = _shape_problems(induced, runs)
     for i, step in enumerate(induced.steps, 1):
         problems += _step_problems(i, step, actions, values, declared, tainted)
     leaked = find_literals("\n".join(scalars(induced.model_dump())), cluster.example_literals)
@@ -179,6 +173,26 @@ def check(
         problems.append(
             ("leak", f"it contains example-specific values ({shown}); use placeholders or general words")
         )
+    return problems + _free_text_problems(induced, tainted)
+
+
+def _shape_problems(induced: InducedWorkflow, runs: Sequence[Trajectory]) -> list[Problem]:
+    """A workflow without a name, or without steps, or of one step where a run took two."""
+    problems: list[Problem] = []
+    if not induced.name.strip():
+        problems.append(("shape", "the name is empty"))
+    if not induced.steps:
+        problems.append(("shape", "it has no steps"))
+    elif len(induced.steps) < 2 and any(len(t.steps) >= 2 for t in runs):
+        problems.append(("shape", "it has one step; a workflow needs at least two"))
+    return problems
+
+
+def _free_text_problems(induced: InducedWorkflow, tainted: set[str]) -> list[Problem]:
+    """Free text (name, description, notes, parameters, pitfalls) that reads like text of the
+    data: instruction-like text or a tainted destination (`injection`), another destination
+    (`leak`)."""
+    problems: list[Problem] = []
     for where, free in _free_texts(induced):
         phrase = find_injection(free)
         named = destinations(free)

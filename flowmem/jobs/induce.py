@@ -201,46 +201,82 @@ def prepare_run(
     last = _last_induction(store, namespace)
     total = store.count_trajectories(namespace=namespace)
     seen = int(last.counts.get("trajectories", 0)) if last else 0
-    pending = set(last.state.get("failed", [])) if last else set()
-    # A version deprecated for its own failures since the last run: re-induce its cluster,
-    # failures included, so a better workflow can replace it.
-    since = last.finished_at if last else None
-    logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
-    reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
-    pending |= {_cluster_key(wid) for wid in reinduce}
+    pending, reinduce = _to_reinduce(store, namespace, last)
     plan = RunPlan(
         run=InductionRun(id=Store.new_run_id(), namespace=namespace),
         total=total,
         new_trajectories=max(0, total - seen),
         last=last,
-        revive=set(reinduce),
+        revive=reinduce,
     )
     if last is not None and not force and plan.new_trajectories == 0 and not pending:
         return plan
     plan.current = {w.id: w for w in store.list_workflows(namespace=namespace)}
     # A retired workflow whose cluster is back gets a new version even when it says the same.
     plan.revive |= {w.id for w in plan.current.values() if w.status == "retired"}
-    if last is None or force:
-        placed: Assignment | str = "the first run" if last is None else "every cluster is induced again"
-    else:
-        placed = assign_run(
-            store,
-            settings,
-            last.state,
-            namespace=namespace,
-            pending=pending,
-            refit_share=refit_share,
-            min_change=min_change,
-        )
+    placed = _placement(
+        store,
+        settings,
+        last,
+        force=force,
+        namespace=namespace,
+        pending=pending,
+        refit_share=refit_share,
+        min_change=min_change,
+    )
     if isinstance(placed, Assignment) and last is not None:
-        plan.clusters = ClusterPlan(placed.clusters, memberships=memberships_of(last.state, "clusters") or {})
-        plan.changed = list(placed.clusters)
-        plan.prints, plan.sizes, plan.placed = placed.prints, placed.sizes, placed.placed
-        plan.fit, plan.deferred, plan.task_of = dict(last.state["fit"]), placed.deferred, placed.task_of
+        _take_assignment(plan, placed, last)
         return plan
     plan.refit = str(placed)
     _refit(plan, store, settings, pending=pending, force=force)
     return plan
+
+
+def _placement(
+    store: Store,
+    settings: Settings,
+    last: InductionRun | None,
+    *,
+    force: bool,
+    namespace: str,
+    pending: set[str],
+    refit_share: float,
+    min_change: float,
+) -> Assignment | str:
+    """The new runs placed into the last run's clusters, or why every cluster is fitted again."""
+    if last is None or force:
+        return "the first run" if last is None else "every cluster is induced again"
+    return assign_run(
+        store,
+        settings,
+        last.state,
+        namespace=namespace,
+        pending=pending,
+        refit_share=refit_share,
+        min_change=min_change,
+    )
+
+
+def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> tuple[set[str], set[str]]:
+    """The clusters to induce again whatever their new runs, and the workflows to revive.
+
+    The clusters are those whose induction failed in the last run, and those of a version
+    deprecated for its own failures since (failures included, so a better workflow can replace
+    it); the workflows are those versions' ids."""
+    pending = set(last.state.get("failed", [])) if last else set()
+    since = last.finished_at if last else None
+    logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
+    reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
+    pending |= {_cluster_key(wid) for wid in reinduce}
+    return pending, set(reinduce)
+
+
+def _take_assignment(plan: RunPlan, placed: Assignment, last: InductionRun) -> None:
+    """Fill `plan` from the new runs' placement into the last run's clusters (no refit)."""
+    plan.clusters = ClusterPlan(placed.clusters, memberships=memberships_of(last.state, "clusters") or {})
+    plan.changed = list(placed.clusters)
+    plan.prints, plan.sizes, plan.placed = placed.prints, placed.sizes, placed.placed
+    plan.fit, plan.deferred, plan.task_of = dict(last.state["fit"]), placed.deferred, placed.task_of
 
 
 def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str], force: bool) -> None:

@@ -9,6 +9,7 @@ that a hit's `Workflow` is built only when it is served (`ServedRows.workflow`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,12 +165,7 @@ class ServedMixin(StoreBase):
         table = select(source, where, [c for c in source.schema.names if c != "vector"])
         keys = table.column("keys") if "keys" in table.column_names else None
         table = table.drop_columns(["keys"]) if keys is not None else table
-        rows = np.arange(len(table), dtype=np.int64)
-        run_ids = table.column("run_id").to_pylist()
-        if any(r is not None for r in run_ids):
-            recorded = {r.id for r in self.list_runs(namespace=ns)}  # type: ignore[attr-defined]
-            keep = np.array([r is None or r in recorded for r in run_ids], dtype=bool)
-            table, rows = table.filter(pa.array(keep, pa.bool_())), rows[keep]
+        table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=ns)}  # type: ignore[attr-defined]
         statuses = [
@@ -192,16 +188,7 @@ class ServedMixin(StoreBase):
         matrix, counts = _key_matrix(keys, rows[chosen], self.embedder.dim, vectors_of)
         shares = _shares(table, counts)
         usage = self.usage(namespace=ns)  # type: ignore[attr-defined]
-        stats_text = table.column("stats").to_pylist()
-        parsed: dict[str, UsageStats] = {}
-        live = []
-        for i, text in zip(chosen, stats_text, strict=True):
-            found = usage.get((ids[i], versions[i]))
-            if found is None:
-                found = parsed.get(text) or parsed.setdefault(
-                    text, UsageStats.model_validate(json.loads(text))
-                )
-            live.append(found)
+        live = _live_stats(usage, [(ids[i], versions[i]) for i in chosen], table.column("stats").to_pylist())
         kinds = table.column("kind").to_pylist() if "kind" in table.column_names else ["task"] * len(table)
         agents, agent_names = _codes(table.column("agent").to_pylist())
         scopes, scope_names = _codes(table.column("scope").to_pylist())
@@ -218,13 +205,42 @@ class ServedMixin(StoreBase):
             owners=np.repeat(np.arange(len(chosen), dtype=np.int64), counts),
             shares=shares,
             subroutine=np.array([k == "subroutine" for k in kinds], dtype=bool),
-            by_example=(
-                pc.is_valid(table.column("key_shares")).to_numpy(zero_copy_only=False).astype(bool)
-                if "key_shares" in table.column_names
-                else np.zeros(len(chosen), dtype=bool)
-            ),
+            by_example=_by_example(table),
             table=table.combine_chunks(),
         )
+
+    def _recorded(self, table: Any, ns: str) -> tuple[Any, npt.NDArray[np.int64]]:
+        """The rows of `table` that no run wrote or a recorded run wrote (a crashed run's are
+        left out), and their positions in it."""
+        rows = np.arange(len(table), dtype=np.int64)
+        run_ids = table.column("run_id").to_pylist()
+        if any(r is not None for r in run_ids):
+            recorded = {r.id for r in self.list_runs(namespace=ns)}  # type: ignore[attr-defined]
+            keep = np.array([r is None or r in recorded for r in run_ids], dtype=bool)
+            table, rows = table.filter(pa.array(keep, pa.bool_())), rows[keep]
+        return table, rows
+
+
+def _live_stats(
+    usage: Mapping[tuple[str, int], UsageStats], keys: Sequence[tuple[str, int]], texts: Sequence[str]
+) -> list[UsageStats]:
+    """Each version's usage: the live figures `usage` holds, else its stored `stats` (JSON,
+    parsed once per distinct text)."""
+    parsed: dict[str, UsageStats] = {}
+    live = []
+    for key, text in zip(keys, texts, strict=True):
+        found = usage.get(key)
+        if found is None:
+            found = parsed.get(text) or parsed.setdefault(text, UsageStats.model_validate(json.loads(text)))
+        live.append(found)
+    return live
+
+
+def _by_example(table: Any) -> npt.NDArray[np.bool_]:
+    """Per row, whether its keys' shares were recorded (a workflow keyed by its examples)."""
+    if "key_shares" not in table.column_names:
+        return np.zeros(len(table), dtype=bool)
+    return pc.is_valid(table.column("key_shares")).to_numpy(zero_copy_only=False).astype(bool)  # type: ignore[no-any-return]
 
 
 def _shares(table: Any, counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
