@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
-from flowmem.models import Trajectory
+from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
@@ -110,46 +110,84 @@ def run_set(
     scored = [t for t in test if t.success is True and t.steps]
     successes = [t for t in train if t.success is True and t.steps]
     embedder = HashingEmbedder(settings.embedding_dim)
+    index = ExampleIndex(*key_index(workflows, shares, embedder))
+    queries = embedder.embed([t.task for t in scored])
+    rows = nearest_rows(successes, queries, memories, index, embedder)
+    if all(t.group is not None for t in [*successes, *scored]):
+        rows.update(group_rows(successes, scored, queries, memories, index))
 
+    no_leak = LeakChecker(set())
+    report = {name: score(scored, shown, no_leak, len(memories)) for name, shown in rows.items()}
+    twins, twin_rows = same_task_rows(scored)
+    if twins:
+        report["same task's other runs"] = score(twins, twin_rows, no_leak, 0)
+    return report
+
+
+def key_index(
+    workflows: Sequence[Workflow], shares: Mapping[str, Mapping[str, float]], embedder: HashingEmbedder
+) -> tuple[Any, list[int], int, list[float]]:
+    """The arguments of the workflows' `ExampleIndex`: their keys as `key_vectors` stores them."""
     keys = [(i, task) for i, w in enumerate(workflows) for task in spread(list(shares.get(w.id, {})))]
-    index = ExampleIndex(
+    return (
         embedder.embed([task for _, task in keys]),
         [i for i, _ in keys],
         len(workflows),
         [shares[workflows[i].id][task] for i, task in keys],
     )
+
+
+def nearest_rows(
+    successes: Sequence[Trajectory],
+    queries: Any,
+    memories: Sequence[Actions],
+    index: ExampleIndex,
+    embedder: HashingEmbedder,
+) -> dict[str, list[Sequence[Actions]]]:
+    """The `raw k=3` and `retrieved` rows: the nearest training runs, the nearest workflows."""
     raw_index = ExampleIndex(
         embedder.embed([t.task for t in successes]), range(len(successes)), len(successes)
     )
-    queries = embedder.embed([t.task for t in scored])
-
     rows: dict[str, list[Sequence[Actions]]] = defaultdict(list)
     for q in queries:
         rows["raw k=3"].append([successes[i].actions for i, _ in raw_index.search(q, 3)])
         ranked = [memories[i] for i, _ in index.search(q, 3)]
         rows["retrieved k=1"].append(ranked[:1])
         rows["retrieved k=3"].append(ranked)
+    return rows
 
-    has_groups = all(t.group is not None for t in [*successes, *scored])
-    if has_groups:
-        train_runs: dict[str, list[Actions]] = defaultdict(list)
-        test_runs: dict[str, list[Actions]] = defaultdict(list)
-        for t in successes:
-            train_runs[str(t.group)].append(t.actions)
-        for t in scored:
-            test_runs[str(t.group)].append(t.actions)
-        for k in (1, 2):
-            on_train = {g: best_choice(runs, memories, k) for g, runs in train_runs.items()}
-            on_test = {g: best_choice(runs, memories, k) for g, runs in test_runs.items()}
-            for t, q in zip(scored, queries, strict=True):
-                fallback = [i for i, _ in index.search(q, k)]  # a group with no training run
-                rows[f"group known, chosen on train k={k}"].append(
-                    [memories[i] for i in on_train.get(str(t.group), fallback)]
-                )
-                rows[f"group oracle, chosen on test k={k}"].append(
-                    [memories[i] for i in on_test[str(t.group)]]
-                )
 
+def group_rows(
+    successes: Sequence[Trajectory],
+    scored: Sequence[Trajectory],
+    queries: Any,
+    memories: Sequence[Actions],
+    index: ExampleIndex,
+) -> dict[str, list[Sequence[Actions]]]:
+    """The `group known` and `group oracle` rows: per group, the best memories chosen on its
+    training runs (the nearest ones for a group with none), or on its test runs."""
+    train_runs: dict[str, list[Actions]] = defaultdict(list)
+    test_runs: dict[str, list[Actions]] = defaultdict(list)
+    for t in successes:
+        train_runs[str(t.group)].append(t.actions)
+    for t in scored:
+        test_runs[str(t.group)].append(t.actions)
+    rows: dict[str, list[Sequence[Actions]]] = defaultdict(list)
+    for k in (1, 2):
+        on_train = {g: best_choice(runs, memories, k) for g, runs in train_runs.items()}
+        on_test = {g: best_choice(runs, memories, k) for g, runs in test_runs.items()}
+        for t, q in zip(scored, queries, strict=True):
+            fallback = [i for i, _ in index.search(q, k)]  # a group with no training run
+            rows[f"group known, chosen on train k={k}"].append(
+                [memories[i] for i in on_train.get(str(t.group), fallback)]
+            )
+            rows[f"group oracle, chosen on test k={k}"].append([memories[i] for i in on_test[str(t.group)]])
+    return rows
+
+
+def same_task_rows(scored: Sequence[Trajectory]) -> tuple[list[Trajectory], list[list[Actions]]]:
+    """The test runs whose task has another test run, each with the other run of its task
+    that best matches the rest (leave-one-out)."""
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for t in scored:
         by_task[t.task].append(t)
@@ -165,32 +203,23 @@ def run_set(
             ),
         )
         twin_rows.append([others[best]])
+    return twins, twin_rows
 
-    no_leak = LeakChecker(set())
-    report: dict[str, dict[str, Any]] = {}
-    for name, shown in rows.items():
-        retrievals = [
-            Retrieval(t.actions, True, [(str(n), list(m), "") for n, m in enumerate(s)])
-            for t, s in zip(scored, shown, strict=True)
-        ]
-        metrics = memory_metrics(retrievals, no_leak, None, len(memories))
-        report[name] = {
-            "joint_coverage": metrics["joint_coverage"],
-            "joint_precision": metrics["joint_precision"],
-            "runs": len(scored),
-        }
-    if twins:
-        retrievals = [
-            Retrieval(t.actions, True, [("0", list(m), "") for m in s])
-            for t, s in zip(twins, twin_rows, strict=True)
-        ]
-        metrics = memory_metrics(retrievals, no_leak, None, 0)
-        report["same task's other runs"] = {
-            "joint_coverage": metrics["joint_coverage"],
-            "joint_precision": metrics["joint_precision"],
-            "runs": len(twins),
-        }
-    return report
+
+def score(
+    runs: Sequence[Trajectory], shown: Sequence[Sequence[Actions]], no_leak: LeakChecker, memories: int
+) -> dict[str, Any]:
+    """One row of the report: the joint coverage and precision of what each run was shown."""
+    retrievals = [
+        Retrieval(t.actions, True, [(str(n), list(m), "") for n, m in enumerate(s)])
+        for t, s in zip(runs, shown, strict=True)
+    ]
+    metrics = memory_metrics(retrievals, no_leak, None, memories)
+    return {
+        "joint_coverage": metrics["joint_coverage"],
+        "joint_precision": metrics["joint_precision"],
+        "runs": len(runs),
+    }
 
 
 def main() -> None:

@@ -237,14 +237,17 @@ def main() -> None:
         for m in memories
     }
     for label, keep in CONDITIONS.items():
-        cells = []
-        for m in memories:
-            tests, off = found[m.name]
-            lost = sum(1 for c in tests if c and not any(keep(x) for x in c))
-            dropped = sum(1 for c in tests for x in c if not keep(x))
-            passing = sum(1 for c in off if any(keep(x) for x in c))
-            cells.append(f"{passing}/{len(off)} off; {lost}/{len(tests)} lose all, {dropped} dropped")
+        cells = [cell(keep, *found[m.name]) for m in memories]
         print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def cell(keep: Callable[[Candidate], bool], tests: list[list[Candidate]], off: list[list[Candidate]]) -> str:
+    """One condition on one memory: off-domain tasks that still get a memory, test tasks that
+    lose all theirs, and the memories dropped from test tasks."""
+    lost = sum(1 for c in tests if c and not any(keep(x) for x in c))
+    dropped = sum(1 for c in tests for x in c if not keep(x))
+    passing = sum(1 for c in off if any(keep(x) for x in c))
+    return f"{passing}/{len(off)} off; {lost}/{len(tests)} lose all, {dropped} dropped"
 
 
 if __name__ == "__main__":

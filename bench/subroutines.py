@@ -306,16 +306,51 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     options: dict[str, Any] = {"subroutines": False} if "subroutines" in signature(induce).parameters else {}
     result = induce(train, RuleInducer(), params=settings.cluster_params, **options)
     induce_s = time.perf_counter() - t0
+    workflows = task_workflows(result)
+    subs, counts = subroutines(train)
+    raw = [Memory(t.id, t.actions, [t.task]) for t in train if t.success is True]
+    scored = [t for t in test if t.success is True and t.steps]
+    picks = choices(scored, workflows, subs, raw, train, embedder)
+    systems = {name: score(scored, memories, chosen) for name, (memories, chosen) in picks.items()}
+    sub_actions = {a for m in subs for a in m.actions}
+    steps = [a for t in scored for a in t.actions]
+    counts["test_steps_in_subroutines"] = (
+        round(sum(a in sub_actions for a in steps) / len(steps), 4) if steps else None
+    )
+    return {
+        "inputs": {
+            "train": len(train),
+            "train_successful": len(raw),
+            "test": len(test),
+            "scored_test_runs": len(scored),
+            "workflows": len(workflows),
+            "k": K,
+        },
+        "subroutines": counts,
+        "systems": systems,
+        "seconds": {"induce": round(induce_s, 2), "total": round(time.perf_counter() - t0, 2)},
+    }
+
+
+def task_workflows(result: Any) -> list[Memory]:
+    """The task-level workflows of an induction result, each keyed by its source tasks."""
     shares = result.key_shares()
-    workflows = [
+    return [
         Memory(w.id, w.actions, sorted(shares.get(w.id, {})), shares.get(w.id))
         for w in result.workflows
         if getattr(w, "kind", "task") == "task"
     ]
-    subs, counts = subroutines(train)
-    raw = [Memory(t.id, t.actions, [t.task]) for t in train if t.success is True]
-    scored = [t for t in test if t.success is True and t.steps]
 
+
+def choices(
+    scored: Sequence[Trajectory],
+    workflows: Sequence[Memory],
+    subs: Sequence[Memory],
+    raw: Sequence[Memory],
+    train: Sequence[Trajectory],
+    embedder: HashingEmbedder,
+) -> dict[str, tuple[Sequence[Memory], list[list[int]]]]:
+    """Every system's memories and what it shows each scored run (indices into them)."""
     texts = sorted({*(t.task for t in scored), *(k for m in [*workflows, *subs, *raw] for k in m.keys)})
     vector = dict(zip(texts, embedder.embed(texts), strict=True))
     dim = embedder.dim
@@ -337,38 +372,22 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     picks["workflows+sub floor"] = (both, [floored(both_index, q, both, K) for q in queries])
     firsts = [top_k(flow_index, q, 1) for q in queries]
     picks.update(beside(scored, firsts, workflows, subs, train, embedder))
+    return picks
 
-    no_leak = LeakChecker(set())
-    systems: dict[str, dict[str, Any]] = {}
-    for name, (memories, chosen) in picks.items():
-        retrievals = [
-            Retrieval(t.actions, True, [(memories[i].id, memories[i].actions, "") for i in ids])
-            for t, ids in zip(scored, chosen, strict=True)
-        ]
-        report = memory_metrics(retrievals, no_leak, None, len(memories))
-        row: dict[str, Any] = {key: report[key] for key in METRICS}
-        row["shown"] = round(sum(map(len, chosen)) / len(scored), 4) if scored else None
-        row["memories"] = len(memories)
-        systems[name] = row
 
-    sub_actions = {a for m in subs for a in m.actions}
-    steps = [a for t in scored for a in t.actions]
-    counts["test_steps_in_subroutines"] = (
-        round(sum(a in sub_actions for a in steps) / len(steps), 4) if steps else None
-    )
-    return {
-        "inputs": {
-            "train": len(train),
-            "train_successful": len(raw),
-            "test": len(test),
-            "scored_test_runs": len(scored),
-            "workflows": len(workflows),
-            "k": K,
-        },
-        "subroutines": counts,
-        "systems": systems,
-        "seconds": {"induce": round(induce_s, 2), "total": round(time.perf_counter() - t0, 2)},
-    }
+def score(
+    scored: Sequence[Trajectory], memories: Sequence[Memory], chosen: list[list[int]]
+) -> dict[str, Any]:
+    """One system's row: `METRICS` of what it showed, the memories shown per run, its memories."""
+    retrievals = [
+        Retrieval(t.actions, True, [(memories[i].id, memories[i].actions, "") for i in ids])
+        for t, ids in zip(scored, chosen, strict=True)
+    ]
+    report = memory_metrics(retrievals, LeakChecker(set()), None, len(memories))
+    row: dict[str, Any] = {key: report[key] for key in METRICS}
+    row["shown"] = round(sum(map(len, chosen)) / len(scored), 4) if scored else None
+    row["memories"] = len(memories)
+    return row
 
 
 def print_table(name: str, report: dict[str, Any]) -> None:
