@@ -55,9 +55,18 @@ lock:
 demo: setup
 	$(BIN)/flowmem demo
 
+# The complexity gate (xenon, on radon's cyclomatic complexity: a function scores one per branch,
+# loop, `except`, boolean operator and comprehension clause, where ruff's C90 counts branches
+# only): no function, method or class above rank C (20), no module whose blocks average above C,
+# and all of them together A (5) on average. tests/test_complexity.py runs it, and plants a
+# function over it in a copy. Tests are not gated.
+COMPLEXITY_GATE := --max-absolute C --max-modules C --max-average A
+COMPLEXITY_PATHS := flowmem bench examples
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/xenon $(COMPLEXITY_GATE) $(COMPLEXITY_PATHS)
 	$(BIN)/lint-imports --no-logo
 
 typecheck: setup
