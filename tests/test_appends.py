@@ -76,7 +76,7 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
     told = [0] * len(stores)
     looked = threading.Barrier(len(stores))
     first = threading.local()
-    retry = appends._retry
+    retry = appends.retry_conflicts
 
     def append_when_all_looked(call: Callable[[], T]) -> T:
         if not getattr(first, "done", False):  # a writer's first call is its first append
@@ -84,7 +84,7 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
             looked.wait()
         return retry(call)
 
-    monkeypatch.setattr(appends, "_retry", append_when_all_looked)
+    monkeypatch.setattr(appends, "retry_conflicts", append_when_all_looked)
 
     def write(k: int) -> None:
         try:

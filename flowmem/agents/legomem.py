@@ -14,33 +14,32 @@ three strategies:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from flowmem.agents.memory_like import MemoryLike
 from flowmem.agents.retrieval import Hit
 from flowmem.induction.nearest import snap_cosines
-
-if TYPE_CHECKING:
-    from flowmem.agents.memory import WorkflowMemory
 
 __all__ = ["Strategy", "for_agent", "for_orchestrator"]
 
 Strategy = Literal["vanilla", "dynamic", "rewrite"]
 
 
-def for_orchestrator(memory: WorkflowMemory, task: str, k: int = 5) -> list[Hit]:
+def for_orchestrator(memory: MemoryLike, task: str, k: int = 5) -> list[Hit]:
     """Full-task memories (plans) for an orchestrator's task."""
     return memory.search(task, k, scope="task")
 
 
-def _vanilla(memory: WorkflowMemory, agent: str, plans: Sequence[Hit], k: int) -> list[Hit]:
+def _vanilla(memory: MemoryLike, agent: str, plans: Sequence[Hit], k: int) -> list[Hit]:
+    ns = memory.settings.namespace
     plan_runs = {i for h in plans for i in h.workflow.source_trajectory_ids}
     children = {
         t.id
-        for t in memory.store.list_trajectories(namespace=memory.settings.namespace, agent=agent, limit=None)
+        for t in memory.store.list_trajectories(namespace=ns, agent=agent, limit=None)
         if t.parent_id in plan_runs
     }
     found: dict[str, Hit] = {}
-    for w in memory.index.served():  # a workflow's newest served version comes first
+    for w in memory.index_of(ns).served():  # a workflow's newest served version comes first
         if w.agent == agent and w.scope == "subtask" and w.id not in found:
             overlap = len(children & set(w.source_trajectory_ids))
             if overlap:
@@ -48,7 +47,7 @@ def _vanilla(memory: WorkflowMemory, agent: str, plans: Sequence[Hit], k: int) -
     return sorted(found.values(), key=lambda h: (-h.score, h.workflow.id))[:k]
 
 
-def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequence[Hit]) -> list[str]:
+def _drafted_subtasks(memory: MemoryLike, agent: str, task: str, plans: Sequence[Hit]) -> list[str]:
     """The subtasks the agent got in the past run nearest to the task, among the best plan's runs."""
     if not plans:
         return []
@@ -66,7 +65,7 @@ def _drafted_subtasks(memory: WorkflowMemory, agent: str, task: str, plans: Sequ
 
 
 def for_agent(
-    memory: WorkflowMemory,
+    memory: MemoryLike,
     agent: str,
     subtask: str,
     k: int = 3,

@@ -15,19 +15,17 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
+from flowmem.agents.memory_like import MemoryLike
 from flowmem.agents.retrieval import Hit
 from flowmem.induction.nearest import snap_cosines
 from flowmem.induction.prose import parse_prose
 from flowmem.induction.render import render_call
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import PROCEDURE, Step, Trajectory, Workflow
-
-if TYPE_CHECKING:
-    from flowmem.agents.memory import WorkflowMemory
 
 __all__ = ["SOURCE", "FoundWorkflow", "add_procedure", "outcome_of", "search_procedures"]
 
@@ -64,7 +62,7 @@ def outcome_of(result: str | None) -> bool | None:
 
 
 def add_procedure(
-    memory: WorkflowMemory,
+    memory: MemoryLike,
     task: str,
     steps: Sequence[str],
     outcome: str,
@@ -121,7 +119,7 @@ def _procedure(run: Trajectory, score: float) -> FoundWorkflow:
     return FoundWorkflow(run.id, score, "procedure", meta)
 
 
-def _summary(memory: WorkflowMemory, w: Workflow, namespace: str) -> tuple[str, str]:
+def _summary(memory: MemoryLike, w: Workflow, namespace: str) -> tuple[str, str]:
     """(outcome, result) of an induced workflow: the most common outcome its source runs state
     (or their final answers), and how often it worked where it was served (or what it was
     induced from, before it was served)."""
@@ -141,7 +139,7 @@ def _summary(memory: WorkflowMemory, w: Workflow, namespace: str) -> tuple[str, 
     return outcome, result
 
 
-def _workflow(memory: WorkflowMemory, hit: Hit, namespace: str) -> FoundWorkflow:
+def _workflow(memory: MemoryLike, hit: Hit, namespace: str) -> FoundWorkflow:
     w = hit.workflow
     outcome, result = _summary(memory, w, namespace)
     steps = [render_call(s.action, s.args) if s.args else s.action for s in w.steps]
@@ -162,7 +160,7 @@ def _workflow(memory: WorkflowMemory, hit: Hit, namespace: str) -> FoundWorkflow
 
 
 def search_procedures(
-    memory: WorkflowMemory, query: str, k: int = 3, *, namespace: str | None = None
+    memory: MemoryLike, query: str, k: int = 3, *, namespace: str | None = None
 ) -> list[FoundWorkflow]:
     """The k best: served workflows (scored as `memory.search` scores them) and procedures
     not induced yet (scored by the cosine of the query and their task), best first."""

@@ -5,10 +5,11 @@ Two workflows of one agent can end in the same goal: variants of one cluster (`a
 each of those that would share a name or a description what differs between it and the
 others, and nothing else:
 
-- the look-ups it makes first (`create_plot_after_count_traffic_sources`), how often it
+- a look-up it makes first that the others do not, or not as often
+  (`create_plot_after_count_traffic_sources`, `..._without_find_user_id_by_email`), how often it
   calls its goal (`delete_event_three_times`), a step after the goal (`then_search_events`),
   a value it takes from the task (`by_due_date`), its scope or kind;
-- where those are alike: the order of its look-ups, the argument keys of a call, the
+- where those are alike: all of its look-ups in their order, the argument keys of a call, the
   placeholders it fills;
 - only for workflows whose steps are the same in all of these (put by hand, say) an ordinal
   word, by their content.
@@ -35,10 +36,20 @@ __all__ = ["distinct"]
 Dim = tuple[str, ...]
 """What a workflow can differ in: (`kind of difference`, the key it is about, if any)."""
 
-_KINDS = ["scope", "kind", "goal", "reads", "after", "given", "args", "app", "placeholders"]
+_KINDS = ["scope", "kind", "goal", "read", "reads", "after", "given", "args", "app", "placeholders"]
 """The kinds of difference, in the order a name says them."""
 
-_TIERS = {"scope": 1, "kind": 1, "goal": 1, "reads": 1, "after": 1, "given": 1, "args": 2, "app": 2}
+_TIERS = {
+    "scope": 1,
+    "kind": 1,
+    "goal": 1,
+    "read": 1,
+    "after": 1,
+    "given": 1,
+    "reads": 2,
+    "args": 2,
+    "app": 2,
+}
 """How well each kind tells a reader what differs: the first tier is tried first, then the
 second; the placeholders a workflow fills (3) only when nothing else tells it apart."""
 
@@ -96,6 +107,7 @@ class _Profile:
             ("after",),
             ("placeholders",),
         }
+        out |= {("read", a) for a, _ in self.reads}
         return out | {("given", k) for k in self.given} | {("args", a) for a in self.args}
 
     def value(self, dim: Dim) -> Hashable:
@@ -104,6 +116,8 @@ class _Profile:
             return dim[1] in self.given
         if kind == "args":
             return self.args.get(dim[1])
+        if kind == "read":  # how often it looks this up before its goal
+            return dict(self.reads).get(dim[1], 0)
         if kind in {"reads", "after"}:  # which, how often, in which order
             return self.reads if kind == "reads" else self.after
         return {
@@ -179,6 +193,12 @@ def _word(p: _Profile, dim: Dim) -> tuple[str, str]:
         return _what(p, dim[0])
     if dim[0] in {"reads", "after"}:
         return _around(p, dim[0])
+    if dim[0] == "read":
+        n = dict(p.reads).get(dim[1], 0)
+        if not n:
+            return f"without_{_snake(dim[1])}", f"does not call {_tool(dim[1])} first"
+        times = "" if n == 1 else " " + _times(n)
+        return f"after_{_snake(dim[1])}{times.replace(' ', '_')}", f"calls {_tool(dim[1])}{times} first"
     return _keys(p, dim)
 
 

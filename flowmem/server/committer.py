@@ -131,7 +131,7 @@ class GroupCommitter:
 
     def _compaction(self) -> None:
         # Apart from the commits: a compaction (a LanceDB rewrite) and inserts commit side by
-        # side, conflicts being resolved or retried by LanceDB and `_retry`.
+        # side, conflicts being resolved or retried by LanceDB and `retry_conflicts`.
         assert self._compact is not None
         try:
             self._compact()

@@ -1,14 +1,13 @@
 """Persistence in LanceDB: the only subpackage that imports lancedb."""
 
-from flowmem.storage.store import (
+from flowmem.storage.errors import (
     NotFoundError,
-    Store,
     StoreAccessError,
     StoreError,
     StoreLocationError,
     VersionConflictError,
-    pick_version,
 )
+from flowmem.storage.store import Store, pick_version
 
 __all__ = [
     "NotFoundError",

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from flowmem.storage.base import Key, KnownKeys, _retry, lance_dataset, quote, select
+from flowmem.storage.base import Key, KnownKeys
+from flowmem.storage.lance_ops import lance_dataset, quote, retry_conflicts, select
 
 __all__ = ["append_new"]
 
@@ -57,7 +58,7 @@ def append_new(
         if not new:
             return set()
         data = build(new)
-        committed = int(_retry(lambda: table.add(data)).version)
+        committed = int(retry_conflicts(lambda: table.add(data)).version)
         added = {keys[i] for i in new}
         if known.explains(version, committed - 1):
             known.keys |= added
@@ -113,4 +114,4 @@ def _delete_mine(table: Any, keys: set[Key], stored_at: datetime) -> None:
     when = stored_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     for _, where in _filters(keys):
         mine = f"{where} AND stored_at = TIMESTAMP '{when}'"
-        _retry(lambda mine=mine: table.delete(mine))  # type: ignore[misc]
+        retry_conflicts(lambda mine=mine: table.delete(mine))  # type: ignore[misc]

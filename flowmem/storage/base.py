@@ -1,19 +1,18 @@
-"""The store's plumbing: the LanceDB connection, tables, filters, errors and write retries.
+"""The store's plumbing: the LanceDB connection (migrated on open), tables and version checks.
 
-`flowmem.storage` is the only package that imports lancedb and pyarrow.
+`flowmem.storage` is the only package that imports lancedb and pyarrow. The errors are in
+`flowmem.storage.errors`, filters, reads and write retries in `flowmem.storage.lance_ops`.
 """
 
 from __future__ import annotations
 
 import gc
-import random
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,21 +21,13 @@ from flowmem.induction.embed import Embedder
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.storage import rows
+from flowmem.storage.errors import StoreAccessError, StoreError, StoreLocationError, VersionConflictError
+from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
+from flowmem.storage.migrations import migrate
 
-__all__ = [
-    "NotFoundError",
-    "StoreAccessError",
-    "StoreBase",
-    "StoreError",
-    "StoreLocationError",
-    "VersionConflictError",
-    "Vector",
-    "quote",
-    "select",
-]
+__all__ = ["TRAJECTORIES", "Key", "KnownKeys", "StoreBase", "Vector", "release_all"]
 
-T = TypeVar("T")
 Vector = npt.NDArray[np.float32]
 
 TRAJECTORIES = "trajectories"
@@ -45,70 +36,8 @@ _INDEX_CACHE = 128 * 1024 * 1024
 RUNS = "runs"
 
 
-class StoreError(RuntimeError):
-    """The store cannot do what was asked; the message says why."""
-
-
-class NotFoundError(StoreError, LookupError):
-    """No such trajectory, workflow, version or run."""
-
-
-class VersionConflictError(StoreError):
-    """A workflow version that would overwrite or skip an existing one."""
-
-
-class StoreLocationError(StoreError, ValueError):
-    """A store location that cannot be one (`flowmem.storage.location.ACCEPTED` says what can)."""
-
-
-class StoreAccessError(StoreError):
-    """The operating system refused the store: read-only, no permission, no space."""
-
-
-def quote(value: str) -> str:
-    """A SQL string literal for a LanceDB filter, refusing characters that have no place there."""
-    if any(ord(c) < 32 for c in value):
-        raise StoreError("control characters are not allowed in ids")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _retry(op: Callable[[], T], *, attempts: int = 8) -> T:
-    """Run a write, retrying LanceDB commit conflicts from concurrent writers with backoff."""
-    for attempt in range(attempts):
-        try:
-            return op()
-        except Exception as err:  # lancedb raises plain RuntimeError/OSError for conflicts
-            text = str(err).lower()
-            if attempt == attempts - 1 or ("conflict" not in text and "retry" not in text):
-                raise
-            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
-    raise AssertionError("unreachable")
-
-
-def select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
-    """The rows of a table that match a filter (all when `where` is empty), as Arrow."""
-    query = table.search()
-    if where:
-        query = query.where(where)
-    if columns is not None:
-        query = query.select(list(columns))
-    return query.limit(None).to_arrow()
-
-
 Key = tuple[str, str]
 """(namespace, id) of a trajectory."""
-
-_LANCE_CACHE = 16 * 1024 * 1024
-
-
-def lance_dataset(uri: str, *, version: int | None = None) -> Any:
-    """A table opened through Lance itself (what LanceDB does not expose: compaction with a
-    fragment size, a version's fragments), with a bounded metadata cache and no index cache."""
-    import lance
-
-    return lance.dataset(
-        uri, version=version, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0
-    )
 
 
 @dataclass
@@ -191,8 +120,6 @@ class StoreBase:
         if self._db is None:
             import lancedb
 
-            from flowmem.storage.migrations import migrate
-
             # A zero interval: every read sees what other processes committed before it. Bounded
             # caches: LanceDB's defaults let them grow by ~100 KB per commit, to gigabytes.
             session = lancedb.Session(
@@ -228,7 +155,7 @@ class StoreBase:
                 table = self.db.open_table(name)
             except ValueError:  # not there yet; another process may be creating it right now
                 # (two creations at once: one commits, the other fails as a retryable conflict)
-                table = _retry(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
+                table = retry_conflicts(lambda: self.db.create_table(name, schema=schema, exist_ok=True))
             stored = (table.schema.metadata or {}).get(rows.EMBEDDER_KEY)
             expected = (schema.metadata or {}).get(rows.EMBEDDER_KEY)
             if stored != expected:
@@ -333,4 +260,4 @@ class StoreBase:
                 raise VersionConflictError("a concurrent writer stored one of these versions")
             return int(result.version)
 
-        return _retry(write)
+        return retry_conflicts(write)

@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from flowmem.storage import rows
-from flowmem.storage.base import Vector, quote, select
+from flowmem.storage.base import Vector
+from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.store import Store
 
 __all__ = ["data_version", "task_vectors", "trajectory_outcomes", "workflow_summaries"]

@@ -18,7 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flowmem.storage.base import TRAJECTORIES, StoreError, _retry, lance_dataset
+from flowmem.storage.base import TRAJECTORIES
+from flowmem.storage.errors import StoreError
+from flowmem.storage.lance_ops import lance_dataset, retry_conflicts
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 
@@ -127,7 +129,7 @@ class MaintenanceMixin(RunsMixin):
         table = self._trajectories()
         dataset = lance_dataset(table.uri)
         before = int(dataset.version)
-        _retry(lambda: dataset.optimize.compact_files(target_rows_per_fragment=target_rows))
+        retry_conflicts(lambda: dataset.optimize.compact_files(target_rows_per_fragment=target_rows))
         if (after := int(dataset.version)) > before:
             # Lance's compaction commits twice (fragment ids reserved, then the rewrite); a
             # writer that committed between them stays unexplained.
@@ -161,7 +163,7 @@ class MaintenanceMixin(RunsMixin):
             # The warning says a zero cutoff breaks readers of older versions; callers choose it
             # (`flowmem maintain --keep 0` when nothing else has the store open).
             warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-            _retry(lambda: table.optimize(cleanup_older_than=older_than))
+            retry_conflicts(lambda: table.optimize(cleanup_older_than=older_than))
         table.checkout_latest()
 
     def _files(self, name: str) -> int | None:

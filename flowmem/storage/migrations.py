@@ -40,7 +40,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from flowmem.storage.base import StoreError, _retry
+from flowmem.storage.errors import StoreError
+from flowmem.storage.lance_ops import retry_conflicts
 
 __all__ = ["META", "SCHEMA_VERSION", "STEPS", "migrate", "schema_version", "table_names"]
 
@@ -72,7 +73,7 @@ def _workflow_kind(db: Any) -> None:
                 if "kind" not in table.schema.names:
                     table.add_columns({"kind": "'task'"})
 
-            _retry(add)
+            retry_conflicts(add)
 
 
 def _key_shares(db: Any) -> None:
@@ -87,7 +88,7 @@ def _key_shares(db: Any) -> None:
                 if "key_shares" not in table.schema.names:
                     table.add_columns(pa.field("key_shares", pa.list_(pa.float32())))
 
-            _retry(add)
+            retry_conflicts(add)
 
 
 STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind, _key_shares)
@@ -113,7 +114,7 @@ def _create_meta(db: Any, *, initial: int) -> Any:
     """The meta table, created holding version `initial` unless it exists (then it is kept)."""
     row = [{"key": _KEY, "value": str(initial)}]
     try:
-        return _retry(lambda: db.create_table(META, data=row, schema=_SCHEMA, exist_ok=True))
+        return retry_conflicts(lambda: db.create_table(META, data=row, schema=_SCHEMA, exist_ok=True))
     except Exception:  # a concurrent opener created it between our two calls
         return db.open_table(META)
 
@@ -135,7 +136,7 @@ def _record(meta: Any, version: int, where: str) -> None:
             merge = meta.merge_insert("key").when_matched_update_all(where=_RAISE_ONLY)
             merge.when_not_matched_insert_all().execute(row)
 
-    _retry(write)
+    retry_conflicts(write)
 
 
 def schema_version(db: Any) -> int | None:

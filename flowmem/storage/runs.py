@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, cast
 from flowmem.models import InductionRun, Workflow, now
 from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
-from flowmem.storage.base import NotFoundError, StoreBase, StoreError, Vector, _retry, quote, select
+from flowmem.storage.base import StoreBase, Vector
+from flowmem.storage.errors import NotFoundError, StoreError
+from flowmem.storage.lance_ops import quote, retry_conflicts, select
 
 if TYPE_CHECKING:
     from flowmem.storage.version_state import VersionStateMixin
@@ -53,7 +55,7 @@ class RunsMixin(StoreBase):
                 "counts": {"versions_created": len(workflows), **run.counts},
             }
         )
-        _retry(lambda: self._runs().add([rows.run_to_row(committed)]))
+        retry_conflicts(lambda: self._runs().add([rows.run_to_row(committed)]))
         self.writes += 1
         return committed
 
@@ -69,7 +71,7 @@ class RunsMixin(StoreBase):
         torn = sorted({r["run_id"] for r in found if r["run_id"] is not None and r["run_id"] not in recorded})
         if torn:
             where = f"run_id IN ({', '.join(quote(t) for t in torn)})"
-            _retry(lambda: table.delete(where))
+            retry_conflicts(lambda: table.delete(where))
         for name in table.tags.list():
             if name not in recorded:
                 table.tags.delete(name)
@@ -132,7 +134,7 @@ class RunsMixin(StoreBase):
                 raise StoreError(f"run {run_id!r} was already rolled back by {other.id!r}")
         table = self._workflows(ns)
         before = int(table.version)
-        _retry(lambda: table.restore(target.base_version))
+        retry_conflicts(lambda: table.restore(target.base_version))
         version = int(table.version)
         rollback = InductionRun(
             id=self.new_run_id("rollback"),
@@ -147,7 +149,7 @@ class RunsMixin(StoreBase):
         )
         table.tags.create(rollback.id, version)
         rollback = rollback.model_copy(update={"tag": rollback.id})
-        _retry(lambda: self._runs().add([rows.run_to_row(rollback)]))
+        retry_conflicts(lambda: self._runs().add([rows.run_to_row(rollback)]))
         self.writes += 1
         # What the run retired is served again, as it was before the run.
         restored = [

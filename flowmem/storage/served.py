@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.storage import rows
-from flowmem.storage.base import StoreBase, quote, select
+from flowmem.storage.base import StoreBase
+from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.rows import rows_of
 
 __all__ = ["ServedMixin", "ServedRows"]

@@ -22,35 +22,16 @@ from flowmem.models import Trajectory, Workflow, now
 from flowmem.policy.serving import served_versions
 from flowmem.storage import rows
 from flowmem.storage.appends import append_new
-from flowmem.storage.base import (
-    TRAJECTORIES,
-    NotFoundError,
-    StoreAccessError,
-    StoreError,
-    StoreLocationError,
-    Vector,
-    VersionConflictError,
-    _retry,
-    quote,
-    select,
-)
+from flowmem.storage.base import TRAJECTORIES, Vector
+from flowmem.storage.errors import NotFoundError, StoreError
+from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.maintenance import MaintenanceMixin
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.served import ServedMixin
 from flowmem.storage.version_state import VersionStateMixin
 
-__all__ = [
-    "STATUSES",
-    "NotFoundError",
-    "Store",
-    "StoreAccessError",
-    "StoreError",
-    "StoreLocationError",
-    "VersionConflictError",
-    "pick_version",
-    "quote",
-]
+__all__ = ["STATUSES", "Store", "pick_version"]
 
 STATUSES: tuple[str, ...] = get_args(Workflow.model_fields["status"].annotation)
 """The statuses a workflow version can have."""
@@ -193,7 +174,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         values: dict[str, Any] = {"success": success}
         if feedback is not None:
             values["feedback"] = feedback
-        _retry(lambda: self._trajectories().update(where=where, values=values))
+        retry_conflicts(lambda: self._trajectories().update(where=where, values=values))
         return before
 
     def iter_trajectories(self, *, namespace: str | None = None) -> Iterator[Trajectory]:

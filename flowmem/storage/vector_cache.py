@@ -10,7 +10,7 @@ import numpy as np
 
 from flowmem.induction.embed import Vectors
 from flowmem.storage import rows
-from flowmem.storage.base import _retry, quote, select
+from flowmem.storage.lance_ops import quote, retry_conflicts, select
 
 __all__ = ["StoreVectorCache"]
 
@@ -58,4 +58,4 @@ class StoreVectorCache:
             return
         table = self.table()
         data = [{"key": k, "vector": v.tolist()} for k, v in vectors.items()]
-        _retry(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))
+        retry_conflicts(lambda: table.merge_insert("key").when_not_matched_insert_all().execute(data))

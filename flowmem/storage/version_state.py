@@ -10,7 +10,8 @@ from typing import Any
 from flowmem.models import UsageStats, Workflow, now
 from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
-from flowmem.storage.base import StoreBase, _retry, select
+from flowmem.storage.base import StoreBase
+from flowmem.storage.lance_ops import retry_conflicts, select
 
 __all__ = ["VersionStateMixin"]
 
@@ -32,7 +33,7 @@ class VersionStateMixin(StoreBase):
             merge = (
                 table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
             )
-            _retry(lambda: merge.execute(data))
+            retry_conflicts(lambda: merge.execute(data))
             self.writes += 1
         return len(data)
 
@@ -80,7 +81,7 @@ class VersionStateMixin(StoreBase):
         ]
         if data:
             table = self._lifecycle_table(self._ns(namespace))
-            _retry(lambda: table.add(data))
+            retry_conflicts(lambda: table.add(data))
             self.writes += 1
         return len(data)
 

@@ -1,0 +1,63 @@
+"""Helpers over LanceDB tables that know nothing of flowmem's tables: filter literals, reads,
+write retries, and a table opened through Lance itself.
+
+A leaf below `flowmem.storage.base` and `flowmem.storage.migrations` (it imports only
+`flowmem.storage.errors`): the connection migrates the store on open, and the migrations
+retry their writes with `retry_conflicts`, so neither may import the other's plumbing. The
+`storage-leaves` import contract (pyproject.toml) keeps it so.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from flowmem.storage.errors import StoreError
+
+__all__ = ["lance_dataset", "quote", "retry_conflicts", "select"]
+
+T = TypeVar("T")
+
+_LANCE_CACHE = 16 * 1024 * 1024
+
+
+def quote(value: str) -> str:
+    """A SQL string literal for a LanceDB filter, refusing characters that have no place there."""
+    if any(ord(c) < 32 for c in value):
+        raise StoreError("control characters are not allowed in ids")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def retry_conflicts(op: Callable[[], T], *, attempts: int = 8) -> T:
+    """Run a write, retrying LanceDB commit conflicts from concurrent writers with backoff."""
+    for attempt in range(attempts):
+        try:
+            return op()
+        except Exception as err:  # lancedb raises plain RuntimeError/OSError for conflicts
+            text = str(err).lower()
+            if attempt == attempts - 1 or ("conflict" not in text and "retry" not in text):
+                raise
+            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def select(table: Any, where: str | None, columns: Sequence[str] | None = None) -> Any:
+    """The rows of a table that match a filter (all when `where` is empty), as Arrow."""
+    query = table.search()
+    if where:
+        query = query.where(where)
+    if columns is not None:
+        query = query.select(list(columns))
+    return query.limit(None).to_arrow()
+
+
+def lance_dataset(uri: str, *, version: int | None = None) -> Any:
+    """A table opened through Lance itself (what LanceDB does not expose: compaction with a
+    fragment size, a version's fragments), with a bounded metadata cache and no index cache."""
+    import lance
+
+    return lance.dataset(
+        uri, version=version, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0
+    )
