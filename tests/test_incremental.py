@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from flowmem.induction.assign import material, nearest_labels
+from flowmem.induction.base import cluster_key
 from flowmem.induction.drafts import InductionResult, task_key
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.incremental import Memberships, assign_run, cluster_of, memberships_of, merge_with_current
+from flowmem.jobs.incremental import Memberships, assign_run, memberships_of, merge_with_current
 from flowmem.jobs.induce import RunReport, induce, prepare_run
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
@@ -73,7 +74,7 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     after = {w.id: w for w in store.list_workflows()}
     assert after.keys() == before.keys()
     for wid, w in before.items():
-        if cluster_of(wid, set(plan.prints)) not in touched:
+        if cluster_key(wid, set(plan.prints)) not in touched:
             assert (after[wid].version, after[wid].content_hash()) == (w.version, w.content_hash())
     assert {v.id for v in second.versions} <= {w.id for w in second.result.workflows}
 

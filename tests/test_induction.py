@@ -447,3 +447,17 @@ def test_demonstrations_of_an_agents_task_join_its_variant_and_the_agents_run_is
     # Without the agent's runs the demonstrations are a workflow of their own, as before.
     [alone] = RuleInducer().induce(ClusterInput("default", "agent", 0, "subtask", demos, [])).workflows
     assert alone.actions == ["return_items"]
+
+
+def test_one_codec_writes_and_reads_workflow_ids() -> None:
+    from flowmem.induction.base import cluster_key, variant_id, workflow_id
+    from flowmem.induction.subroutines import subroutine_key
+
+    key = workflow_id("ops agent", 3)
+    assert key == "ops_agent-c3" and variant_id(key, 0) == key and variant_id(key, 2) == "ops_agent-c3-2"
+    assert cluster_key(variant_id(key, 2)) == cluster_key(key) == key
+    sub = subroutine_key("agent", ("returns.return_items", ("returns.get_order", "returns.return_items")))
+    assert cluster_key(variant_id(sub, 2)) == sub  # a sub-routine's variants (the old parser kept the id)
+    assert cluster_key("deploy-2024") == "deploy-2024"  # a hand-written id is its own key
+    assert cluster_key("agent-c3-2", keys={"agent-c3-2"}) == "agent-c3-2"  # a key the run knows
+    assert cluster_key(variant_id(workflow_id("team-c1", 5), 3)) == "team-c1-c5"  # an agent named like a key

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
@@ -30,7 +30,9 @@ __all__ = [
     "M",
     "Parsed",
     "Usage",
+    "cluster_key",
     "split_outcomes",
+    "variant_id",
     "with_agent",
     "workflow_id",
 ]
@@ -186,8 +188,29 @@ class InductionRefused(ValueError):
 
 
 def workflow_id(agent: str, cluster_id: int) -> str:
-    """The stable id of the workflow induced from a cluster."""
+    """The stable id of the workflow induced from a cluster (its cluster key: `agent-c3`)."""
     return re.sub(r"[^A-Za-z0-9_.:-]+", "_", agent) + f"-c{cluster_id}"
+
+
+def variant_id(key: str, number: int) -> str:
+    """The id of a cluster's further workflow: `agent-c3-2` (number 0 is the key itself)."""
+    return key if number == 0 else f"{key}-{number}"
+
+
+_VARIANT = re.compile(r"^(?P<key>.+-(?:c\d+|h[0-9a-f]+))-(?P<number>\d+)$")
+"""A variant id: a cluster key (`<agent>-c<n>`, or a sub-routine's `<agent>-s-<goal>-h<hash>`)
+and `-<number>`."""
+
+
+def cluster_key(wid: str, keys: Collection[str] = ()) -> str:
+    """The cluster key a workflow id belongs to: itself when it is one of `keys` (the run's
+    cluster keys) or no variant id, else the key before its `-<number>` (`agent-c3-2` ->
+    `agent-c3`; `agent-s-return_items-h3f9a1c-2` -> `agent-s-return_items-h3f9a1c`). The one
+    parser of the format `workflow_id`, `variant_id` and `subroutines.subroutine_key` write."""
+    if wid in keys:
+        return wid
+    found = _VARIANT.match(wid)
+    return found["key"] if found else wid
 
 
 def split_outcomes(runs: Sequence[Trajectory]) -> tuple[list[Trajectory], list[Trajectory]]:

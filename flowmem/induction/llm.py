@@ -27,6 +27,7 @@ from flowmem.induction.base import (
     Induced,
     LLMError,
     Usage,
+    variant_id,
     with_agent,
 )
 from flowmem.induction.injection import tainted_destinations
@@ -292,7 +293,7 @@ class LLMInducer:
         used = placeholders_in([[s.args, s.note or ""] for s in steps])
         base = cluster.key
         return Workflow(
-            id=base if index == 0 else f"{base}-{index}",
+            id=variant_id(base, index),
             name=induced.name.strip(),
             description=induced.description.strip(),
             steps=steps,

@@ -7,7 +7,7 @@ from collections.abc import Set as AbstractSet
 
 from flowmem.induction.abstract import abstract_runs
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, with_agent
+from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
 from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
@@ -52,7 +52,7 @@ class RuleInducer:
             notes = step_intents(steps, parameters, literals)
             steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
             workflow = Workflow(
-                id=base_id if j == 0 else f"{base_id}-{j + 1}",
+                id=variant_id(base_id, 0 if j == 0 else j + 1),
                 name=name_for(steps),
                 description=describe(steps, parameters, literals),
                 steps=steps,

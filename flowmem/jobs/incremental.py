@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
-from flowmem.induction.base import ClusterInput, split_outcomes, workflow_id
+from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes, workflow_id
 from flowmem.induction.drafts import InductionResult, fingerprint, in_run_order, merge_duplicates, task_key
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
@@ -31,7 +31,6 @@ __all__ = [
     "Assignment",
     "Memberships",
     "assign_run",
-    "cluster_of",
     "fit_record",
     "memberships_of",
     "merge_with_current",
@@ -296,15 +295,6 @@ def previous_clusters(
     return {agent: dict(clusters) for agent, clusters in found.items()}
 
 
-def cluster_of(workflow_id: str, keys: Set[str]) -> str:
-    """The cluster key of a workflow id among the run's cluster keys (`agent-c3-2` is a
-    variant of `agent-c3`; a sub-routine's id is its key)."""
-    if workflow_id in keys:
-        return workflow_id
-    head, _, tail = workflow_id.rpartition("-")
-    return head if head and tail.isdigit() else workflow_id
-
-
 def merge_with_current(
     result: InductionResult,
     current: Mapping[str, Workflow],
@@ -326,7 +316,7 @@ def merge_with_current(
     fresh = {"version": 1, "parent_version": None, "status": "candidate", "stats": UsageStats()}
     carried = []
     for w in current.values():
-        key = cluster_of(w.id, keys)
+        key = cluster_key(w.id, keys)
         if w.provenance.run_id is None or w.status == "retired" or key not in keys or key in induced:
             continue
         carried.append(w.model_copy(update={**fresh, "created_at": now()}))
@@ -339,6 +329,6 @@ def merge_with_current(
     # in an earlier run keeps the name it is served with.
     drafted, failed = {w.id for w in result.workflows}, set(result.failed)
     stay = [w for w in current.values() if w.status not in NOT_SERVED and w.id not in drafted]
-    stay = [w for w in stay if w.provenance.run_id is None or cluster_of(w.id, keys) in failed]
+    stay = [w for w in stay if w.provenance.run_id is None or cluster_key(w.id, keys) in failed]
     result.workflows = distinct(result.workflows, fixed=stay, served=current)
     return {w.id for w in carried}

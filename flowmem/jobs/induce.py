@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE
-from flowmem.induction.base import ClusterInput, Inducer
+from flowmem.induction.base import ClusterInput, Inducer, cluster_key
 from flowmem.induction.drafts import (
     ClusterOutcome,
     ClusterPlan,
@@ -35,7 +35,6 @@ from flowmem.jobs.incremental import (
     Assignment,
     Memberships,
     assign_run,
-    cluster_of,
     fit_record,
     memberships_of,
     merge_with_current,
@@ -164,12 +163,6 @@ def nothing_served(store: Store, namespace: str) -> Callable[[str], bool]:
     return check
 
 
-def _cluster_key(workflow_id: str) -> str:
-    """The cluster key of a workflow id (`agent-c3-2` belongs to cluster `agent-c3`)."""
-    head, _, tail = workflow_id.rpartition("-")
-    return head if tail.isdigit() and "-c" in head else workflow_id
-
-
 def _last_induction(store: Store, namespace: str) -> InductionRun | None:
     """The latest induction run still in effect: one that was rolled back is not (the store
     holds the workflows from before it, so what it induced is to be induced again)."""
@@ -267,7 +260,7 @@ def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> tup
     since = last.finished_at if last else None
     logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
     reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
-    pending |= {_cluster_key(wid) for wid in reinduce}
+    pending |= {cluster_key(wid) for wid in reinduce}
     return pending, set(reinduce)
 
 
@@ -338,7 +331,7 @@ def retirements(
     for w in plan.current.values():
         if w.id in drafted or w.provenance.run_id is None:  # not induced (put by hand): kept
             continue
-        key = cluster_of(w.id, keys)
+        key = cluster_key(w.id, keys)
         cause: Cause
         if key not in keys:
             cause, reason = "gone", f"its cluster {key} no longer exists after run {plan.run.id}"
@@ -396,7 +389,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     alive = set(plan.prints)  # composed with every sub-routine the run keeps, induced or not
     known = [w for w in plan.current.values() if w.kind == "subroutine" and w.status not in NOT_SERVED]
     result.workflows = compose_workflows(
-        result.workflows, known=[w for w in known if cluster_of(w.id, alive) in alive]
+        result.workflows, known=[w for w in known if cluster_key(w.id, alive) in alive]
     )
     failed = sorted(result.failed)
     usage = result.usage
