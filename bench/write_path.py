@@ -12,7 +12,7 @@ a checkout of every run tag and a rollback of the run.
 `flowmem maintain` leaves a store), so the writes go to a table that is already large: what a
 write costs at 100,000 rows against the same writes on a small table.
 
-`flowmem api` limits glibc's malloc arenas to 4 itself (flowmem/cli_runtime.py);
+`flowmem api` limits glibc's malloc arenas to 4 itself (flowmem/cli/malloc_arenas.py);
 `--glibc-arenas` starts it with MALLOC_ARENA_MAX at glibc's own default (8 per core), which
 turns that limit off: the RSS it had before.
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from flowmem.cli_bench import table
+from flowmem.cli.bench import table
 
 SEARCH = {
     "flowmem_p50_ms": 1.3,

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from flowmem.agents import WorkflowMemory
 from flowmem.cli import app
-from flowmem.cli_errors import explain
+from flowmem.cli.errors import explain
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
@@ -477,7 +477,7 @@ def test_a_store_location_error_inside_a_command_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The top level, past the check before a command: the library's error is one line too."""
-    monkeypatch.setattr("flowmem.cli_errors.path_problems", lambda settings: None)
+    monkeypatch.setattr("flowmem.cli.errors.path_problems", lambda settings: None)
     (tmp_path / "a-file").write_text("x")
     code, lines = run(tmp_path, "induce", FLOWMEM_DB=str(tmp_path / "a-file"))
     assert code == 1 and lines == [
@@ -493,7 +493,7 @@ def test_a_bug_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("a bug")
 
-    monkeypatch.setattr("flowmem.cli.ingest_files", broken)
+    monkeypatch.setattr("flowmem.cli.ingest.ingest_files", broken)
     (tmp_path / "runs.jsonl").write_text(good(1) + "\n")
     result = runner.invoke(
         app, ["ingest", str(tmp_path / "runs.jsonl")], env={"FLOWMEM_DB": str(tmp_path / "db")}

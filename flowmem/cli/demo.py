@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from flowmem import cli_render as render
-from flowmem.cli_common import JsonOpt, err, fail, out, prefect_env, print_json
+from flowmem.cli import render
+from flowmem.cli.common import JsonOpt, err, fail, out, prefect_env, print_json
 from flowmem.settings import Settings
 from flowmem.storage import Store
 

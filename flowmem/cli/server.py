@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import fail
+from flowmem.cli.common import fail
 from flowmem.settings import Settings
 
 __all__ = ["api", "dashboard", "mcp"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowmem.cli_runtime import SERVER_ARENAS, limit_malloc_arenas
+from flowmem.cli.malloc_arenas import SERVER_ARENAS, limit_malloc_arenas
 from tests.conftest import READY_LIMIT
 
 GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
@@ -93,7 +93,7 @@ def test_without_the_limit_each_thread_takes_an_arena_and_the_environment_decide
 NO_OP = textwrap.dedent(
     """
     import ctypes, os, sys
-    from flowmem.cli_runtime import limit_malloc_arenas
+    from flowmem.cli.malloc_arenas import limit_malloc_arenas
 
     def musl(name):
         raise ValueError(f"unrecognized configuration name {name!r}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import JsonOpt, open_existing, print_json
+from flowmem.cli.common import JsonOpt, open_existing, print_json
 from flowmem.jobs.maintain import DEFAULT_KEEP
 from flowmem.jobs.maintain import maintain as maintain_job
 from flowmem.settings import Settings

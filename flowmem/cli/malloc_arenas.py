@@ -1,4 +1,4 @@
-"""Process set-up for the commands that run until stopped: glibc's malloc arenas limited.
+"""glibc's malloc arenas limited, for the commands that run until stopped (api, dashboard, mcp, serve).
 
 glibc gives each thread that allocates its own malloc arena, up to 8 per core; a server's
 threads (uvicorn's, the thread pool's, LanceDB's) then spread what they free over many arenas

@@ -15,14 +15,22 @@ import os
 import re
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from flowmem.cli_common import fail
+from flowmem.cli.common import fail, show_tracebacks
 
-__all__ = ["ErrorsGroup", "explain", "path_problems", "settings_error_line"]
+__all__ = [
+    "SERVERS",
+    "DebugOpt",
+    "ErrorsGroup",
+    "check_settings",
+    "explain",
+    "path_problems",
+    "settings_error_line",
+]
 
 _USER_ERRNOS = frozenset(
     {
@@ -37,6 +45,42 @@ _USER_ERRNOS = frozenset(
     }
 )
 """Operating-system errors that come from where a setting points, not from a bug."""
+
+SERVERS = frozenset({"api", "dashboard", "mcp", "serve"})
+"""The commands that run until stopped: they limit glibc's malloc arenas first
+(`flowmem.cli.malloc_arenas`)."""
+
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        envvar="FLOWMEM_DEBUG",
+        help="Show the traceback behind an error, not only its one line (or FLOWMEM_DEBUG=1).",
+    ),
+]
+
+
+def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
+    """Before any command runs: validate the settings (FLOWMEM_* variables, `.env`) and the
+    paths they name — a bad value is one line naming the variable, never a traceback (unless
+    `--debug`) — and, for a command that runs until stopped, limit glibc's malloc arenas."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    show_tracebacks(debug)
+    if ctx.invoked_subcommand in SERVERS:
+        from flowmem.cli.malloc_arenas import limit_malloc_arenas
+
+        limit_malloc_arenas()
+
+    from flowmem.settings import Settings
+
+    try:
+        settings = Settings()
+    except (ValidationError, SettingsError) as e:
+        raise fail(settings_error_line(e)) from None
+    if problem := path_problems(settings):
+        raise fail(problem)
 
 
 class ErrorsGroup(TyperGroup):

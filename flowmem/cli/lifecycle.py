@@ -1,4 +1,5 @@
-"""The `flowmem workflows promote / deprecate / retire` commands (registered in `flowmem.cli`)."""
+"""The `flowmem workflows promote / deprecate / retire` commands: a workflow's lifecycle status,
+changed by hand (registered in `flowmem.cli.workflows`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from flowmem.cli_common import JsonOpt, fail, open_existing, print_json
+from flowmem.cli.common import JsonOpt, open_existing, print_json
 from flowmem.settings import Settings
 
 __all__ = ["deprecate", "promote", "retire"]
@@ -26,22 +27,20 @@ def _apply(
     as_json: bool,
 ) -> None:
     from flowmem.jobs.status import set_status
-    from flowmem.storage import StoreError
 
     settings = Settings()
     store = open_existing(settings)
-    try:
-        done = set_status(
-            store,
-            workflow_id,
-            verb,
-            namespace=settings.namespace,
-            version=version,
-            why=why,
-            by=by or getpass.getuser(),
-        )
-    except StoreError as e:
-        raise fail(str(e), 1) from None
+    # A StoreError (no such workflow or version, a change the lifecycle forbids) is one line,
+    # exit status 1: `flowmem.cli.errors.ErrorsGroup`.
+    done = set_status(
+        store,
+        workflow_id,
+        verb,
+        namespace=settings.namespace,
+        version=version,
+        why=why,
+        by=by or getpass.getuser(),
+    )
     if as_json:
         print_json([t.__dict__ for t in done])
         return

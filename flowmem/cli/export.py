@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import fail, open_existing, require_namespace
+from flowmem.cli.common import fail, open_existing, require_namespace
 from flowmem.settings import Settings
 
 __all__ = ["app"]

@@ -10,13 +10,13 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flowmem.cli_common import JsonOpt, err, fail, inducer_or_fail, out, print_json
+from flowmem.cli.common import JsonOpt, err, fail, inducer_or_fail, out, show
 from flowmem.settings import Settings
 
 if TYPE_CHECKING:
     from flowmem.induction.base import Inducer
 
-__all__ = ["eval_command"]
+__all__ = ["eval_command", "offline_table", "online_table"]
 
 ONLINE_COLUMNS = (
     ("joint_coverage", "joint cov.", 2),
@@ -119,13 +119,15 @@ def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, 
         settings=settings,
         k=k,
     )
-    if as_json:
-        print_json(report)
-        return
+    show(report, as_json, lambda r: offline_table(r, k), payload=lambda r: r)
+
+
+def offline_table(report: dict[str, Any], k: int) -> Table:
+    """Each metric, flowmem beside raw (`--json` has them too)."""
     table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
     for key in report["flowmem"]:
         table.add_row(key, str(report["flowmem"][key]), str(report["raw"].get(key, "")))
-    out.print(table)
+    return table
 
 
 def _online(
@@ -148,11 +150,9 @@ def _online(
         _replayed(runs, inducer_, settings, n, seed, k), inducer_kind=inducer_.kind, batches=n, seed=seed, k=k
     )
     png = plot_curve(report, plot)
-    if as_json:
-        print_json({**report, "plot": str(png) if png else None})
-        return
-    out.print(online_table(report))
-    out.print(f"curve: {png}" if png else "no curve: install matplotlib (pip install 'flowmem[plot]')")
+    show(report, as_json, online_table, payload=lambda r: {**r, "plot": str(png) if png else None})
+    if not as_json:
+        out.print(f"curve: {png}" if png else "no curve: install matplotlib (pip install 'flowmem[plot]')")
 
 
 def _replayed(runs: list[Any], inducer: Inducer, settings: Settings, n: int, seed: int, k: int) -> list[Any]:

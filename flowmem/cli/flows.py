@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli_common import JsonOpt, fail, out, prefect_env, print_json
+from flowmem.cli.common import JsonOpt, fail, out, prefect_env, print_json
 
 __all__ = ["FLOWS", "run_flow", "serve"]
 

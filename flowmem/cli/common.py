@@ -1,4 +1,5 @@
-"""What the `flowmem` commands share: consoles, the --json option, errors, Prefect defaults."""
+"""What the `flowmem` commands share: consoles, the --json option and `show`, `fail`, the store
+they read, Prefect defaults."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 import os
 import sys
 import traceback
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
+from pydantic import BaseModel
+from rich.console import Console, RenderableType
 
 if TYPE_CHECKING:
     from flowmem.induction.base import Inducer
@@ -17,10 +20,9 @@ if TYPE_CHECKING:
     from flowmem.storage import Store
 
 __all__ = [
-    "SERVERS",
-    "DebugOpt",
     "JsonOpt",
-    "check_settings",
+    "configured_store",
+    "dumped",
     "err",
     "fail",
     "inducer_or_fail",
@@ -29,7 +31,11 @@ __all__ = [
     "prefect_env",
     "print_json",
     "require_namespace",
+    "show",
+    "show_tracebacks",
 ]
+
+T = TypeVar("T")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
@@ -43,6 +49,36 @@ _debug = False
 def print_json(data: Any) -> None:
     """Print one line of JSON to stdout (no rich markup, no wrapping)."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str, indent=None) + "\n")
+
+
+def dumped(found: Any) -> Any:
+    """The JSON form of a model, or of a list of models."""
+    if isinstance(found, BaseModel):
+        return found.model_dump(mode="json")
+    return [m.model_dump(mode="json") for m in found]
+
+
+def show(
+    found: T,
+    as_json: bool,
+    rendered: Callable[[T], RenderableType],
+    payload: Callable[[T], Any] = dumped,
+) -> None:
+    """What a command that reads prints: `found` as one line of JSON (`--json`; `payload`
+    makes it JSON, by default `dumped`), else rendered for the terminal (`flowmem.cli.render`).
+
+    A `StoreError` raised while reading it needs no handling here: the app's group
+    (`flowmem.cli.errors.ErrorsGroup`) makes it one line on stderr, exit status 1."""
+    if as_json:
+        print_json(payload(found))
+    else:
+        out.print(rendered(found))
+
+
+def show_tracebacks(on: bool) -> None:
+    """Whether `fail` shows the traceback behind its line from now on (`--debug`)."""
+    global _debug
+    _debug = on
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -59,47 +95,6 @@ def fail(message: str, code: int = 2) -> typer.Exit:
         sys.stderr.write("".join(shown))
     err.print(f"[red]error:[/red] {message}")
     return typer.Exit(code)
-
-
-DebugOpt = Annotated[
-    bool,
-    typer.Option(
-        "--debug",
-        envvar="FLOWMEM_DEBUG",
-        help="Show the traceback behind an error, not only its one line (or FLOWMEM_DEBUG=1).",
-    ),
-]
-
-
-SERVERS = frozenset({"api", "dashboard", "mcp", "serve"})
-"""The commands that run until stopped: they limit glibc's malloc arenas first (`cli_runtime`)."""
-
-
-def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
-    """Before any command runs: validate the settings (FLOWMEM_* variables, `.env`) and the
-    paths they name — a bad value is one line naming the variable, never a traceback (unless
-    `--debug`; `flowmem.cli_errors`) — and, for a command that runs until stopped, limit
-    glibc's malloc arenas."""
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
-
-    from flowmem.cli_errors import path_problems, settings_error_line
-
-    global _debug
-    _debug = debug
-    if ctx.invoked_subcommand in SERVERS:
-        from flowmem.cli_runtime import limit_malloc_arenas
-
-        limit_malloc_arenas()
-
-    from flowmem.settings import Settings
-
-    try:
-        settings = Settings()
-    except (ValidationError, SettingsError) as e:
-        raise fail(settings_error_line(e)) from None
-    if problem := path_problems(settings):
-        raise fail(problem)
 
 
 def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
@@ -128,6 +123,14 @@ def open_existing(settings: Settings) -> Store:
         hint = f" (did you mean {parent / near[0]}?)" if near else ""
         raise fail(f"no store at {db}{hint}: create one with `flowmem ingest FILE.jsonl`, or set FLOWMEM_DB")
     return store_from(settings)
+
+
+def configured_store() -> Store:
+    """The store the FLOWMEM_* settings name, for a command that reads it (never created by
+    reading: `open_existing`)."""
+    from flowmem.settings import Settings
+
+    return open_existing(Settings())
 
 
 def require_namespace(store: Any, namespace: str) -> None:

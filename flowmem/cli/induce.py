@@ -1,0 +1,69 @@
+"""The `flowmem induce` command: induce workflows from the namespace's trajectories, as one
+tagged run (demonstrations first with `--from`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, print_json
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import ingest_files
+from flowmem.settings import Settings
+
+__all__ = ["induce"]
+
+
+def induce(
+    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    every: Annotated[
+        bool, typer.Option("--all", help="Re-induce every cluster, not only changed ones.")
+    ] = False,
+    demos: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="Demonstrations (JSONL, optionally gzipped) to store first: offline."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Induce workflows from the namespace's trajectories; commit new versions as one tagged run.
+
+    Only clusters whose runs changed since the last run are induced; with nothing new, nothing
+    is done. `--from FILE` first stores FILE's runs as demonstrations: workflows induced from
+    them alone are `offline`, and later online runs add versions to the same workflows."""
+    from flowmem.jobs.induce import induce as induce_job
+
+    settings = Settings()
+    store = store_from(settings)
+    inducer_ = inducer_or_fail(inducer, settings)  # a bad --inducer fails before anything is stored
+    if demos:
+        missing = [str(p) for p in demos if not p.is_file()]
+        if missing:
+            raise fail(f"no such file: {', '.join(missing)}")
+        stored = ingest_files(demos, store, settings, demonstrations=True)
+        if not as_json:
+            typer.echo(f"demonstrations: {stored.summary()}", err=True)
+    report = induce_job(store, settings, inducer_, namespace=settings.namespace, force=every)
+    s = report.summary()
+    if as_json:
+        print_json(s)
+    elif s["skipped"]:
+        typer.echo(f"nothing new since run {s['tag']}: {s['trajectories']} trajectories, no run made")
+    else:
+        rejected = sum(s["llm_rejected"].values())
+        usage = f" ({s['llm_retries']} retries, {rejected} rejected outputs)" if inducer == "llm" else ""
+        typer.echo(
+            f"run {s['run']}: {s['new_trajectories']} new of {s['trajectories']} trajectories, "
+            f"{s['clusters_changed']} of {s['clusters']} clusters induced, "
+            f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
+            f"{s['pitfall_notes']} pitfall notes, "
+            f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
+        )
+        if s["retired"]:
+            shown = ", ".join(s["retired"][:10]) + (", ..." if len(s["retired"]) > 10 else "")
+            typer.echo(f"retired {len(s['retired'])} workflows no longer induced: {shown}")
+    failed = s["failed_clusters"]
+    if failed and len(failed) == s["clusters_changed"]:  # nothing could be induced: not a success
+        first = next(iter(failed.values()))
+        raise fail(f"every cluster to induce failed ({len(failed)}), e.g. {first}", 1)
