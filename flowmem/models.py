@@ -9,17 +9,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 __all__ = [
     "DEMONSTRATION",
+    "RUN_STATE_VERSION",
     "PROCEDURE",
     "NAMESPACE_PATTERN",
     "InductionRun",
+    "Fit",
+    "FrozenMemberships",
     "Provenance",
+    "Retirement",
+    "RunState",
     "Step",
     "Trajectory",
     "UsageStats",
@@ -291,6 +297,112 @@ class Workflow(_Frozen):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+RUN_STATE_VERSION: Literal[1] = 1
+"""The version of `RunState` this flowmem writes (stored in it as `version`)."""
+
+FrozenMemberships = dict[str, dict[int, frozenset[str]]]
+"""Agent -> stable cluster id -> the task keys (`induction.drafts.task_key`) in it."""
+
+
+class Fit(_Frozen):
+    """What a run keeps of the fit its clusters come from, for the next run to judge new
+    tasks against (a refit makes a new one; placing tasks keeps it)."""
+
+    trajectories: int
+    """Trajectories in the namespace when the clusters were fitted."""
+    texts: int
+    """Distinct task texts the fit clustered (noise included)."""
+    agents: tuple[str, ...]
+    """The agents it clustered, sorted."""
+    settings: str
+    """The clustering settings it used (`jobs.incremental.settings_signature`)."""
+
+
+class Retirement(NamedTuple):
+    """A version a run retired, with the status a rollback of the run gives it back."""
+
+    workflow_id: str
+    version: int
+    old: Literal["candidate", "active", "deprecated", "retired"]
+
+
+class RunState(_Frozen):
+    """What an induction run leaves for the next one of its namespace: every field the next
+    run reads. Stored as JSON through `to_stored` / `from_stored` (the one codec), which also
+    reads the untyped dict runs kept before this model (schema version 3 and earlier)."""
+
+    version: int = RUN_STATE_VERSION
+    """The version of this model the state was written with."""
+    fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Cluster key -> a hash of its runs when it was last induced successfully (a cluster
+    that failed or has none is induced again)."""
+    sizes: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    """Cluster key -> its (successes, failures) when it was last induced."""
+    failed: tuple[str, ...] = ()
+    """The clusters whose induction failed (induced again by the next run)."""
+    clusters: FrozenMemberships | None = None
+    """The memberships the last fit made (None: the run kept none)."""
+    placed: FrozenMemberships | None = None
+    """The task keys placed in the fitted clusters since (and noise texts no fit clustered);
+    None: the run kept none."""
+    fit: Fit | None = None
+    """The fit the clusters come from (None: the run kept none, so the next one refits)."""
+    refit: str | None = None
+    """Why the run fitted the clusters again (None: it placed the new tasks)."""
+    subroutines: tuple[str, ...] = ()
+    """The sub-routines' cluster keys, sorted (cut at a fit, kept until the next one)."""
+    retired: tuple[Retirement, ...] = ()
+    """The versions the run retired, so a rollback of it serves them again."""
+
+    @field_serializer("clusters", "placed")
+    def _sorted(self, value: FrozenMemberships | None) -> dict[str, dict[int, list[str]]] | None:
+        if value is None:
+            return None
+        return {
+            agent: {cid: sorted(keys) for cid, keys in sorted(ids.items())} for agent, ids in value.items()
+        }
+
+    def to_stored(self) -> str:
+        """The JSON text a run row keeps (`from_stored` reads it back)."""
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_stored(cls, raw: str | Mapping[str, Any] | None) -> RunState:
+        """The state a run row keeps: JSON text or its parsed form, typed (`version`) or the
+        untyped dict of schema version 3 and earlier, whose absent keys take their defaults."""
+        data = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+        if "version" not in data:
+            return cls.model_validate(_untyped(data))
+        if data["version"] > RUN_STATE_VERSION:
+            raise ValueError(f"run state version {data['version']} is newer than {RUN_STATE_VERSION}")
+        return cls.model_validate(data)
+
+
+_UNTYPED_KEYS = (
+    "fingerprints",
+    "sizes",
+    "failed",
+    "clusters",
+    "placed",
+    "fit",
+    "refit",
+    "subroutines",
+    "retired",
+)
+
+
+def _untyped(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A `RunState`'s fields from the dict runs kept before it was typed. A run that kept no
+    memberships (not a dict) or no sizes kept no usable fit either: its next run refits."""
+    out = {key: data[key] for key in _UNTYPED_KEYS if key in data}
+    for key in ("clusters", "placed", "fit"):
+        if not isinstance(out.get(key), dict):
+            out.pop(key, None)
+    if "sizes" not in data:
+        out.pop("fit", None)
+    return out
+
+
 class InductionRun(_Frozen):
     """One induction run (or a rollback), committed to the store as a tagged version."""
 
@@ -316,5 +428,5 @@ class InductionRun(_Frozen):
     """For a rollback: the run it undid."""
     note: str | None = None
     """Free text, e.g. why a rollback was made."""
-    state: dict[str, Any] = Field(default_factory=dict)
-    """What the next run starts from (cluster fingerprints, clusters that failed)."""
+    state: RunState = Field(default_factory=lambda: RunState())
+    """What the next run starts from (`RunState`)."""

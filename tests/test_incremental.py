@@ -11,11 +11,12 @@ import pytest
 from flowmem.induction.assign import material, nearest_labels
 from flowmem.induction.base import cluster_key
 from flowmem.induction.drafts import InductionResult, task_key
+from flowmem.induction.increment import Memberships, thaw
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.incremental import Memberships, assign_run, memberships_of, merge_with_current
+from flowmem.jobs.incremental import assign_run, merge_with_current
 from flowmem.jobs.induce import RunReport, induce, prepare_run
-from flowmem.models import Trajectory
+from flowmem.models import RunState, Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
@@ -88,7 +89,7 @@ def test_the_clusters_it_induces_are_built_as_a_refit_builds_them(settings: Sett
         store, settings, last.state, namespace=settings.namespace, pending=set(), min_change=0
     )
     assert not isinstance(placed, str) and len(placed.clusters) > 5
-    fitted = memberships_of(last.state, "clusters") or {}
+    fitted = thaw(last.state.clusters) or {}
     everything = store.list_trajectories(limit=None)  # the order plan_clusters sees them in
     full = LiteralIndex.build(everything, max_share=settings.literal_share)
     for c in placed.clusters:
@@ -121,7 +122,7 @@ def test_a_few_runs_of_a_big_cluster_wait_until_they_are_worth_inducing(
     assert waiting.versions == [] and waiting.summary()["clusters_deferred"] == 1
     first, recorded = store.list_runs()
     assert recorded.id == waiting.run.id and recorded.counts["new_trajectories"] == 1
-    assert recorded.state["fingerprints"][fwd.id] == first.state["fingerprints"][fwd.id]  # still owed
+    assert recorded.state.fingerprints[fwd.id] == first.state.fingerprints[fwd.id]  # still owed
     store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in (246, 252)])
     now = _induce(store, settings)
     [cluster] = now.plan.changed
@@ -164,12 +165,13 @@ def test_a_material_change_refits_and_says_why(
     report = _induce(store, settings, force=force)
     assert report.plan.refit is not None and reason in report.plan.refit
     assert report.summary()["refit"] == report.plan.refit
-    assert report.run.state["refit"] == report.plan.refit
+    assert report.run.state.refit == report.plan.refit
 
 
 def test_a_store_whose_last_run_kept_no_placements_is_refit(settings: Settings, store: Store) -> None:
     store.add_trajectories([forward(i) for i in range(6)])
-    why = assign_run(store, settings, {"clusters": {}}, namespace=settings.namespace, pending=set())
+    state = RunState.from_stored({"clusters": {}})
+    why = assign_run(store, settings, state, namespace=settings.namespace, pending=set())
     assert why == "the last run kept no clustering to place new tasks in"
 
 

@@ -210,14 +210,14 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
         w.id for w in first.versions if w.kind == "subroutine" and w.name.startswith("return_order")
     )
     assert first.plan.refit == "the first run" and returns in subs
-    assert first.run.state["subroutines"] == sorted(subs)
+    assert first.run.state.subroutines == tuple(sorted(subs))
     store.add_trajectories([run(30, ["cancel", "return"])])
     second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert second.plan.refit is None  # placed in the stored clusters, not refit
     # Its cluster was induced again, composed with the kept sub-routines, and came out the
     # same as stored, marks included: no new version (without the marks it would differ).
     assert second.summary()["clusters_changed"] == 1 and not second.versions
-    assert not second.retired and second.run.state["subroutines"] == sorted(subs)
+    assert not second.retired and second.run.state.subroutines == tuple(sorted(subs))
     served = {w.id: w for w in store.list_workflows()}
     assert subs <= served.keys() and all(served[s].status != "retired" for s in subs)
     tasks = [w for w in served.values() if w.kind == "task" and "return_order" in w.actions]

@@ -16,12 +16,19 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
-from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes, workflow_id
-from flowmem.induction.drafts import InductionResult, fingerprint, in_run_order, merge_duplicates, task_key
+from flowmem.induction.assign import MIN_CHANGE
+from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
+from flowmem.induction.drafts import InductionResult, in_run_order, merge_duplicates, task_key
+from flowmem.induction.increment import (
+    REFIT_SHARE,
+    Columns,
+    Memberships,
+    place_new_runs,
+    stored_clustering_unusable,
+)
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
-from flowmem.models import Trajectory, UsageStats, Workflow, now
+from flowmem.models import Fit, RunState, Trajectory, UsageStats, Workflow, now
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -32,17 +39,9 @@ __all__ = [
     "Memberships",
     "assign_run",
     "fit_record",
-    "memberships_of",
     "merge_with_current",
     "previous_clusters",
 ]
-
-REFIT_SHARE = 0.1
-"""The clusters are fitted again once the task texts new since the last fit reach this share of
-those it clustered: only a fit forms, merges or splits clusters."""
-
-Memberships = dict[str, dict[int, set[str]]]
-"""Agent -> stable cluster id -> task keys (`task_key`)."""
 
 _COLUMNS = ["id", "agent", "task", "success", "parent_id", "vector"]
 _LITERAL_COLUMNS = ["id", "agent", "task", "steps"]
@@ -72,22 +71,14 @@ def settings_signature(settings: Settings) -> str:
     return json.dumps([p.__dict__, settings.literal_share, settings.subroutines], sort_keys=True, default=str)
 
 
-def fit_record(settings: Settings, *, trajectories: int, texts: int, agents: Set[str]) -> dict[str, Any]:
+def fit_record(settings: Settings, *, trajectories: int, texts: int, agents: Set[str]) -> Fit:
     """What a run keeps of a fit, for `assign_run` to judge the new runs against."""
-    return {
-        "trajectories": trajectories,
-        "texts": texts,
-        "agents": sorted(agents),
-        "settings": settings_signature(settings),
-    }
-
-
-def memberships_of(state: Mapping[str, Any], name: str) -> Memberships | None:
-    """Memberships a run kept in its state under `name` (None if it kept none)."""
-    found = state.get(name)
-    if not isinstance(found, dict):
-        return None
-    return {agent: {int(cid): set(keys) for cid, keys in ids.items()} for agent, ids in found.items()}
+    return Fit(
+        trajectories=trajectories,
+        texts=texts,
+        agents=tuple(sorted(agents)),
+        settings=settings_signature(settings),
+    )
 
 
 @dataclass(frozen=True)
@@ -113,7 +104,7 @@ def _light(agent: str, task: str, steps: str) -> _Run:
 def assign_run(
     store: Store,
     settings: Settings,
-    state: Mapping[str, Any],
+    state: RunState,
     *,
     namespace: str,
     pending: Set[str],
@@ -121,129 +112,37 @@ def assign_run(
     min_change: float = MIN_CHANGE,
 ) -> Assignment | str:
     """Place the runs new since the last run (`state`) in its clusters; or why the clusters
-    must be fitted again instead. `pending` clusters are induced whatever changed."""
-    fitted, placed, fit = memberships_of(state, "clusters"), memberships_of(state, "placed"), state.get("fit")
-    if fitted is None or placed is None or not isinstance(fit, dict) or "sizes" not in state:
-        return "the last run kept no clustering to place new tasks in"
-    if fit.get("settings") != settings_signature(settings):
-        return "the clustering settings changed"
-    cols = store.trajectory_columns(_COLUMNS, namespace=namespace)
-    keys = {t: task_key(t) for t in set(cols["task"])}
-    where: dict[str, dict[str, int]] = defaultdict(dict)  # agent -> task key -> stable id
-    for source in (fitted, placed):
-        for agent, ids in source.items():
-            for cid, members in ids.items():
-                where[agent].update(dict.fromkeys(members, cid))
-    first = _scan(cols, keys)
-    why = _why_refit(where, first, fit, min_tasks=settings.min_cluster_size, refit_share=refit_share)
-    if why:
+    must be fitted again instead (`increment.place_new_runs` decides; this reads its columns
+    and the clusters it chose). `pending` clusters are induced whatever changed."""
+    signature = settings_signature(settings)
+    why = stored_clustering_unusable(state, signature=signature)
+    if why is not None:
         return why
-    out = Assignment(placed=placed, task_of=dict(zip(cols["id"], cols["task"], strict=True)))
-    _place(cols["vector"], first, where, out.placed)
-    runs: dict[tuple[str, int], list[int]] = defaultdict(list)  # cluster -> its rows, in list order
-    for i, (agent, task) in enumerate(zip(cols["agent"], cols["task"], strict=True)):
-        label = where[agent].get(keys[task])
-        if label is not None:
-            runs[(agent, label)].append(i)
-    chosen = _choose(out, cols, runs, state, pending=pending, min_change=min_change)
-    # Sub-routines, like clusters, are cut at a fit only: kept as they are until the next one.
-    for key in state.get("subroutines", []):
-        out.prints[key] = state.get("fingerprints", {}).get(key, "")
-        out.sizes[key] = tuple(state["sizes"].get(key, (0, 0)))
-    if chosen:
-        out.clusters = _inputs(store, cols, chosen, namespace=namespace, literal_share=settings.literal_share)
+    cols = store.trajectory_columns(_COLUMNS, namespace=namespace)
+    columns = Columns(cols["id"], cols["agent"], cols["task"], cols["success"], cols["vector"])
+    placement = place_new_runs(
+        state,
+        columns,
+        signature=signature,
+        min_tasks=settings.min_cluster_size,
+        pending=pending,
+        refit_share=refit_share,
+        min_change=min_change,
+    )
+    if isinstance(placement, str):
+        return placement
+    out = Assignment(
+        prints=placement.prints,
+        sizes=placement.sizes,
+        placed=placement.placed,
+        deferred=placement.deferred,
+        task_of=dict(zip(cols["id"], cols["task"], strict=True)),
+    )
+    if placement.chosen:
+        out.clusters = _inputs(
+            store, cols, placement.chosen, namespace=namespace, literal_share=settings.literal_share
+        )
     return out
-
-
-def _scan(cols: Mapping[str, Any], keys: Mapping[str, str]) -> dict[str, dict[str, int]]:
-    """Agent -> the key of each of its task texts -> the first row with it."""
-    first: dict[str, dict[str, int]] = defaultdict(dict)
-    for i, (agent, task) in enumerate(zip(cols["agent"], cols["task"], strict=True)):
-        first[agent].setdefault(keys[task], i)
-    return first
-
-
-def _why_refit(
-    where: Mapping[str, Mapping[str, int]],
-    first: Mapping[str, Mapping[str, int]],
-    fit: Mapping[str, Any],
-    *,
-    min_tasks: int,
-    refit_share: float,
-) -> str | None:
-    """Why the new runs change the clustering materially, if they do."""
-    if any(where[a].keys() - first.get(a, {}).keys() for a in where):
-        return "runs the clustering holds are no longer stored"
-    for agent, present in first.items():
-        if present.keys() <= where.get(agent, {}).keys():
-            continue
-        if agent not in fit["agents"]:
-            return f"a new agent, {agent}"
-        if not where.get(agent) and len(present) >= min_tasks:
-            return f"{agent} had too few tasks for a cluster and now has {len(present)}"
-    grown = sum(len(p) for p in first.values()) - fit["texts"]
-    if grown >= refit_share * max(1, fit["texts"]):
-        return (
-            f"{grown} tasks new since the clusters were fitted on {fit['texts']} (at least {refit_share:.0%})"
-        )
-    return None
-
-
-def _place(
-    vectors: Any,
-    first: Mapping[str, Mapping[str, int]],
-    where: dict[str, dict[str, int]],
-    placed: Memberships,
-) -> None:
-    """Put each new task text in the cluster of the stored text nearest to it (`where` and
-    `placed` take it); an agent with no cluster keeps its tasks out, as a fit would."""
-    for agent, rows in sorted(first.items()):
-        known = where.get(agent, {})
-        new = [k for k in rows if k not in known]
-        if not known or not new:
-            continue
-        old = sorted(k for k in rows if k in known)
-        labels = nearest_labels(
-            vectors[[rows[k] for k in old]], [known[k] for k in old], vectors[[rows[k] for k in new]]
-        )
-        for key, cid in zip(new, labels, strict=True):
-            where[agent][key] = cid
-            placed.setdefault(agent, {}).setdefault(cid, set()).add(key)
-
-
-def _choose(
-    out: Assignment,
-    cols: Mapping[str, Any],
-    runs: Mapping[tuple[str, int], list[int]],
-    state: Mapping[str, Any],
-    *,
-    pending: Set[str],
-    min_change: float,
-) -> dict[tuple[str, int], list[int]]:
-    """Fingerprint and count every cluster (into `out`); the clusters to induce: changed
-    materially since their last induction, or pending. The others that changed wait."""
-    ids, success = cols["id"], cols["success"]
-    for (agent, cid), rows in runs.items():
-        outcomes = [(ids[i], bool(success[i])) for i in rows if success[i] is not None]
-        key = workflow_id(agent, cid)
-        out.prints[key] = fingerprint(outcomes)
-        out.sizes[key] = (sum(s for _, s in outcomes), sum(not s for _, s in outcomes))
-    before, sizes = state.get("fingerprints", {}), state["sizes"]
-    chosen: dict[tuple[str, int], list[int]] = {}
-    for agent, cid in sorted(runs):
-        key = workflow_id(agent, cid)
-        if before.get(key) == out.prints[key] and key not in pending:
-            continue
-        if (
-            key in pending
-            or key not in sizes
-            or key not in before
-            or material((sizes[key][0], sizes[key][1]), out.sizes[key], min_change=min_change)
-        ):
-            chosen[(agent, cid)] = runs[(agent, cid)]
-        else:
-            out.deferred.append(key)
-    return chosen
 
 
 def _inputs(

@@ -29,18 +29,17 @@ from flowmem.induction.drafts import (
     plan_clusters,
     plan_versions,
 )
+from flowmem.induction.increment import Memberships, next_state, thaw, to_induce_after_refit
 from flowmem.induction.subroutines import compose_workflows
 from flowmem.jobs.incremental import (
     REFIT_SHARE,
     Assignment,
-    Memberships,
     assign_run,
     fit_record,
-    memberships_of,
     merge_with_current,
     previous_clusters,
 )
-from flowmem.models import InductionRun, Workflow
+from flowmem.models import Fit, InductionRun, Retirement, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
@@ -87,7 +86,7 @@ class RunPlan:
     placed: Memberships = field(default_factory=dict)
     """Agent -> stable cluster id -> the task keys in it that no fit clustered (noise texts,
     and the tasks placed since the fit)."""
-    fit: dict[str, Any] = field(default_factory=dict)
+    fit: Fit | None = None
     """The fit the clusters come from (`incremental.fit_record`)."""
     refit: str | None = None
     """Why the clusters were fitted again; None when the new tasks were placed in the stored
@@ -256,7 +255,7 @@ def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> tup
     The clusters are those whose induction failed in the last run, and those of a version
     deprecated for its own failures since (failures included, so a better workflow can replace
     it); the workflows are those versions' ids."""
-    pending = set(last.state.get("failed", [])) if last else set()
+    pending = set(last.state.failed) if last else set()
     since = last.finished_at if last else None
     logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
     reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
@@ -266,10 +265,10 @@ def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> tup
 
 def _take_assignment(plan: RunPlan, placed: Assignment, last: InductionRun) -> None:
     """Fill `plan` from the new runs' placement into the last run's clusters (no refit)."""
-    plan.clusters = ClusterPlan(placed.clusters, memberships=memberships_of(last.state, "clusters") or {})
+    plan.clusters = ClusterPlan(placed.clusters, memberships=thaw(last.state.clusters) or {})
     plan.changed = list(placed.clusters)
     plan.prints, plan.sizes, plan.placed = placed.prints, placed.sizes, placed.placed
-    plan.fit, plan.deferred, plan.task_of = dict(last.state["fit"]), placed.deferred, placed.task_of
+    plan.fit, plan.deferred, plan.task_of = last.state.fit, placed.deferred, placed.task_of
 
 
 def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str], force: bool) -> None:
@@ -282,10 +281,9 @@ def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str]
         params=settings.cluster_params,
         literal_share=settings.literal_share,
         subroutines=settings.subroutines,
-        previous=(last and memberships_of(last.state, "clusters"))
+        previous=(last and thaw(last.state.clusters))
         or previous_clusters(plan.current.values(), trajectories),
     )
-    before: Mapping[str, str] = last.state.get("fingerprints", {}) if last and not force else {}
     plan.prints = plan.clusters.fingerprints()
     plan.sizes = {c.key: (len(c.successes), len(c.failures)) for c in plan.clusters.clusters}
     plan.placed = plan.clusters.placed
@@ -293,9 +291,8 @@ def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str]
     plan.fit = fit_record(
         settings, trajectories=len(trajectories), texts=texts, agents=set(plan.clusters.clusterings)
     )
-    plan.changed = [
-        c for c in plan.clusters.clusters if before.get(key := c.key) != plan.prints[key] or key in pending
-    ]
+    redo = to_induce_after_refit(plan.prints, last.state if last and not force else None, pending=pending)
+    plan.changed = [c for c in plan.clusters.clusters if c.key in redo]
 
 
 def key_vectors(
@@ -345,34 +342,6 @@ def retirements(
     return out
 
 
-def _as_json(memberships: Memberships) -> dict[str, dict[str, list[str]]]:
-    return {
-        agent: {str(cid): sorted(keys) for cid, keys in ids.items()} for agent, ids in memberships.items()
-    }
-
-
-def _state(plan: RunPlan, failed: Sequence[str]) -> dict[str, Any]:
-    """What the next run starts from: each cluster's fingerprint and counts when it was last
-    induced (a deferred cluster keeps those of before), the failed clusters, the fitted
-    memberships, the placements, the fit, the sub-routines' keys (a fit's, or kept)."""
-    before = plan.last.state if plan.last else {}
-    prints, sizes = dict(plan.prints), {k: list(v) for k, v in plan.sizes.items()}
-    for key in plan.deferred:
-        prints[key], sizes[key] = before["fingerprints"][key], before["sizes"][key]
-    return {
-        "fingerprints": {k: v for k, v in prints.items() if k not in failed},
-        "sizes": sizes,
-        "failed": list(failed),
-        "clusters": _as_json(plan.clusters.memberships),
-        "placed": _as_json(plan.placed),
-        "fit": plan.fit,
-        "refit": plan.refit,
-        "subroutines": sorted(c.key for c in plan.clusters.clusters if c.kind == "subroutine")
-        if plan.refit is not None
-        else list(before.get("subroutines", [])),
-    }
-
-
 def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutcome]) -> RunReport:
     """Version what changed and commit it as the run (nothing is written for a skipped run)."""
     result = assemble(plan.clusters, outcomes)
@@ -406,10 +375,21 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     if plan.refit is None:  # no fit: every cluster, not only those induced
         counts["clusters"] = len(plan.prints)
     counts["clusters_deferred"] = len(plan.deferred)
-    state = _state(plan, failed)
     retired = retirements(store, plan, result, carried=carried)
-    # Kept in the run, so a rollback of it can give the retired versions their status back.
-    state["retired"] = [[t.workflow_id, t.version, t.old] for t in retired]
+    state = next_state(
+        plan.last.state if plan.last else None,
+        prints=plan.prints,
+        sizes=plan.sizes,
+        deferred=plan.deferred,
+        failed=failed,
+        clusters=plan.clusters.memberships,
+        placed=plan.placed,
+        fit=plan.fit,
+        refit=plan.refit,
+        subroutines=[c.key for c in plan.clusters.clusters if c.kind == "subroutine"],
+        # Kept in the run, so a rollback of it can give the retired versions their status back.
+        retired=[Retirement(t.workflow_id, t.version, t.old) for t in retired],
+    )
     counts["retired"] = len({t.workflow_id for t in retired})
     run = plan.run.model_copy(update={"counts": counts, "state": state})
     versions = plan_versions(result.workflows, plan.current, run_id=run.id, revive=plan.revive)

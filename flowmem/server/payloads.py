@@ -77,5 +77,5 @@ def run_payload(r: InductionRun) -> dict[str, Any]:
     memberships) is left out."""
     return {
         **r.model_dump(mode="json", exclude={"state"}),
-        "retired": sorted({str(wid) for wid, _, _ in r.state.get("retired", [])}),
+        "retired": sorted({str(wid) for wid, _, _ in r.state.retired}),
     }

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from flowmem.models import RunState
 from flowmem.storage.errors import StoreError
 from flowmem.storage.lance_ops import retry_conflicts
 
@@ -91,7 +92,29 @@ def _key_shares(db: Any) -> None:
             retry_conflicts(add)
 
 
-STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind, _key_shares)
+def _typed_run_state(db: Any) -> None:
+    """v3 -> v4: every run's `state` is a typed `RunState` (with its `version`): the untyped
+    dict earlier runs kept is rewritten through `RunState.from_stored`, absent keys defaulted
+    (a run that kept no fit leaves its next run to refit, as before)."""
+    if "runs" not in table_names(db):
+        return
+    table = db.open_table("runs")
+
+    def rewrite() -> None:
+        table.checkout_latest()  # a concurrent opener may have rewritten some meanwhile
+        rows = table.to_arrow()
+        old = rows.column("state").to_pylist()
+        new = [RunState.from_stored(raw).to_stored() for raw in old]
+        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+        if changed:
+            rows = rows.set_column(rows.schema.get_field_index("state"), "state", pa.array(new, pa.string()))
+            merge = table.merge_insert(["namespace", "id"]).when_matched_update_all()
+            merge.execute(rows.take(changed))
+
+    retry_conflicts(rewrite)
+
+
+STEPS: Final[tuple[Step, ...]] = (_v0_layout_is_v1, _workflow_kind, _key_shares, _typed_run_state)
 """`STEPS[n]` migrates version n to n + 1, in this order."""
 
 SCHEMA_VERSION: Final = len(STEPS)

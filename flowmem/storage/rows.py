@@ -18,6 +18,7 @@ import pyarrow as pa
 from flowmem.models import (
     InductionRun,
     Provenance,
+    RunState,
     Step,
     Trajectory,
     UsageStats,
@@ -282,7 +283,7 @@ def run_to_row(run: InductionRun) -> dict[str, Any]:
     """The row of one run."""
     row = run.model_dump(exclude={"counts", "state"})
     row["counts"] = _dumps(run.counts)
-    row["state"] = _dumps(run.state)
+    row["state"] = run.state.to_stored()
     return row
 
 
@@ -290,7 +291,7 @@ def run_from_row(row: dict[str, Any]) -> InductionRun:
     """The run of one row."""
     data = dict(row)
     data["counts"] = json.loads(data["counts"])
-    data["state"] = json.loads(data.get("state") or "{}")
+    data["state"] = RunState.from_stored(data.get("state"))
     return InductionRun.model_validate(data)
 
 

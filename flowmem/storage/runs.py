@@ -153,8 +153,8 @@ class RunsMixin(StoreBase):
         self.writes += 1
         # What the run retired is served again, as it was before the run.
         restored = [
-            Transition(str(wid), int(v), "retired", old, f"rollback of run {run_id}", "manual")
-            for wid, v, old in target.state.get("retired", [])
+            Transition(wid, v, "retired", old, f"rollback of run {run_id}", "manual")
+            for wid, v, old in target.state.retired
         ]
         # The lifecycle log is the sibling mixin's: every `Store` has both.
         cast("VersionStateMixin", self).record_transitions(restored, namespace=ns)

@@ -79,11 +79,9 @@ def _rate(successes: int, total: int) -> float | None:
 def memberships(runs: Sequence[InductionRun]) -> dict[Cluster, set[str]]:
     """The task keys of every cluster, as the latest induction run that kept them left them."""
     for run in reversed(runs):
-        clusters = run.state.get("clusters")
-        if run.kind == "induce" and isinstance(clusters, dict):
-            return {
-                (agent, int(cid)): set(keys) for agent, ids in clusters.items() for cid, keys in ids.items()
-            }
+        clusters = run.state.clusters
+        if run.kind == "induce" and clusters is not None:
+            return {(agent, cid): set(keys) for agent, ids in clusters.items() for cid, keys in ids.items()}
     return {}
 
 
