@@ -87,12 +87,23 @@ def freeze(members: Mapping[str, Mapping[int, Iterable[str]]]) -> FrozenMembersh
     return {agent: {cid: frozenset(keys) for cid, keys in ids.items()} for agent, ids in members.items()}
 
 
+_NOT_KEPT = "the last run kept no clustering to place new tasks in"
+
+
+def _kept(state: RunState) -> tuple[FrozenMemberships, FrozenMemberships, Fit] | None:
+    """The fitted memberships, the placements and the fit `state` kept (None: not all)."""
+    if state.clusters is None or state.placed is None or state.fit is None:
+        return None
+    return state.clusters, state.placed, state.fit
+
+
 def stored_clustering_unusable(state: RunState, *, signature: str) -> str | None:
     """Why new tasks cannot be placed in the clustering `state` kept (None: they can);
     `signature` is the clustering settings now (`Fit.settings`)."""
-    if state.clusters is None or state.placed is None or state.fit is None:
-        return "the last run kept no clustering to place new tasks in"
-    if state.fit.settings != signature:
+    kept = _kept(state)
+    if kept is None:
+        return _NOT_KEPT
+    if kept[2].settings != signature:
         return "the clustering settings changed"
     return None
 
@@ -110,16 +121,17 @@ def place_new_runs(
     """Place the runs new since the last run (`state`) in its clusters; or why the clusters
     must be fitted again instead. `pending` clusters are induced whatever changed; an agent
     with no cluster and `min_tasks` task texts is clustered by a refit."""
-    why = stored_clustering_unusable(state, signature=signature)
-    if why is not None or state.clusters is None or state.placed is None or state.fit is None:
-        return why or ""
+    why, kept = stored_clustering_unusable(state, signature=signature), _kept(state)
+    if why is not None or kept is None:
+        return why or _NOT_KEPT
+    fitted, placed_before, fit = kept
     keys = [task_key(t) for t in columns.tasks]
-    where = _where(state.clusters, state.placed)
+    where = _where(fitted, placed_before)
     first = _first_rows(columns.agents, keys)
-    why = _why_refit(where, first, state.fit, min_tasks=min_tasks, refit_share=refit_share)
+    why = _why_refit(where, first, fit, min_tasks=min_tasks, refit_share=refit_share)
     if why:
         return why
-    placed = thaw(state.placed) or {}
+    placed = thaw(placed_before) or {}
     _place(columns.vectors, first, where, placed)
     runs: dict[Cluster, list[int]] = defaultdict(list)  # cluster -> its rows, in column order
     for i, (agent, key) in enumerate(zip(columns.agents, keys, strict=True)):
