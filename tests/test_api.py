@@ -25,10 +25,9 @@ from flowmem.models import InductionRun
 from flowmem.server.api import create_app
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT, make_workflow
-from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
-from tests.test_induction import cancel, forward
-from tests.test_retrieval import induced
+from tests.factories import cancel, forward, induced, make_workflow
+from tests.malformed import BAD_TEMPLATES, LIMITS, encode, generated_malformed
+from tests.processes import READY_LIMIT
 
 TOKEN = "s3cret-Token-do-not-echo-7f3a"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -10,7 +10,7 @@ from flowmem.cli import app
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun
 from flowmem.settings import Settings
-from tests.conftest import WORKBENCH, make_workflow
+from tests.factories import WORKBENCH, cancel, forward, good, make_workflow
 
 runner = CliRunner()
 
@@ -18,25 +18,6 @@ runner = CliRunner()
 def invoke(db: Path, *args: str) -> tuple[int, str]:
     result = runner.invoke(app, list(args), env={"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"})
     return result.exit_code, result.output
-
-
-def good(i: int) -> str:
-    return json.dumps(
-        {
-            "task": f"Send the weekly report to person {i}",
-            "steps": [
-                {"thought": None, "action": "contacts.lookup", "args": {"name": f"p{i}"}, "observation": "x"},
-                {
-                    "thought": "send",
-                    "action": "mail.send",
-                    "args": {"to": f"p{i}@x.test"},
-                    "observation": "sent",
-                },
-            ],
-            "success": i % 3 != 0,
-            "custom_field": i,
-        }
-    )
 
 
 BAD = [
@@ -161,7 +142,6 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     from flowmem.agents import WorkflowMemory
     from flowmem.induction.rule import RuleInducer
     from flowmem.jobs.induce import induce
-    from tests.test_induction import cancel, forward
 
     db = tmp_path / "db"
     settings = Settings(db=str(db), namespace="a")
@@ -196,7 +176,6 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
 
 
 def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_path: Path) -> None:
-    from tests.test_induction import forward
 
     demos = tmp_path / "demos.jsonl"
     demos.write_text("".join(forward(i).model_dump_json() + "\n" for i in range(8)))
@@ -227,7 +206,6 @@ def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_
 def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.test_induction import cancel, forward
 
     db = tmp_path / "db"
     store = store_from(Settings(db=str(db)))

@@ -23,7 +23,7 @@ from flowmem.cli.errors import explain
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
-from tests.test_cli import good
+from tests.factories import good
 
 runner = CliRunner()
 

@@ -25,7 +25,7 @@ from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import READY_LIMIT, foreground
+from tests.processes import READY_LIMIT, foreground
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,10 @@ import pytest
 
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT
-from tests.test_dashboard import EXTRA, SCRIPT_TASK, TOKEN, Seeded, seed
+from tests.factories import DASHBOARD_TOKEN as TOKEN
+from tests.factories import EXTRA, SCRIPT_TASK, Seeded
+from tests.factories import seed_dashboard as seed
+from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"

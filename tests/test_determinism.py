@@ -30,7 +30,7 @@ from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from flowmem.sim.agent import simulate
-from tests.conftest import WORKBENCH
+from tests.factories import WORKBENCH
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU2 = WORKBENCH.parent / "tau2_oracle_trajectories.jsonl.gz"

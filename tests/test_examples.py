@@ -32,8 +32,8 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import World, make_tasks
-from tests.conftest import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 from tests.llm_stub import LLMStub
+from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
 CONTACTS = [c.name for c in World.generate(0).contacts]

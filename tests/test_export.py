@@ -17,7 +17,7 @@ from flowmem.jobs.induce import induce
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import Transition
 from flowmem.settings import Settings
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward
 
 runner = CliRunner()
 

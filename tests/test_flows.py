@@ -21,8 +21,8 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from tests.conftest import READY_LIMIT, WORKBENCH
-from tests.test_induction import forward
+from tests.factories import WORKBENCH, cancel, forward, make_workflow
+from tests.processes import READY_LIMIT
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,6 @@ def test_llm_induction_calls_per_changed_cluster_only(
     settings: Settings, counting: type[CountingInducer]
 ) -> None:
     from flowmem.flows.pipeline import induce
-    from tests.test_induction import cancel
 
     store = store_from(settings)
     store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
@@ -148,8 +147,6 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
                 raise ConnectionError("LLM endpoint unreachable")
             return super().induce(cluster)
 
-    from tests.test_induction import cancel
-
     store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Down())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
@@ -183,7 +180,6 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flowmem.flows import pipeline
-    from tests.test_induction import cancel
 
     store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Rejecting())
@@ -210,7 +206,6 @@ def test_a_crashing_task_is_retried_by_prefect_then_reported(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flowmem.flows import pipeline
-    from tests.test_induction import cancel
 
     built: list[str] = []
 
@@ -292,7 +287,6 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
 
 
 def _one_workflow() -> Workflow:
-    from tests.conftest import make_workflow
 
     return make_workflow()
 

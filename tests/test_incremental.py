@@ -19,8 +19,7 @@ from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import make_workflow
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward, make_workflow
 
 
 def _induce(store: Store, settings: Settings, *, force: bool = False) -> RunReport:

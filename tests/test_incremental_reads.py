@@ -13,8 +13,8 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.induce import RunReport, induce
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import READY_LIMIT
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward
+from tests.processes import READY_LIMIT
 
 _READS = (
     "trajectory_columns",

@@ -17,22 +17,13 @@ from flowmem.models import Trajectory
 from flowmem.providers.openai import OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.factories import cancel, forward, remind
 from tests.llm_stub import LLMStub
-from tests.test_induction import NAMES, cancel, forward, run
 
 TIMEOUT = 0.5
 """The client's timeout per request (`llm_timeout`), in seconds."""
 RETRY_AFTER = 1.0
 """What the stub's 429s ask the client to wait: twice the client's longest first backoff."""
-
-
-def remind(i: int) -> Trajectory:
-    name, day = NAMES[(i + 3) % len(NAMES)], ["monday", "tuesday", "friday", "sunday"][i % 4]
-    steps: list[tuple[str, dict[str, Any], str | None]] = [
-        ("tasks.create", {"title": f"Call {name}", "due": day}, None),
-        ("tasks.set_reminder", {"task_id": f"t{i}", "minutes_before": 30}, None),
-    ]
-    return run(f"Remind me to call {name} on {day}", steps, True, id=f"remind-{i}")
 
 
 def corpus() -> list[Trajectory]:

@@ -19,7 +19,8 @@ from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT, make_workflow
+from tests.factories import make_workflow
+from tests.processes import READY_LIMIT
 
 
 def record(i: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from flowmem.models import Trajectory, Workflow, placeholders_in
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 
 def test_placeholders_found_in_nested_args_in_order() -> None:

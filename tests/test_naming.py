@@ -16,7 +16,7 @@ from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
-from tests.conftest import WORKBENCH
+from tests.factories import WORKBENCH
 
 
 def flow(wid: str, *calls: tuple[str, dict[str, str]], agent: str = "agent", **kw: object) -> Workflow:

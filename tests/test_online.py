@@ -11,8 +11,7 @@ from flowmem.jobs.learn import learn
 from flowmem.models import InductionRun, Trajectory, UsageStats, WorkflowRef
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import make_workflow
-from tests.test_induction import forward
+from tests.factories import forward, make_workflow
 
 TASK = "Forward the latest email about 'Q3 numbers' to olga"
 

@@ -20,16 +20,7 @@ from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
-from flowmem.storage import Store
-from tests.conftest import WORKBENCH, make_workflow
-from tests.test_induction import cancel, forward, run
-
-
-def induced(settings: Settings) -> Store:
-    store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
-    return store
+from tests.factories import WORKBENCH, forward, induced, make_workflow, run
 
 
 def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> None:

@@ -8,7 +8,7 @@ from flowmem.jobs.induce import induce, previous_clusters
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward
 
 
 def test_runs_version_only_what_changed_and_keep_cluster_ids(settings: Settings, store: Store) -> None:

@@ -7,7 +7,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, StoreError, VersionConflictError
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 
 def traj(i: int, namespace: str = "default", **kw: object) -> Trajectory:
