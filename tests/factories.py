@@ -131,7 +131,7 @@ def remind(i: int) -> Trajectory:
 
 def induced(settings: Settings) -> Store:
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     induce(store, settings, RuleInducer(), namespace=settings.namespace)
     return store
 

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun
 from flowmem.settings import Settings
 from tests.factories import WORKBENCH, cancel, forward, good, make_workflow
@@ -147,7 +148,7 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     settings = Settings(db=str(db), namespace="a")
     store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
-    store.add_trajectories([t.model_copy(update={"namespace": "a"}) for t in runs])
+    store_trajectories(store, [t.model_copy(update={"namespace": "a"}) for t in runs], settings.scrub)
     induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [wid, *_] = [w.id for w in store.list_workflows(namespace="a")]
 
@@ -194,7 +195,7 @@ def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_
         run = forward(i).model_copy(update={"id": f"online-{i}"})
         read = run.steps[0].model_copy(update={"action": "mail.read", "args": {"email_id": f"e{i}"}})
         online.append(run.model_copy(update={"steps": [run.steps[0], read, *run.steps[1:]]}))
-    store.add_trajectories(online)
+    store_trajectories(store, online, store.settings.scrub)
     code, output = invoke(db, "induce")
     assert code == 0, output
     [v2] = [w for w in store.history(offline.id) if w.version == 2]
@@ -209,7 +210,9 @@ def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fail
 
     db = tmp_path / "db"
     store = store_from(Settings(db=str(db)))
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], store.settings.scrub
+    )
     code, output = invoke(db, "induce", "--json")
     first = json.loads(output)
     assert code == 0 and first["versions_created"] == 2

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Provenance
 from flowmem.server.api import create_app
 from flowmem.server.dashboard.security import SESSION_COOKIE
@@ -228,14 +229,14 @@ def test_new_runs_alone_rebuild_the_home_rows_at_most_every_max_age(
     monkeypatch.setattr(views, "workflow_rows", lambda s, n: reads.append(n) or real(s, n))
     cache = views.HomeCache(store)
     cache.rows(ns)
-    store.add_trajectories([forward(100)])  # an agent's run: the home rows stay
+    store_trajectories(store, [forward(100)], settings.scrub)  # an agent's run: the home rows stay
     cache.rows(ns)
     assert len(reads) == 1
     store.put_workflow(make_workflow("brand-new"))  # a new version: rebuilt at once
     assert "brand-new" in {r.id for r in cache.rows(ns)} and len(reads) == 2
     eager = views.HomeCache(store, runs_max_age=0)
     eager.rows(ns)
-    store.add_trajectories([forward(101)])
+    store_trajectories(store, [forward(101)], settings.scrub)
     eager.rows(ns)
     assert len(reads) == 4
 

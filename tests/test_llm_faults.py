@@ -13,6 +13,7 @@ import pytest
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.induction.llm import LLMInducer
 from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.providers.openai import OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
@@ -75,7 +76,7 @@ def figures(report: RunReport) -> dict[str, Any]:
 def test_faults_are_retried_or_rejected_counted_and_never_replace_served_versions(
     settings: Settings, store: Store, stub: LLMStub, llm: OpenAILLM
 ) -> None:
-    store.add_trajectories(corpus())
+    store_trajectories(store, corpus(), settings.scrub)
     inducer = LLMInducer(llm)
 
     # Run 1. Cluster by cluster (c0 cancel, c1 forward, c2 remind), the stub answers:

@@ -16,6 +16,7 @@ from flowmem.cli import app
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
 from flowmem.server.api import create_app
@@ -83,7 +84,7 @@ def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_fir
     )
     again = forward(0).model_copy(update={"id": "fwd-0-again"})
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [again, other])
+    store_trajectories(store, [forward(i) for i in range(8)] + [again, other], settings.scrub)
     induce(store, settings, RuleInducer(), namespace=settings.namespace)
     with WorkflowMemory.open(settings) as memory:
         first, second = memory.search(forward(0).task, k=2)
@@ -177,7 +178,7 @@ def test_a_commit_through_the_same_store_is_served_at_once_another_processs_afte
     from flowmem.agents.retrieval import ServedIndex
 
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)])
+    store_trajectories(store, [forward(i) for i in range(8)], settings.scrub)
     index = ServedIndex(store, settings.namespace, check_every=3600)
     task = "Forward the latest email about 'roadmap' to zed"
     assert index.search(task) == []
