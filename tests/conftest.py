@@ -218,9 +218,9 @@ def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
             )
         stash[_LAST_USE] = {}
         for name in STOP_AFTER_LAST_USE:
-            users = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
-            if users:
-                stash[_LAST_USE][name] = users[-1]
+            using = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
+            if using:
+                stash[_LAST_USE][name] = using[-1]
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)

@@ -345,7 +345,8 @@ def generated_malformed() -> dict[str, list[bytes]]:
     send the same lines through HTTP)."""
     made: dict[str, list[bytes]] = {}
     for name, strategy, examples, _ in MALFORMED:
-        made[name] = lines = []
+        lines: list[bytes] = []
+        made[name] = lines
         run_examples(strategy, examples, lines.append)
     return made
 

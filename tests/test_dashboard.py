@@ -226,7 +226,12 @@ def test_new_runs_alone_rebuild_the_home_rows_at_most_every_max_age(
     ns = settings.namespace
     reads: list[str] = []
     real = views.workflow_rows
-    monkeypatch.setattr(views, "workflow_rows", lambda s, n: reads.append(n) or real(s, n))
+
+    def recording(s: Store, n: str) -> Any:
+        reads.append(n)
+        return real(s, n)
+
+    monkeypatch.setattr(views, "workflow_rows", recording)
     cache = views.HomeCache(store)
     cache.rows(ns)
     store_trajectories(store, [forward(100)], settings.scrub)  # an agent's run: the home rows stay

@@ -85,11 +85,21 @@ class Watched:
     """A page with every console error, page error and failed request it saw."""
 
     def __init__(self, page: Any, base: str) -> None:
-        self.page, self.base, self.problems = page, base, []
-        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        self.page, self.base = page, base
+        self.problems: list[str] = []
+
+        def console(m: Any) -> None:
+            if m.type == "error":
+                self.problems.append(f"console: {m.text}")
+
+        def response(r: Any) -> None:
+            if r.status >= 400:
+                self.problems.append(f"HTTP {r.status}: {r.url}")
+
+        page.on("console", console)
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+        page.on("response", response)
 
     def visit(self, path: str, shot: str) -> Any:
         response = self.page.goto(self.base + path)

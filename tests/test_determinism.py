@@ -71,6 +71,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     (True), test (False) or neither (None)."""
     from unittest import mock
 
+    from flowmem.induction import drafts
     from flowmem.jobs import evaluate as evaluating
     from flowmem.settings import Settings
 
@@ -78,7 +79,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = evaluating.induce
+    real = drafts.induce
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))
@@ -262,7 +263,7 @@ def test_a_task_shared_by_two_workflows_ranks_them_by_position_whatever_the_blas
         order = [i for i, _ in ExampleIndex(vectors, np.arange(n), n).search(query, n)]
         assert order.index(min(twins)) < order.index(max(twins))
     assert checked > 30
-    assert snap_cosines(np.float32([0.1])).tolist() == [round(0.1 * 2**16) / 2**16]
+    assert snap_cosines(np.array([0.1], dtype=np.float32)).tolist() == [round(0.1 * 2**16) / 2**16]
 
 
 if __name__ == "__main__":

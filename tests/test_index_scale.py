@@ -139,7 +139,7 @@ def test_served_lists_the_same_versions_with_live_stats_and_status(settings: Set
 
 
 def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> None:
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
     from flowmem.agents.ranking import _ONE_BLAS_THREAD
 

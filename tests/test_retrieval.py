@@ -34,6 +34,7 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         unbounded = {"relevance_gap": None, "relevance_ratio": None}
         with WorkflowMemory.open(settings.model_copy(update=unbounded)) as padded:
             both = padded.search("Forward the latest email about 'roadmap' to zed")
+        assert settings.relevance_gap is not None
         assert len(both) == 2 and both[0].score - both[1].score > settings.relevance_gap
         assert (
             memory.search("Cancel my next meeting with zed", k=1)[0].workflow.actions[-1]
