@@ -52,6 +52,7 @@ def _docs_check() -> Any:
     return _module()
 
 
+@pytest.mark.slow
 def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
     result = CliRunner().invoke(app, ["demo", "--json", "--engine", "direct", "--workdir", str(tmp_path)])

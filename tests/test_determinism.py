@@ -137,6 +137,7 @@ def _differences(reference: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.skipif(not (WORKBENCH.exists() and TAU2.exists()), reason="needs ../shared/data")
+@pytest.mark.slow
 def test_the_shared_sets_induce_and_score_the_same_under_every_cpu_kernel_and_hash_seed() -> None:
     variants = _variants()
     children = {}

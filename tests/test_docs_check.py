@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 
 
+@pytest.mark.slow
 @NEEDS_DATA
 def test_readme_figures_hold_and_an_edited_one_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: subprocess.Popen[str] | None
@@ -98,6 +99,7 @@ def _demo_report_from(text: str) -> dict[str, Any]:
     return {"by_round": {r["round"]: r for r in rounds}, "late": late}
 
 
+@pytest.mark.slow
 def test_every_checked_figure_of_readme_edited_alone_fails(
     tmp_path: Path, docs_eval: subprocess.Popen[str] | None
 ) -> None:

@@ -25,7 +25,8 @@ from flowmem.sim import simulate
 from tests.factories import WORKBENCH, cancel, forward, make_workflow
 from tests.processes import READY_LIMIT
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+# End to end: Prefect flows on the harness's server, deployments, `flowmem serve`.
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -326,7 +327,6 @@ def test_prefect_yaml_declares_the_served_deployments() -> None:
         assert entry["work_pool"]["name"] == "flowmem-pool"
 
 
-@pytest.mark.slow
 def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     settings = Settings(db=str(tmp_path / "db"))
     runs = simulate(10, seed=6)
@@ -357,7 +357,6 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert "flowmem serve stopped" in output
 
 
-@pytest.mark.slow
 def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
     """`prefect deploy --all` from the repo root, against the test server, with a process pool."""
     from prefect.settings import PREFECT_API_URL
