@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import socket
@@ -16,13 +15,12 @@ from typing import Any
 import pytest
 
 from flowmem.jobs.factories import store_from
-from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.factories import WORKBENCH
+from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background
 
 os.environ.setdefault("LANCEDB_LOG", "error")
-
-WORKBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "workbench_trajectories.jsonl.gz"
 
 
 @pytest.fixture
@@ -36,34 +34,6 @@ def store(settings: Settings) -> Store:
     """A fresh, empty store."""
     return store_from(settings)
 
-
-def make_workflow(
-    wid: str = "forward_latest", version: int = 1, *, steps: int = 2, namespace: str = "default", **kw: object
-) -> Workflow:
-    """A small workflow whose steps vary with `steps` so versions differ."""
-    base = [
-        WorkflowStep(action="mail.search", args={"query": "{subject}"}),
-        WorkflowStep(action="contacts.lookup", args={"name": "{recipient}"}),
-        WorkflowStep(action="mail.forward", args={"email_id": "{email_id}", "to": "{recipient_email}"}),
-        WorkflowStep(action="mail.read", args={"email_id": "{email_id}"}),
-    ]
-    return Workflow.model_validate(
-        {
-            "id": wid,
-            "version": version,
-            "parent_version": version - 1 if version > 1 else None,
-            "name": wid,
-            "description": "Forward the newest email on a subject to a colleague.",
-            "steps": base[:steps],
-            "parameters": {"subject": "the email's subject", "recipient": "who gets it"},
-            "namespace": namespace,
-            **kw,
-        }
-    )
-
-
-BACKGROUND_NICENESS = 10
-"""The niceness of work started ahead of the test that checks it (see `background`)."""
 
 AHEAD = {
     "concurrency_writers": 70,
@@ -81,12 +51,6 @@ servers are not (the tests talk to them)."""
 
 _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
-
-
-READY_LIMIT = 900.0
-"""Seconds a test waits at most for a server or process that should become ready: a bound for
-one that never will, not a speed budget (a start takes ~10 s on 2 idle cores, a minute or
-more on loaded ones)."""
 
 
 class HarnessServer:
@@ -254,9 +218,9 @@ def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
             )
         stash[_LAST_USE] = {}
         for name in STOP_AFTER_LAST_USE:
-            users = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
-            if users:
-                stash[_LAST_USE][name] = users[-1]
+            using = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
+            if using:
+                stash[_LAST_USE][name] = using[-1]
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)
@@ -332,36 +296,6 @@ def bench_run(
     if process.poll() is None:
         process.kill()
         process.communicate()
-
-
-def background(pid: int, niceness: int = BACKGROUND_NICENESS) -> None:
-    """Lower the priority of a process started for later (and of what it starts from now on):
-    it then takes the CPU pytest and the running test's own processes leave idle, instead of
-    slowing them down. It still gets a whole core while a test waits for it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.setpriority(os.PRIO_PROCESS, pid, niceness)
-
-
-def foreground(pid: int) -> None:
-    """Undo `background` for a process (each of its threads) that a test now works with, where
-    the system allows it (raising a priority may need CAP_SYS_NICE; else it stays as it is)."""
-    with contextlib.suppress(FileNotFoundError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.setpriority(os.PRIO_PROCESS, int(tid), 0)
-
-
-def foreground_tree(pid: int) -> None:
-    """`foreground` for a process and every process it has started: a test that now waits for
-    work started in the background gives it back its share of the CPU (beside busy processes
-    of normal priority, a niced one gets a few percent of a core and would take many times as
-    long)."""
-    with contextlib.suppress(FileNotFoundError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(FileNotFoundError):
-                for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
-                    foreground_tree(int(child))
-    foreground(pid)
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:

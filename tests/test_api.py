@@ -21,14 +21,14 @@ from fastapi.testclient import TestClient
 
 from flowmem.interchange import RecordError, loads, parse_line
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun
 from flowmem.server.api import create_app
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT, make_workflow
-from tests.test_bad_input import BAD_TEMPLATES, LIMITS, encode, generated_malformed
-from tests.test_induction import cancel, forward
-from tests.test_retrieval import induced
+from tests.factories import cancel, forward, induced, make_workflow
+from tests.malformed import BAD_TEMPLATES, LIMITS, encode, generated_malformed
+from tests.processes import READY_LIMIT
 
 TOKEN = "s3cret-Token-do-not-echo-7f3a"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -168,8 +168,10 @@ def test_reporting_an_outcome(settings: Settings) -> None:
 
 def test_a_namespace_never_sees_another_ones_workflows(settings: Settings) -> None:
     store = induced(settings)  # namespace "default"
-    store.add_trajectories(
-        [forward(i).model_copy(update={"namespace": "b", "id": f"b{i}"}) for i in range(2)]
+    store_trajectories(
+        store,
+        [forward(i).model_copy(update={"namespace": "b", "id": f"b{i}"}) for i in range(2)],
+        settings.scrub,
     )
     api_b = client(with_(settings, namespace="b"))
     assert api_b.get("/health").json()["namespace"] == "b"
@@ -421,7 +423,7 @@ def test_status_changes_are_logged_with_who_and_why(settings: Settings) -> None:
 
 def test_induction_on_demand_one_at_a_time(settings: Settings) -> None:
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     api = client(settings)
     assert api.post("/v1/induction/runs").status_code == 401
     assert TestClient(create_app(settings)).post("/v1/induction/runs").status_code == 403

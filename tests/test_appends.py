@@ -14,7 +14,7 @@ import pytest
 from flowmem.jobs.factories import store_from
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
-from flowmem.storage import Store, appends
+from flowmem.storage import Store, appends, lance_ops
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
     told = [0] * len(stores)
     looked = threading.Barrier(len(stores))
     first = threading.local()
-    retry = appends.retry_conflicts
+    retry = lance_ops.retry_conflicts
 
     def append_when_all_looked(call: Callable[[], T]) -> T:
         if not getattr(first, "done", False):  # a writer's first call is its first append

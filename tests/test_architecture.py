@@ -23,7 +23,7 @@ from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "flowmem"

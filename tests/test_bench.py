@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import READY_LIMIT, foreground_tree
+from tests.processes import READY_LIMIT, foreground_tree
 
 KEYS = [
     "hook_step_us_median",

@@ -8,9 +8,10 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun
 from flowmem.settings import Settings
-from tests.conftest import WORKBENCH, make_workflow
+from tests.factories import WORKBENCH, cancel, forward, good, make_workflow
 
 runner = CliRunner()
 
@@ -18,25 +19,6 @@ runner = CliRunner()
 def invoke(db: Path, *args: str) -> tuple[int, str]:
     result = runner.invoke(app, list(args), env={"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"})
     return result.exit_code, result.output
-
-
-def good(i: int) -> str:
-    return json.dumps(
-        {
-            "task": f"Send the weekly report to person {i}",
-            "steps": [
-                {"thought": None, "action": "contacts.lookup", "args": {"name": f"p{i}"}, "observation": "x"},
-                {
-                    "thought": "send",
-                    "action": "mail.send",
-                    "args": {"to": f"p{i}@x.test"},
-                    "observation": "sent",
-                },
-            ],
-            "success": i % 3 != 0,
-            "custom_field": i,
-        }
-    )
 
 
 BAD = [
@@ -161,13 +143,12 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     from flowmem.agents import WorkflowMemory
     from flowmem.induction.rule import RuleInducer
     from flowmem.jobs.induce import induce
-    from tests.test_induction import cancel, forward
 
     db = tmp_path / "db"
     settings = Settings(db=str(db), namespace="a")
     store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
-    store.add_trajectories([t.model_copy(update={"namespace": "a"}) for t in runs])
+    store_trajectories(store, [t.model_copy(update={"namespace": "a"}) for t in runs], settings.scrub)
     induce(store, settings, RuleInducer(), namespace=settings.namespace)
     [wid, *_] = [w.id for w in store.list_workflows(namespace="a")]
 
@@ -196,7 +177,6 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
 
 
 def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_path: Path) -> None:
-    from tests.test_induction import forward
 
     demos = tmp_path / "demos.jsonl"
     demos.write_text("".join(forward(i).model_dump_json() + "\n" for i in range(8)))
@@ -215,7 +195,7 @@ def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_
         run = forward(i).model_copy(update={"id": f"online-{i}"})
         read = run.steps[0].model_copy(update={"action": "mail.read", "args": {"email_id": f"e{i}"}})
         online.append(run.model_copy(update={"steps": [run.steps[0], read, *run.steps[1:]]}))
-    store.add_trajectories(online)
+    store_trajectories(store, online, store.settings.scrub)
     code, output = invoke(db, "induce")
     assert code == 0, output
     [v2] = [w for w in store.history(offline.id) if w.version == 2]
@@ -227,11 +207,12 @@ def test_induce_from_demonstrations_is_offline_and_online_runs_add_versions(tmp_
 def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.test_induction import cancel, forward
 
     db = tmp_path / "db"
     store = store_from(Settings(db=str(db)))
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], store.settings.scrub
+    )
     code, output = invoke(db, "induce", "--json")
     first = json.loads(output)
     assert code == 0 and first["versions_created"] == 2

@@ -23,7 +23,7 @@ from flowmem.cli.errors import explain
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
-from tests.test_cli import good
+from tests.factories import good
 
 runner = CliRunner()
 
@@ -254,7 +254,7 @@ def _corrupt_deflate(path: Path) -> None:
 
 
 MISTAKES: list[
-    tuple[str, tuple[str, ...], dict[str, str], Callable[[Path], None] | None, tuple[str, ...]]
+    tuple[str, tuple[str, ...], dict[str, str], Callable[[Path], object] | None, tuple[str, ...]]
 ] = [
     # (case, args, env, setup in the working directory, what the line must name)
     (
@@ -323,7 +323,7 @@ def test_a_user_mistake_is_one_line(
     tmp_path: Path,
     args: tuple[str, ...],
     env: dict[str, str],
-    setup: Callable[[Path], None] | None,
+    setup: Callable[[Path], object] | None,
     names: tuple[str, ...],
 ) -> None:
     if setup is not None:
@@ -441,7 +441,8 @@ def test_every_setting_with_a_bad_value_is_one_line_naming_its_variable(tmp_path
 def test_a_free_form_setting_takes_any_string(field: str) -> None:
     annotation = Settings.model_fields[field].annotation
     assert {str, SecretStr} & {annotation, *typing.get_args(annotation)}
-    assert Settings(**{field: "any thing: 1, [2]"}) is not None
+    value: dict[str, Any] = {field: "any thing: 1, [2]"}
+    assert Settings(**value) is not None
 
 
 # -- the same mistakes through the library ---------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 
 def traj(i: int) -> Trajectory:

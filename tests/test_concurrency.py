@@ -22,10 +22,11 @@ import pytest
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import READY_LIMIT, foreground
+from tests.processes import READY_LIMIT, foreground
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -316,11 +317,11 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
     settings = Settings(db=db)
     store = store_from(settings)
     seeds = iter(range(1, 100))
-    store.add_trajectories(simulate(40, seed=next(seeds)))
+    store_trajectories(store, simulate(40, seed=next(seeds)), settings.scrub)
     first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     state = _check_store(db, histories=False)
     assert first.versions and state == (1, len(first.versions), [])
-    store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
+    store_trajectories(store, simulate(40, seed=next(seeds)), settings.scrub)  # work for the next run
     children = _Children(inducers)
     outcomes: list[str] = []
     in_window: list[bool] = []  # per kill: after "committing", before the commit was reported
@@ -342,7 +343,7 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
         else:
             outcomes.append("TORN")
         if state != before:
-            store.add_trajectories(simulate(40, seed=next(seeds)))  # work for the next run
+            store_trajectories(store, simulate(40, seed=next(seeds)), settings.scrub)  # work for the next run
         return rest
 
     try:

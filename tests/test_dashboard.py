@@ -2,114 +2,25 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import hmac
-import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from flowmem.induction.rule import RuleInducer
-from flowmem.interchange import parse_line
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.jobs.learn import learn
-from flowmem.models import InductionRun, Provenance, Step, Trajectory, WorkflowRef, now
+from flowmem.models import InductionRun, Provenance
 from flowmem.server.api import create_app
 from flowmem.server.dashboard.security import SESSION_COOKIE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import WORKBENCH, make_workflow
-from tests.test_retrieval import induced
-
-TOKEN = "dash-Token-9c1e"
-SCRIPT_TASK = "Delete the latest email from <script>window.__xss = 1</script> please"
-GROUPS = ("email/t00", "email/t01", "email/t02", "email/t03")
-EXTRA = Step(action="notes.read_notes", args={"topic": "the request"})
-"""The step the drifted runs take first: induction run 2 adds it to a workflow (version 2)."""
-
-
-@dataclass
-class Seeded:
-    """A store seeded by the real induction pipeline, with outcomes."""
-
-    settings: Settings
-    store: Store
-    revised: str
-    """The workflow that has a version 2 (from induction run 2)."""
-    served: str
-    """The workflow served to the runs with outcomes."""
-    script_run: str
-    """The run whose task holds a `<script>` element."""
-    runs: list[str]
-    """The two induction runs, oldest first."""
-
-
-def _slice(settings: Settings, per_group: int = 30) -> list[Trajectory]:
-    """A WorkBench slice (four email templates), or simulated office runs without the data."""
-    if not WORKBENCH.exists():
-        from flowmem.sim import simulate
-
-        return simulate(4 * per_group, seed=0)
-    found: list[Trajectory] = []
-    counts: dict[str, int] = {}
-    with gzip.open(WORKBENCH, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            group = json.loads(line)["group"]
-            if group in GROUPS and counts.get(group, 0) < per_group:
-                counts[group] = counts.get(group, 0) + 1
-                found.append(parse_line(line.encode(), settings))
-    return found
-
-
-def seed(settings: Settings) -> Seeded:
-    """Induce a WorkBench slice, drift one cluster and induce again (a version 2 with an
-    added step), then record served runs with outcomes (one task holding `<script>`) and learn."""
-    store = store_from(settings)
-    ns = settings.namespace
-    store_trajectories(store, _slice(settings), settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=ns)
-    top = max(store.list_workflows(namespace=ns), key=lambda w: len(w.source_trajectory_ids))
-    sources = store.get_trajectories(top.source_trajectory_ids, namespace=ns)
-    drift = [
-        t.model_copy(update={"id": f"{t.id}/drift{i}", "steps": [EXTRA, *t.steps], "success": True})
-        for i, t in enumerate(sources * 3)
-    ]
-    store_trajectories(store, drift, settings.scrub)
-    second = induce(store, settings, RuleInducer(), namespace=ns)
-    assert store.get_workflow(top.id, namespace=ns).version == 2, "run 2 should revise the workflow"
-    other = next(w for w in store.list_workflows(namespace=ns) if w.id != top.id and w.pitfalls)
-    examples = store.get_trajectories(other.source_trajectory_ids, namespace=ns)
-    used = [WorkflowRef(id=other.id, version=other.version)]
-    served = [
-        t.model_copy(
-            update={
-                "id": f"{t.id}/served{i}",
-                "workflows_used": used,
-                "success": i % 3 != 0,
-                "created_at": now(),
-            }
-        )
-        for i, t in enumerate(examples * 2)
-    ]
-    script = examples[0].model_copy(
-        update={
-            "id": "script-run",
-            "task": SCRIPT_TASK,
-            "workflows_used": used,
-            "success": False,
-            "created_at": now(),
-        }
-    )
-    store_trajectories(store, [*served, script], settings.scrub)
-    learn(store, namespace=ns)
-    return Seeded(settings, store, top.id, other.id, "script-run", [first.run.id, second.run.id])
+from tests.factories import DASHBOARD_TOKEN as TOKEN
+from tests.factories import EXTRA, Seeded, forward, induced, make_workflow
+from tests.factories import seed_dashboard as seed
 
 
 @pytest.fixture(scope="module")
@@ -310,23 +221,27 @@ def test_new_runs_alone_rebuild_the_home_rows_at_most_every_max_age(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flowmem.server.dashboard import views
-    from tests.test_induction import forward
 
     store = induced(settings)
     ns = settings.namespace
     reads: list[str] = []
     real = views.workflow_rows
-    monkeypatch.setattr(views, "workflow_rows", lambda s, n: reads.append(n) or real(s, n))
+
+    def recording(s: Store, n: str) -> Any:
+        reads.append(n)
+        return real(s, n)
+
+    monkeypatch.setattr(views, "workflow_rows", recording)
     cache = views.HomeCache(store)
     cache.rows(ns)
-    store.add_trajectories([forward(100)])  # an agent's run: the home rows stay
+    store_trajectories(store, [forward(100)], settings.scrub)  # an agent's run: the home rows stay
     cache.rows(ns)
     assert len(reads) == 1
     store.put_workflow(make_workflow("brand-new"))  # a new version: rebuilt at once
     assert "brand-new" in {r.id for r in cache.rows(ns)} and len(reads) == 2
     eager = views.HomeCache(store, runs_max_age=0)
     eager.rows(ns)
-    store.add_trajectories([forward(101)])
+    store_trajectories(store, [forward(101)], settings.scrub)
     eager.rows(ns)
     assert len(reads) == 4
 

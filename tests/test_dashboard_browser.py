@@ -18,8 +18,10 @@ import pytest
 
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT
-from tests.test_dashboard import EXTRA, SCRIPT_TASK, TOKEN, Seeded, seed
+from tests.factories import DASHBOARD_TOKEN as TOKEN
+from tests.factories import EXTRA, SCRIPT_TASK, Seeded
+from tests.factories import seed_dashboard as seed
+from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
@@ -39,7 +41,10 @@ happens, not a speed budget."""
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
 )
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
+    pytest.mark.slow,
+]
 
 
 def _free_port() -> int:
@@ -83,11 +88,21 @@ class Watched:
     """A page with every console error, page error and failed request it saw."""
 
     def __init__(self, page: Any, base: str) -> None:
-        self.page, self.base, self.problems = page, base, []
-        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        self.page, self.base = page, base
+        self.problems: list[str] = []
+
+        def console(m: Any) -> None:
+            if m.type == "error":
+                self.problems.append(f"console: {m.text}")
+
+        def response(r: Any) -> None:
+            if r.status >= 400:
+                self.problems.append(f"HTTP {r.status}: {r.url}")
+
+        page.on("console", console)
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+        page.on("response", response)
 
     def visit(self, path: str, shot: str) -> Any:
         response = self.page.goto(self.base + path)

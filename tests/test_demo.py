@@ -17,7 +17,8 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.sim.follower import bind
-from tests.conftest import READY_LIMIT, foreground_tree
+from tests.factories import docs_check_module as _module
+from tests.processes import READY_LIMIT, foreground_tree
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -47,11 +48,11 @@ def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
 
 
 def _docs_check() -> Any:
-    from tests.test_docs_check import _module
 
     return _module()
 
 
+@pytest.mark.slow
 def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
     result = CliRunner().invoke(app, ["demo", "--json", "--engine", "direct", "--workdir", str(tmp_path)])

@@ -7,7 +7,7 @@ from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import WorkflowStep
-from tests.test_induction import forward
+from tests.factories import forward
 
 
 def steps(*calls: tuple[str, dict[str, str]]) -> list[WorkflowStep]:

@@ -30,7 +30,7 @@ from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from flowmem.sim.agent import simulate
-from tests.conftest import WORKBENCH
+from tests.factories import WORKBENCH
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU2 = WORKBENCH.parent / "tau2_oracle_trajectories.jsonl.gz"
@@ -71,6 +71,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     (True), test (False) or neither (None)."""
     from unittest import mock
 
+    from flowmem.induction import drafts
     from flowmem.jobs import evaluate as evaluating
     from flowmem.settings import Settings
 
@@ -78,7 +79,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = evaluating.induce
+    real = drafts.induce
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))
@@ -136,6 +137,7 @@ def _differences(reference: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.skipif(not (WORKBENCH.exists() and TAU2.exists()), reason="needs ../shared/data")
+@pytest.mark.slow
 def test_the_shared_sets_induce_and_score_the_same_under_every_cpu_kernel_and_hash_seed() -> None:
     variants = _variants()
     children = {}
@@ -262,7 +264,7 @@ def test_a_task_shared_by_two_workflows_ranks_them_by_position_whatever_the_blas
         order = [i for i, _ in ExampleIndex(vectors, np.arange(n), n).search(query, n)]
         assert order.index(min(twins)) < order.index(max(twins))
     assert checked > 30
-    assert snap_cosines(np.float32([0.1])).tolist() == [round(0.1 * 2**16) / 2**16]
+    assert snap_cosines(np.array([0.1], dtype=np.float32)).tolist() == [round(0.1 * 2**16) / 2**16]
 
 
 if __name__ == "__main__":

@@ -4,32 +4,24 @@ an edited figure is caught."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import READY_LIMIT, WORKBENCH, foreground_tree
+from tests.factories import WORKBENCH
+from tests.factories import docs_check_module as _module
+from tests.processes import READY_LIMIT, foreground_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 
 
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("docs_check", ROOT / "bench" / "docs_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["docs_check"] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
+@pytest.mark.slow
 @NEEDS_DATA
 def test_readme_figures_hold_and_an_edited_one_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: subprocess.Popen[str] | None
@@ -107,6 +99,7 @@ def _demo_report_from(text: str) -> dict[str, Any]:
     return {"by_round": {r["round"]: r for r in rounds}, "late": late}
 
 
+@pytest.mark.slow
 def test_every_checked_figure_of_readme_edited_alone_fails(
     tmp_path: Path, docs_eval: subprocess.Popen[str] | None
 ) -> None:

@@ -16,7 +16,7 @@ from flowmem import Settings, WorkflowMemory
 from flowmem.interchange.journal import Journal
 from flowmem.jobs.factories import store_from
 from flowmem.models import Step, Trajectory
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 BURST = textwrap.dedent(
     """

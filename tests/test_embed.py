@@ -45,7 +45,7 @@ class Counting:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def embed(self, texts: object) -> np.ndarray:  # type: ignore[type-arg]
+    def embed(self, texts: object) -> np.ndarray:
         items = list(texts)  # type: ignore[call-overload]
         self.asked += items
         return HashingEmbedder(dim=8).embed(items)
@@ -104,7 +104,7 @@ CORPUS = [
 ]
 
 
-def _sklearn_reference(texts: list[str], dim: int) -> np.ndarray:  # type: ignore[type-arg]
+def _sklearn_reference(texts: list[str], dim: int) -> np.ndarray:
     """The HashingEmbedder of flowmem <= 0.1, built on scikit-learn, verbatim."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
@@ -117,7 +117,7 @@ def _sklearn_reference(texts: list[str], dim: int) -> np.ndarray:  # type: ignor
     return dense
 
 
-def _assert_same(new: np.ndarray, old: np.ndarray) -> None:  # type: ignore[type-arg]
+def _assert_same(new: np.ndarray, old: np.ndarray) -> None:
     assert new.shape == old.shape and new.dtype == np.float32
     assert np.array_equal(new != 0, old != 0)
     assert np.allclose(new, old, atol=1e-6, rtol=0)

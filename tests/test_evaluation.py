@@ -23,7 +23,7 @@ from flowmem.induction.metrics import (
 )
 from flowmem.interchange import write_jsonl
 from flowmem.sim import simulate
-from tests.conftest import WORKBENCH
+from tests.factories import WORKBENCH
 
 runner = CliRunner()
 KEYS = {

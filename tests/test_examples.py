@@ -32,8 +32,8 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import World, make_tasks
-from tests.conftest import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 from tests.llm_stub import LLMStub
+from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
 CONTACTS = [c.name for c in World.generate(0).contacts]
@@ -387,6 +387,7 @@ def launched(examples_launched: dict[tuple[str, str], Launched]) -> dict[tuple[s
     return examples_launched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_without_a_model_each_example_says_what_to_set_in_one_line(
     name: str, launched: dict[tuple[str, str], Launched]
@@ -400,6 +401,7 @@ def test_without_a_model_each_example_says_what_to_set_in_one_line(
     assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
     name: str, launched: dict[tuple[str, str], Launched]
@@ -411,6 +413,7 @@ def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
     assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "status", "phrase", "variable"), REFUSED)
 def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
     name: str, status: int, phrase: str, variable: str, launched: dict[tuple[str, str], Launched]
@@ -421,6 +424,7 @@ def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
     assert stored(Settings(db=str(run.cwd / "db"))) == []
 
 
+@pytest.mark.slow
 def test_without_the_agents_sdk_its_example_says_what_to_install(
     launched: dict[tuple[str, str], Launched],
 ) -> None:
@@ -430,6 +434,7 @@ def test_without_the_agents_sdk_its_example_says_what_to_install(
     assert not (run.cwd / "db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_with_a_working_endpoint_each_example_runs_and_records(
     name: str, launched: dict[tuple[str, str], Launched]

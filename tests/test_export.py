@@ -14,10 +14,11 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import MANIFEST
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import Transition
 from flowmem.settings import Settings
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward
 
 runner = CliRunner()
 
@@ -47,7 +48,7 @@ def test_skills_export_every_served_workflow_and_reexport_changes_only_what_chan
     settings = Settings(db=str(db))
     store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
-    store.add_trajectories(runs)
+    store_trajectories(store, runs, settings.scrub)
     induce(store, settings, RuleInducer(), namespace="default")
     served = store.served_workflows()
     assert len(served) == 2

@@ -18,13 +18,15 @@ from flowmem.induction.base import ClusterInput, Induced, LLMError, Usage
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import write_spool_file
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from tests.conftest import READY_LIMIT, WORKBENCH
-from tests.test_induction import forward
+from tests.factories import WORKBENCH, cancel, forward, make_workflow
+from tests.processes import READY_LIMIT
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+# End to end: Prefect flows on the harness's server, deployments, `flowmem serve`.
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -93,7 +95,7 @@ def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(
     # Re-runs of one existing task land in its cluster: only that cluster is induced again.
     task = next(t for t in store.list_trajectories(limit=None) if t.group == "email/t05")
     rerun = [task.model_copy(update={"id": f"{task.id}/rerun{i}", "success": False}) for i in range(3)]
-    store.add_trajectories(rerun)
+    store_trajectories(store, rerun, settings.scrub)
     third = induce(db=settings.db)
     assert third["clusters_changed"] == 1 and third["new_trajectories"] == 3
 
@@ -102,16 +104,15 @@ def test_llm_induction_calls_per_changed_cluster_only(
     settings: Settings, counting: type[CountingInducer]
 ) -> None:
     from flowmem.flows.pipeline import induce
-    from tests.test_induction import cancel
 
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     first = induce(db=settings.db, inducer="llm")
     assert counting.total == first["llm_calls"] == first["clusters_changed"] == 2
     assert first["versions_created"] == 2
     second = induce(db=settings.db, inducer="llm")
     assert counting.total == 2 and second["llm_calls"] == 0 and second["versions_created"] == 0
-    store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in range(4)])
+    store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(4)], settings.scrub)
     third = induce(db=settings.db, inducer="llm")
     assert counting.total == 3 and third["llm_calls"] == 1 and third["clusters_changed"] == 1
     assert third["versions_created"] == 1  # the forwarding workflow learnt its pitfalls
@@ -148,9 +149,9 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
                 raise ConnectionError("LLM endpoint unreachable")
             return super().induce(cluster)
 
-    from tests.test_induction import cancel
-
-    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store_from(settings), [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub
+    )
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Down())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     broken = pipeline.induce(db=settings.db, inducer="llm")
@@ -183,9 +184,10 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flowmem.flows import pipeline
-    from tests.test_induction import cancel
 
-    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store_from(settings), [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub
+    )
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Rejecting())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     Rejecting.failures = 3  # the task's three attempts all fail
@@ -210,7 +212,6 @@ def test_a_crashing_task_is_retried_by_prefect_then_reported(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flowmem.flows import pipeline
-    from tests.test_induction import cancel
 
     built: list[str] = []
 
@@ -218,7 +219,9 @@ def test_a_crashing_task_is_retried_by_prefect_then_reported(
         built.append(kind)
         raise ValueError("no LLM configured")
 
-    store_from(settings).add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store_from(settings), [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub
+    )
     monkeypatch.setattr(pipeline, "inducer_from", crash)
     monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
     broken = pipeline.induce(db=settings.db, inducer="llm")
@@ -232,14 +235,14 @@ def _workflows(settings: Settings) -> list[dict[str, Any]]:
 
 
 def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask.task_runners import DaskTaskRunner
 
     from flowmem.flows.pipeline import induce
 
     runs = simulate(150, seed=5)
     plain, dask = (Settings(db=str(tmp_path / name / "db")) for name in ("plain", "dask"))
     for s in (plain, dask):
-        store_from(s).add_trajectories(runs)
+        store_trajectories(store_from(s), runs, s.scrub)
     induce(db=plain.db)
     runner = DaskTaskRunner(
         cluster_kwargs={
@@ -249,7 +252,8 @@ def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
             "dashboard_address": None,
         }
     )
-    result = induce.with_options(task_runner=runner)(db=dask.db)
+    # prefect-dask types its runner over its own future type, not PrefectFuture[Any].
+    result = induce.with_options(task_runner=runner)(db=dask.db)  # type: ignore[arg-type]
     assert result["versions_created"] > 5
     assert _workflows(plain) == _workflows(dask)
 
@@ -261,7 +265,7 @@ def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Pat
     cli, flow = (Settings(db=str(tmp_path / name / "db")) for name in ("cli", "flow"))
     for batch in (simulate(150, seed=5), simulate(3, seed=6)):  # a full run, then an incremental one
         for s in (cli, flow):
-            store_from(s).add_trajectories(batch)
+            store_trajectories(store_from(s), batch, s.scrub)
         job = induce_job(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
         ran = induce(db=flow.db)
         assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
@@ -278,11 +282,13 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
     store = store_from(settings)
     store.put_workflow(forward_workflow := _one_workflow())
     used = [WorkflowRef(id=forward_workflow.id, version=1)]
-    store.add_trajectories(
+    store_trajectories(
+        store,
         [
             forward(i).model_copy(update={"id": f"u{i}", "workflows_used": used, "success": i % 3 != 0})
             for i in range(6)
-        ]
+        ],
+        settings.scrub,
     )
     learnt = learn(db=settings.db)
     assert (learnt["versions_with_outcomes"], learnt["runs_served"]) == (1, 6)
@@ -292,7 +298,6 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
 
 
 def _one_workflow() -> Workflow:
-    from tests.conftest import make_workflow
 
     return make_workflow()
 
@@ -322,7 +327,6 @@ def test_prefect_yaml_declares_the_served_deployments() -> None:
         assert entry["work_pool"]["name"] == "flowmem-pool"
 
 
-@pytest.mark.slow
 def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     settings = Settings(db=str(tmp_path / "db"))
     runs = simulate(10, seed=6)
@@ -353,7 +357,6 @@ def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     assert "flowmem serve stopped" in output
 
 
-@pytest.mark.slow
 def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
     """`prefect deploy --all` from the repo root, against the test server, with a process pool."""
     from prefect.settings import PREFECT_API_URL

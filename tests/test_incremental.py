@@ -16,12 +16,12 @@ from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.incremental import assign_run, merge_with_current
 from flowmem.jobs.induce import RunReport, induce, prepare_run
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import RunState, Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import make_workflow
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward, make_workflow
 
 
 def _induce(store: Store, settings: Settings, *, force: bool = False) -> RunReport:
@@ -41,12 +41,12 @@ def _cluster(placed: Memberships, fitted: Memberships, t: Trajectory) -> int | N
 def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     settings: Settings, store: Store
 ) -> None:
-    store.add_trajectories(simulate(300, seed=0))
+    store_trajectories(store, simulate(300, seed=0), settings.scrub)
     first = _induce(store, settings)
     assert first.plan.refit == "the first run"
     before = {w.id: w for w in store.list_workflows()}
     new = simulate(4, seed=1)
-    store.add_trajectories(new)
+    store_trajectories(store, new, settings.scrub)
 
     second = _induce(store, settings)
     plan = second.plan
@@ -81,9 +81,9 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
 
 
 def test_the_clusters_it_induces_are_built_as_a_refit_builds_them(settings: Settings, store: Store) -> None:
-    store.add_trajectories(simulate(300, seed=0))
+    store_trajectories(store, simulate(300, seed=0), settings.scrub)
     _induce(store, settings)
-    store.add_trajectories(simulate(12, seed=1))
+    store_trajectories(store, simulate(12, seed=1), settings.scrub)
     last = store.list_runs()[-1]
     placed = assign_run(
         store, settings, last.state, namespace=settings.namespace, pending=set(), min_change=0
@@ -112,18 +112,24 @@ def test_a_few_runs_of_a_big_cluster_wait_until_they_are_worth_inducing(
     settings: Settings, store: Store
 ) -> None:
     # 40 runs of five forwarding tasks (one subject, i = 0, 6, 12, ...): one cluster.
-    store.add_trajectories([forward(6 * i) for i in range(40)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store, [forward(6 * i) for i in range(40)] + [cancel(i) for i in range(8)], settings.scrub
+    )
     _induce(store, settings)
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
     assert len(fwd.source_trajectory_ids) == 40
-    store.add_trajectories([forward(240, skip_lookup=True, success=False)])  # 1 of 40: under 5%
+    store_trajectories(
+        store, [forward(240, skip_lookup=True, success=False)], settings.scrub
+    )  # 1 of 40: under 5%
     waiting = _induce(store, settings)
     assert waiting.plan.refit is None and waiting.plan.deferred == [fwd.id] and not waiting.plan.changed
     assert waiting.versions == [] and waiting.summary()["clusters_deferred"] == 1
     first, recorded = store.list_runs()
     assert recorded.id == waiting.run.id and recorded.counts["new_trajectories"] == 1
     assert recorded.state.fingerprints[fwd.id] == first.state.fingerprints[fwd.id]  # still owed
-    store.add_trajectories([forward(i, skip_lookup=True, success=False) for i in (246, 252)])
+    store_trajectories(
+        store, [forward(i, skip_lookup=True, success=False) for i in (246, 252)], settings.scrub
+    )
     now = _induce(store, settings)
     [cluster] = now.plan.changed
     assert cluster.key == fwd.id and len(cluster.failures) == 3 and not now.plan.deferred
@@ -143,23 +149,27 @@ def test_a_few_runs_of_a_big_cluster_wait_until_they_are_worth_inducing(
 def test_a_material_change_refits_and_says_why(
     settings: Settings, store: Store, change: str, reason: str
 ) -> None:
-    store.add_trajectories([forward(i) for i in range(12)] + [cancel(i) for i in range(6)])
+    store_trajectories(store, [forward(i) for i in range(12)] + [cancel(i) for i in range(6)], settings.scrub)
     _induce(store, settings)
     force = False
     if change == "many":
-        store.add_trajectories(
+        store_trajectories(
+            store,
             [
                 cancel(i).model_copy(update={"id": f"c{i}", "task": f"Cancel the standup on day {i}"})
                 for i in range(4)
-            ]
+            ],
+            settings.scrub,
         )
     elif change == "agent":
-        store.add_trajectories(
-            [forward(i).model_copy(update={"id": f"t{i}", "agent": "triage_agent"}) for i in range(3)]
+        store_trajectories(
+            store,
+            [forward(i).model_copy(update={"id": f"t{i}", "agent": "triage_agent"}) for i in range(3)],
+            settings.scrub,
         )
     elif change == "settings":
         settings = settings.model_copy(update={"min_cluster_size": 4})
-        store.add_trajectories([forward(12)])
+        store_trajectories(store, [forward(12)], settings.scrub)
     else:
         force = True
     report = _induce(store, settings, force=force)
@@ -169,7 +179,7 @@ def test_a_material_change_refits_and_says_why(
 
 
 def test_a_store_whose_last_run_kept_no_placements_is_refit(settings: Settings, store: Store) -> None:
-    store.add_trajectories([forward(i) for i in range(6)])
+    store_trajectories(store, [forward(i) for i in range(6)], settings.scrub)
     state = RunState.from_stored({"clusters": {}})
     why = assign_run(store, settings, state, namespace=settings.namespace, pending=set())
     assert why == "the last run kept no clustering to place new tasks in"
@@ -211,10 +221,10 @@ def test_nearest_labels_and_material_change() -> None:
 
 
 def test_prepare_run_after_a_rollback_starts_from_the_run_before(settings: Settings, store: Store) -> None:
-    store.add_trajectories([forward(i) for i in range(12)] + [cancel(i) for i in range(6)])
+    store_trajectories(store, [forward(i) for i in range(12)] + [cancel(i) for i in range(6)], settings.scrub)
     first = _induce(store, settings)
-    store.add_trajectories(
-        [forward(i, skip_lookup=True, success=False) for i in range(30, 33)]
+    store_trajectories(
+        store, [forward(i, skip_lookup=True, success=False) for i in range(30, 33)], settings.scrub
     )  # known tasks
     second = _induce(store, settings)
     assert second.plan.refit is None and second.versions

@@ -11,10 +11,11 @@ from typing import Any
 
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import READY_LIMIT
-from tests.test_induction import cancel, forward
+from tests.factories import cancel, forward
+from tests.processes import READY_LIMIT
 
 _READS = (
     "trajectory_columns",
@@ -47,7 +48,9 @@ def _induce(store: Store, settings: Settings) -> RunReport:
 
 def _forwards_and_cancels(store: Store, settings: Settings) -> None:
     # 40 runs of five forwarding tasks (one cluster) and 8 cancellations (another).
-    store.add_trajectories([forward(6 * i) for i in range(40)] + [cancel(i) for i in range(8)])
+    store_trajectories(
+        store, [forward(6 * i) for i in range(40)] + [cancel(i) for i in range(8)], settings.scrub
+    )
     _induce(store, settings)
 
 
@@ -55,7 +58,9 @@ def test_a_run_that_only_defers_reads_no_steps_and_no_whole_trajectory(
     settings: Settings, store: Store
 ) -> None:
     _forwards_and_cancels(store, settings)
-    store.add_trajectories([forward(240, skip_lookup=True, success=False)])  # 1 of 40: waits
+    store_trajectories(
+        store, [forward(240, skip_lookup=True, success=False)], settings.scrub
+    )  # 1 of 40: waits
     calls = _spy(store)
     report = _induce(store, settings)
     assert report.plan.deferred and not report.plan.changed
@@ -67,7 +72,7 @@ def test_a_run_reads_whole_trajectories_only_of_the_clusters_it_induces(
     settings: Settings, store: Store
 ) -> None:
     _forwards_and_cancels(store, settings)
-    store.add_trajectories([cancel(100)])  # a cluster of 8 runs: any new run counts
+    store_trajectories(store, [cancel(100)], settings.scrub)  # a cluster of 8 runs: any new run counts
     calls = _spy(store)
     report = _induce(store, settings)
     [changed] = report.plan.changed

@@ -23,6 +23,7 @@ from flowmem.models import InductionRun, UsageStats, Workflow, WorkflowStep
 from flowmem.policy.lifecycle import Transition
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.factories import make_workflow
 
 EXPECTED = Path(__file__).parent / "fixtures" / "served_index_expected.json"
 VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update"]
@@ -138,7 +139,7 @@ def test_served_lists_the_same_versions_with_live_stats_and_status(settings: Set
 
 
 def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> None:
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
     from flowmem.agents.ranking import _ONE_BLAS_THREAD
 
@@ -165,7 +166,6 @@ def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> Non
 
 
 def test_served_rows_key_a_version_without_keys_by_its_vector_as_workflow_index_does(store: Store) -> None:
-    from tests.conftest import make_workflow
 
     for i in range(5):
         store.put_workflow(make_workflow(f"w{i}", status="active"))

@@ -17,59 +17,7 @@ from flowmem.induction.nearest import ExampleIndex, key_shares
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
-from tests.conftest import make_workflow
-
-NAMES = ["olga", "kofi", "amir", "lena", "raj", "nadia", "sofia", "yuki", "carlos", "aisha"]
-SUBJECTS = [
-    "budget review",
-    "launch plan",
-    "hiring update",
-    "offsite agenda",
-    "Q3 numbers",
-    "vendor contract",
-]
-
-
-def run(
-    task: str, steps: list[tuple[str, dict[str, Any], str | None]], success: bool, **kw: Any
-) -> Trajectory:
-    seen = kw.pop("observations", {})
-    return Trajectory.model_validate(
-        {
-            "id": kw.pop("id", f"{task}-{success}-{len(steps)}"),
-            "task": task,
-            "steps": [
-                {"action": a, "args": args, "error": err, "observation": seen.get(a, "ok")}
-                for a, args, err in steps
-            ],
-            "success": success,
-            **kw,
-        }
-    )
-
-
-def forward(i: int, *, skip_lookup: bool = False, success: bool = True) -> Trajectory:
-    name, subject = NAMES[i % len(NAMES)], SUBJECTS[i % len(SUBJECTS)]
-    steps: list[tuple[str, dict[str, Any], str | None]] = [
-        ("mail.search", {"query": subject, "limit": 10}, None),
-    ]
-    if skip_lookup:
-        steps.append(("mail.forward", {"email_id": f"e{i}", "to": name}, f"'{name}' is not an email address"))
-    else:
-        steps.append(("contacts.lookup", {"name": name}, None))
-        steps.append(("mail.forward", {"email_id": f"e{i}", "to": f"{name}@corp.test"}, None))
-    seen = {"contacts.lookup": f"{name}@corp.test", "mail.search": f"[e{i}]"}
-    task = f"Forward the latest email about '{subject}' to {name}"
-    return run(task, steps, success, id=f"fwd-{i}-{skip_lookup}", observations=seen)
-
-
-def cancel(i: int) -> Trajectory:
-    name = NAMES[i % len(NAMES)]
-    steps: list[tuple[str, dict[str, Any], str | None]] = [
-        ("calendar.find_events", {"query": name, "limit": 10}, None),
-        ("calendar.cancel_event", {"event_id": f"ev{i}"}, None),
-    ]
-    return run(f"Cancel my next meeting with {name}", steps, True, id=f"cancel-{i}")
+from tests.factories import NAMES, SUBJECTS, cancel, forward, make_workflow, run
 
 
 def test_lcs_and_medoid() -> None:
@@ -322,12 +270,13 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
 ) -> None:
     """The check after abstraction cannot fire by construction; it is the last word if the
     abstraction ever lets a value through, so it is tested by breaking the abstraction."""
+    import flowmem.induction.abstract as abstract
     import flowmem.induction.rule as rule
     from flowmem.induction.abstract import Abstraction
     from flowmem.induction.base import InductionRefused
     from flowmem.induction.drafts import plan_clusters
 
-    real = rule.abstract_runs
+    real = abstract.abstract_runs
 
     def leaky(*args: Any, **kwargs: Any) -> Abstraction:
         done = real(*args, **kwargs)

@@ -22,7 +22,8 @@ from flowmem.agents.integrations.langchain import FlowmemCallbackHandler
 from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
 from flowmem.models import InductionRun, Trajectory, WorkflowRef
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT, make_workflow
+from tests.factories import make_workflow
+from tests.processes import READY_LIMIT
 
 TASK = "Forward the latest email about the roadmap to olga"
 SERVED = [WorkflowRef(id="forward_latest", version=1)]

@@ -13,26 +13,18 @@ import pytest
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.induction.llm import LLMInducer
 from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.providers.openai import OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.factories import cancel, forward, remind
 from tests.llm_stub import LLMStub
-from tests.test_induction import NAMES, cancel, forward, run
 
 TIMEOUT = 0.5
 """The client's timeout per request (`llm_timeout`), in seconds."""
 RETRY_AFTER = 1.0
 """What the stub's 429s ask the client to wait: twice the client's longest first backoff."""
-
-
-def remind(i: int) -> Trajectory:
-    name, day = NAMES[(i + 3) % len(NAMES)], ["monday", "tuesday", "friday", "sunday"][i % 4]
-    steps: list[tuple[str, dict[str, Any], str | None]] = [
-        ("tasks.create", {"title": f"Call {name}", "due": day}, None),
-        ("tasks.set_reminder", {"task_id": f"t{i}", "minutes_before": 30}, None),
-    ]
-    return run(f"Remind me to call {name} on {day}", steps, True, id=f"remind-{i}")
 
 
 def corpus() -> list[Trajectory]:
@@ -84,7 +76,7 @@ def figures(report: RunReport) -> dict[str, Any]:
 def test_faults_are_retried_or_rejected_counted_and_never_replace_served_versions(
     settings: Settings, store: Store, stub: LLMStub, llm: OpenAILLM
 ) -> None:
-    store.add_trajectories(corpus())
+    store_trajectories(store, corpus(), settings.scrub)
     inducer = LLMInducer(llm)
 
     # Run 1. Cluster by cluster (c0 cancel, c1 forward, c2 remind), the stub answers:

@@ -19,7 +19,8 @@ from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
 from flowmem.server.service import Service
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT, make_workflow
+from tests.factories import make_workflow
+from tests.processes import READY_LIMIT
 
 
 def record(i: int) -> dict[str, Any]:
@@ -66,7 +67,8 @@ def test_concurrent_writes_are_grouped_and_stored_exactly_once(settings: Setting
 def gated(fail_on: str | None = None) -> tuple[GroupCommitter, threading.Event, list[list[str]]]:
     """A committer whose first write waits for a gate, so that what arrives meanwhile is
     grouped into the next batch; a batch holding `fail_on` raises."""
-    gate, batches, seen = threading.Event(), [], set()
+    gate, batches = threading.Event(), []
+    seen: set[tuple[str, str]] = set()
 
     def write(batch: list[Trajectory]) -> set[tuple[str, str]]:
         batches.append([t.id for t in batch])

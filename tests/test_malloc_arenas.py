@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flowmem.cli.malloc_arenas import SERVER_ARENAS, limit_malloc_arenas
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 GLIBC = sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
 

@@ -14,10 +14,11 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +56,9 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store.put_workflow(make_workflow("forward_latest", 2, steps=3, namespace="a", status="active"))
     store.put_workflow(cancel_workflow("a"))
     store.put_workflow(make_workflow("forward_b", namespace="b", status="active"))
-    store.add_trajectories([Trajectory(id="run-a", task=FORWARD_TASK, namespace="a")])
+    store_trajectories(
+        store, [Trajectory(id="run-a", task=FORWARD_TASK, namespace="a")], store.settings.scrub
+    )
     return path
 
 

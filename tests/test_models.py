@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from flowmem.models import Trajectory, Workflow, placeholders_in
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 
 def test_placeholders_found_in_nested_args_in_order() -> None:
@@ -28,5 +28,5 @@ def test_models_are_frozen_and_validate() -> None:
         Workflow.model_validate({**w.model_dump(), "version": 2, "parent_version": 2})
     with pytest.raises(ValidationError):
         Trajectory(id="x", task="t", namespace="bad namespace")
-    t = Trajectory(id="x", task="t", steps=[{"action": "a"}, {"action": "b"}])  # type: ignore[list-item]
+    t = Trajectory(id="x", task="t", steps=[{"action": "a"}, {"action": "b"}])
     assert t.actions == ["a", "b"] and t.agent == "agent" and t.namespace == "default"

@@ -16,7 +16,7 @@ from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
-from tests.conftest import WORKBENCH
+from tests.factories import WORKBENCH
 
 
 def flow(wid: str, *calls: tuple[str, dict[str, str]], agent: str = "agent", **kw: object) -> Workflow:
@@ -24,7 +24,7 @@ def flow(wid: str, *calls: tuple[str, dict[str, str]], agent: str = "agent", **k
     given = {p.strip("{}") for _, args in calls for p in args.values()}
     parameters = {p: "task" for p in sorted(given)}
     fields = {"name": name_for(steps), "description": describe(steps, parameters), **kw}
-    return Workflow(id=wid, steps=steps, parameters=parameters, agent=agent, **fields)  # type: ignore[arg-type]
+    return Workflow(id=wid, steps=steps, parameters=parameters, agent=agent, **fields)
 
 
 SEARCH = ("calendar.search_events", {"query": "{query}"})

@@ -199,6 +199,7 @@ def test_a_batch_stored_after_a_retry_is_one_line_at_close(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from flowmem.agents import writer
+    from flowmem.jobs import ingest
 
     failures = [RuntimeError("lance error: Commit conflict for version 7\n(the details)")]
 
@@ -207,7 +208,7 @@ def test_a_batch_stored_after_a_retry_is_one_line_at_close(
             raise failures.pop()
         return store_trajectories(*args, **kwargs)
 
-    store_trajectories = writer.store_trajectories
+    store_trajectories = ingest.store_trajectories
     monkeypatch.setattr(writer, "store_trajectories", conflict_once)
     caplog.set_level(logging.WARNING, logger="flowmem")
     memory = WorkflowMemory.open(settings)

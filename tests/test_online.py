@@ -7,12 +7,12 @@ import time
 from flowmem.agents import WorkflowMemory
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import prepare_run
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
 from flowmem.models import InductionRun, Trajectory, UsageStats, WorkflowRef
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import make_workflow
-from tests.test_induction import forward
+from tests.factories import forward, make_workflow
 
 TASK = "Forward the latest email about 'Q3 numbers' to olga"
 
@@ -23,7 +23,7 @@ def outcomes(store: Store, version: int, results: list[bool], *, tag: str) -> No
         forward(i).model_copy(update={"id": f"{tag}{i}", "workflows_used": used, "success": ok})
         for i, ok in enumerate(results)
     ]
-    store.add_trajectories(runs)
+    store_trajectories(store, runs, store.settings.scrub)
 
 
 def test_candidate_promoted_then_superseded_and_every_transition_recorded(settings: Settings) -> None:
@@ -58,7 +58,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
 
 def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(6)])
+    store_trajectories(store, [forward(i) for i in range(6)], settings.scrub)
     from flowmem.induction.rule import RuleInducer
     from flowmem.jobs.induce import induce
 
@@ -76,7 +76,7 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
         )
         for i in range(8)
     ]
-    store.add_trajectories(failed)
+    store_trajectories(store, failed, settings.scrub)
     learnt = learn(store, namespace=settings.namespace)
     assert [(t["new"]) for t in learnt["transitions"]] == ["deprecated"] and learnt["reinduce"] == [w.id]
     assert store.get_workflow(w.id).status == "deprecated"

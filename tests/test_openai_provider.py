@@ -18,7 +18,9 @@ from flowmem.induction.llm import LLMInducer
 from flowmem.induction.validate import InducedSet
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
 from flowmem.settings import Settings
-from tests.test_llm_inducer import make_cluster, step, workflow
+from tests.factories import induced_step as step
+from tests.factories import induced_workflow as workflow
+from tests.factories import make_cluster
 
 Reply = httpx.Response | Callable[[httpx.Request], httpx.Response]
 

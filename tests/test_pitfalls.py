@@ -16,50 +16,14 @@ from flowmem.induction.failures import (
     standalone_pitfalls,
     states,
 )
-from flowmem.models import PROCEDURE, Trajectory
+from flowmem.models import PROCEDURE
+from tests.factories import PITFALL_NAMES as NAMES
+from tests.factories import PITFALL_WORKFLOW as WORKFLOW
+from tests.factories import pitfall_failed as failed
+from tests.factories import pitfall_ok as ok
+from tests.factories import pitfall_run as run
 
-WORKFLOW = ["mail.search", "contacts.lookup", "mail.forward"]
-NAMES = ["olga", "kofi", "amir", "lena", "raj", "nadia", "sofia", "yuki", "carlos", "aisha", "zed", "ines"]
 NOT_AN_ADDRESS = "'{name}' is not an email address"
-
-
-def run(
-    i: int,
-    *actions: str,
-    success: bool,
-    errors: dict[str, str] | None = None,
-    task: str | None = None,
-) -> Trajectory:
-    """Run `i` of a task "forward the email to <name>": the given actions, an error where given."""
-    name = NAMES[i % len(NAMES)]
-    errors = errors or {}
-    steps = [
-        {
-            "action": a,
-            "args": {"to": name},
-            "observation": "ok",
-            "error": errors.get(a, "").format(name=name) or None,
-        }
-        for a in actions
-    ]
-    return Trajectory.model_validate(
-        {
-            "id": f"run-{i}-{success}-{'-'.join(actions)}",
-            "task": task or f"Forward the latest email to {name}",
-            "steps": steps,
-            "success": success,
-        }
-    )
-
-
-def ok(n: int, *actions: str, start: int = 0) -> list[Trajectory]:
-    return [run(start + i, *(actions or WORKFLOW), success=True) for i in range(n)]
-
-
-def failed(
-    n: int, *actions: str, start: int = 100, errors: dict[str, str] | None = None, task: str | None = None
-) -> list[Trajectory]:
-    return [run(start + i, *actions, success=False, errors=errors, task=task) for i in range(n)]
 
 
 def test_a_step_most_failures_skip_and_no_success_skips_is_a_pitfall_that_says_so() -> None:

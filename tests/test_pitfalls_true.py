@@ -14,8 +14,11 @@ from flowmem.induction.drafts import plan_clusters
 from flowmem.induction.failures import Finding, findings
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
-from tests.conftest import WORKBENCH
-from tests.test_pitfalls import NAMES, WORKFLOW, failed, ok
+from tests.factories import PITFALL_NAMES as NAMES
+from tests.factories import PITFALL_WORKFLOW as WORKFLOW
+from tests.factories import WORKBENCH
+from tests.factories import pitfall_failed as failed
+from tests.factories import pitfall_ok as ok
 
 
 def nth(actions: Sequence[str], action: str, n: int) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from flowmem.flows.serve import _healthy  # the same readiness check `flowmem serve` makes
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 

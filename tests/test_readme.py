@@ -16,7 +16,7 @@ from flowmem.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def quickstart() -> tuple[str, list[str]]:
+def quickstart() -> tuple[str, list[list[str]]]:
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Quickstart") : text.index("## What it does")]
     [code] = re.findall(r"```python\n(.*?)```", section, re.S)

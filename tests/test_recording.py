@@ -13,7 +13,7 @@ from flowmem.agents import WorkflowMemory, current_run
 from flowmem.jobs.factories import store_from
 from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 
 def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(settings: Settings) -> None:
@@ -31,10 +31,10 @@ def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(setti
                 run.finish(success=n % 2 == 1)
 
     threads = [threading.Thread(target=agent, args=(w,)) for w in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     memory.close()
 
     store = store_from(settings)

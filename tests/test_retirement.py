@@ -13,7 +13,7 @@ from flowmem.policy.serving import served_versions
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 
 def _served_ids(store: Store, ns: str) -> set[str]:

@@ -16,20 +16,12 @@ from flowmem.cli import app
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
-from flowmem.storage import Store
-from tests.conftest import WORKBENCH, make_workflow
-from tests.test_induction import cancel, forward, run
-
-
-def induced(settings: Settings) -> Store:
-    store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [cancel(i) for i in range(8)])
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
-    return store
+from tests.factories import WORKBENCH, forward, induced, make_workflow, run
 
 
 def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> None:
@@ -42,6 +34,7 @@ def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> No
         unbounded = {"relevance_gap": None, "relevance_ratio": None}
         with WorkflowMemory.open(settings.model_copy(update=unbounded)) as padded:
             both = padded.search("Forward the latest email about 'roadmap' to zed")
+        assert settings.relevance_gap is not None
         assert len(both) == 2 and both[0].score - both[1].score > settings.relevance_gap
         assert (
             memory.search("Cancel my next meeting with zed", k=1)[0].workflow.actions[-1]
@@ -92,7 +85,7 @@ def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_fir
     )
     again = forward(0).model_copy(update={"id": "fwd-0-again"})
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)] + [again, other])
+    store_trajectories(store, [forward(i) for i in range(8)] + [again, other], settings.scrub)
     induce(store, settings, RuleInducer(), namespace=settings.namespace)
     with WorkflowMemory.open(settings) as memory:
         first, second = memory.search(forward(0).task, k=2)
@@ -186,7 +179,7 @@ def test_a_commit_through_the_same_store_is_served_at_once_another_processs_afte
     from flowmem.agents.retrieval import ServedIndex
 
     store = store_from(settings)
-    store.add_trajectories([forward(i) for i in range(8)])
+    store_trajectories(store, [forward(i) for i in range(8)], settings.scrub)
     index = ServedIndex(store, settings.namespace, check_every=3600)
     task = "Forward the latest email about 'roadmap' to zed"
     assert index.search(task) == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import lancedb
@@ -165,7 +166,7 @@ X = ["forward the report to ann", "forward the memo to bob"]
 Y = ["cancel the standup", "cancel the review"]
 
 
-def _columns(rows: list[tuple[str, str, bool | None, list[float]]]) -> Columns:
+def _columns(rows: Sequence[tuple[str, str, bool | None, list[float]]]) -> Columns:
     return Columns(
         ids=[f"r{i}" for i in range(len(rows))],
         agents=[agent for agent, _, _, _ in rows],
@@ -195,7 +196,7 @@ def _state(**update: object) -> RunState:
 
 
 def _place(
-    state: RunState, rows: list[tuple[str, str, bool | None, list[float]]], **kw: float
+    state: RunState, rows: Sequence[tuple[str, str, bool | None, list[float]]], **kw: float
 ) -> Placement | str:
     return place_new_runs(state, _columns(rows), signature="sig", min_tasks=2, pending=set(), **kw)
 

@@ -23,7 +23,8 @@ from flowmem.policy.scrub import ScrubKind, scrub_text, scrub_trajectory, scrub_
 from flowmem.server.service import Service
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.conftest import READY_LIMIT, WORKBENCH
+from tests.factories import WORKBENCH
+from tests.processes import READY_LIMIT
 
 ALL: list[ScrubKind] = ["secrets", "cards", "emails", "phones"]
 

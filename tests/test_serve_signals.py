@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 STUCK_SECONDS = 3600
 """How long the stuck stop of SERVE lasts (its `time.sleep(3600)`)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
-from tests.conftest import READY_LIMIT
+from tests.processes import READY_LIMIT
 
 BURST = textwrap.dedent(
     """

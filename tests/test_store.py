@@ -7,7 +7,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, StoreError, VersionConflictError
-from tests.conftest import make_workflow
+from tests.factories import make_workflow
 
 
 def traj(i: int, namespace: str = "default", **kw: object) -> Trajectory:
@@ -96,6 +96,7 @@ def test_commit_run_tags_and_rollback_restores_while_keeping_history(store: Stor
     assert [w.version for w in store.history("forward_latest")] == [1]
     assert {w.id for w in store.list_workflows()} == {"forward_latest", "other"}
     # ... as a new table version, and what it undid is still reachable by its run tags.
+    assert rb.table_version is not None and run3.table_version is not None
     assert rb.kind == "rollback" and rb.rolled_back_run == "run-2" and rb.table_version > run3.table_version
     assert [w.version for w in store.list_workflows(at="run-3") if w.id == "forward_latest"] == [3]
     assert [w.version for w in store.list_workflows(at="run-2") if w.id == "forward_latest"] == [2]

@@ -11,6 +11,7 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.induction.subroutines import compose_workflows, subroutine_inputs, subroutine_key
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow, WorkflowStep
 from flowmem.policy.serving import compose
 from flowmem.settings import Settings
@@ -97,7 +98,7 @@ def test_a_shape_that_is_mostly_a_whole_run_is_left_to_the_task_level_workflow()
 def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) -> None:
     settings = Settings(db=str(tmp_path / "db"), subroutines=True)
     store = store_from(settings)
-    store.add_trajectories(CORPUS)
+    store_trajectories(store, CORPUS, settings.scrub)
     first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = [w for w in first.versions if w.kind == "subroutine"]
     # Cancelling and exchanging each occur in one kind of task only (one task cluster): that
@@ -117,13 +118,13 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
         if w.kind == "task":
             assert f"subroutine:{returns.id}" in stored[w.id].composed_actions
             assert "return_order" not in stored[w.id].composed_actions
-    store.add_trajectories([run(9, ["cancel", "return"])])
+    store_trajectories(store, [run(9, ["cancel", "return"])], settings.scrub)
     second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert {w.id for w in second.versions if w.kind == "subroutine"} <= {w.id for w in subs}
     # Off, the same runs give task-level workflows only.
     plain = Settings(db=str(tmp_path / "plain"), subroutines=False)
     other = store_from(plain)
-    other.add_trajectories(CORPUS)
+    store_trajectories(other, CORPUS, settings.scrub)
     assert {w.kind for w in induce(other, plain, RuleInducer(), namespace="default").versions} == {"task"}
 
 
@@ -202,8 +203,8 @@ def test_a_prompt_showing_a_subroutine_refers_to_it_instead_of_repeating_its_ste
 def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(tmp_path: Any) -> None:
     settings = Settings(db=str(tmp_path / "db"), subroutines=True)
     store = store_from(settings)
-    store.add_trajectories([run(i, ["cancel", "return"]) for i in range(12)])
-    store.add_trajectories([run(i, ["return", "exchange"]) for i in range(12, 24)])
+    store_trajectories(store, [run(i, ["cancel", "return"]) for i in range(12)], settings.scrub)
+    store_trajectories(store, [run(i, ["return", "exchange"]) for i in range(12, 24)], settings.scrub)
     first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = {w.id for w in first.versions if w.kind == "subroutine"}
     returns = next(
@@ -211,7 +212,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     )
     assert first.plan.refit == "the first run" and returns in subs
     assert first.run.state.subroutines == tuple(sorted(subs))
-    store.add_trajectories([run(30, ["cancel", "return"])])
+    store_trajectories(store, [run(30, ["cancel", "return"])], settings.scrub)
     second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     assert second.plan.refit is None  # placed in the stored clusters, not refit
     # Its cluster was induced again, composed with the kept sub-routines, and came out the
@@ -224,7 +225,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     assert tasks and all(f"subroutine:{returns}" in w.composed_actions for w in tasks)
     # Turning sub-routines off changes the clustering settings: the next run refits.
     plain = settings.model_copy(update={"subroutines": False})
-    store.add_trajectories([run(31, ["return", "exchange"])])
+    store_trajectories(store, [run(31, ["return", "exchange"])], settings.scrub)
     assert (
         induce(store, plain, RuleInducer(), namespace=plain.namespace).plan.refit
         == "the clustering settings changed"
@@ -238,7 +239,7 @@ def test_the_dashboard_shows_which_steps_are_a_subroutine(tmp_path: Any) -> None
 
     settings = Settings(db=str(tmp_path / "db"))
     store = store_from(settings)
-    store.add_trajectories(CORPUS)
+    store_trajectories(store, CORPUS, settings.scrub)
     report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
     returns = next(w for w in report.versions if w.kind == "subroutine" and w.name.startswith("return_order"))
     task = next(
