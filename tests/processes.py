@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 READY_LIMIT = 900.0
@@ -45,3 +48,28 @@ def foreground_tree(pid: int) -> None:
                 for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
                     foreground_tree(int(child))
     foreground(pid)
+
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+"""import-linter's command, beside this interpreter (`make setup` installs it)."""
+
+
+def copy_package(root: Path, into: Path) -> Path:
+    """A copy of `root`'s flowmem package and pyproject.toml under `into`, to plant imports in."""
+    tree = into / "tree"
+    shutil.copytree(root / "flowmem", tree / "flowmem", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "pyproject.toml", tree / "pyproject.toml")
+    return tree
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's contracts checked on a copy (`copy_package`): the copy comes first on
+    the path, so the contracts are checked against it, not against the installed package."""
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)},
+        capture_output=True,
+        text=True,
+        timeout=READY_LIMIT,
+    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,11 +22,10 @@ from flowmem.jobs.induce import induce
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
-from tests.processes import READY_LIMIT
+from tests.processes import LINT_IMPORTS, READY_LIMIT, copy_package, lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "flowmem"
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 TOP_LEVEL = {"__init__.py", "settings.py", "models.py"}
 """The only modules at the top of the package: the public API, the one configuration, the domain."""
@@ -36,25 +34,9 @@ AGENT_FORBIDDEN = ("prefect", "hdbscan", "sklearn", "scipy", "fastapi", "rich")
 """What an agent process must not import: the scheduler, the clustering, the servers, the CLI."""
 
 
-def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
-    # The copy comes first on the path, so the contracts are checked against it, not against
-    # the installed package.
-    return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
-        cwd=tree,
-        env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)},
-        capture_output=True,
-        text=True,
-        timeout=READY_LIMIT,
-    )
-
-
 @pytest.fixture
 def package_copy(tmp_path: Path) -> Path:
-    tree = tmp_path / "tree"
-    shutil.copytree(PACKAGE, tree / "flowmem", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
-    return tree
+    return copy_package(ROOT, tmp_path)
 
 
 def _contracts() -> list[dict[str, Any]]:
@@ -66,7 +48,7 @@ def _contracts() -> list[dict[str, Any]]:
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (make setup)")
 def test_the_layer_contract_holds_and_fails_on_a_violation(package_copy: Path) -> None:
-    clean = _lint_imports(package_copy)
+    clean = lint_imports(package_copy)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert f"{len(_contracts())} kept, 0 broken" in clean.stdout
 
@@ -86,7 +68,7 @@ def test_the_layer_contract_holds_and_fails_on_a_violation(package_copy: Path) -
     for module, imported in planted:
         path = package_copy / "flowmem" / module
         path.write_text(path.read_text() + f"\nimport {imported}  # noqa\n")
-    broken = _lint_imports(package_copy)
+    broken = lint_imports(package_copy)
     assert broken.returncode != 0
     # One line per pair of layers, e.g. "flowmem.policy is not allowed to import flowmem.cli".
     expected = [

@@ -5,16 +5,14 @@ cycle if it comes back (docs/ARCHITECTURE.md)."""
 from __future__ import annotations
 
 import ast
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.processes import LINT_IMPORTS, copy_package, lint_imports
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "flowmem"
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _module_names() -> dict[str, Path]:
@@ -114,25 +112,9 @@ def test_the_legomem_roles_and_the_procedure_api_do_not_import_the_memory() -> N
         assert "flowmem.agents.memory" not in _reached(name), name
 
 
-def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
-    # The copy comes first on the path, so the contracts are checked against it, not against
-    # the installed package.
-    return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
-        cwd=tree,
-        env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 @pytest.fixture
 def package_copy(tmp_path: Path) -> Path:
-    tree = tmp_path / "tree"
-    shutil.copytree(PACKAGE, tree / "flowmem", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
-    return tree
+    return copy_package(ROOT, tmp_path)
 
 
 CONTRACT = "storage: the connection migrates, the migrations use only the leaves (no cycle)"
@@ -140,7 +122,7 @@ CONTRACT = "storage: the connection migrates, the migrations use only the leaves
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (make setup)")
 def test_the_storage_contract_reports_the_cycle_coming_back(package_copy: Path) -> None:
-    clean = _lint_imports(package_copy)
+    clean = lint_imports(package_copy)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert f"{CONTRACT} KEPT" in clean.stdout
 
@@ -152,7 +134,7 @@ def test_the_storage_contract_reports_the_cycle_coming_back(package_copy: Path) 
     ]:
         path = package_copy / "flowmem" / module
         path.write_text(path.read_text() + f"\n{line}  # noqa\n")
-    broken = _lint_imports(package_copy)
+    broken = lint_imports(package_copy)
     assert broken.returncode != 0
     assert f"{CONTRACT} BROKEN" in broken.stdout
     assert "flowmem.storage.migrations is not allowed to import flowmem.storage.base" in broken.stdout
