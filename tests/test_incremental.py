@@ -51,7 +51,9 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     second = _induce(store, settings)
     plan = second.plan
     assert plan.refit is None and second.summary()["refit"] is None
-    assert second.summary()["new_trajectories"] == len(new) and len(plan.prints) == len(first.plan.prints)
+    assert second.summary()["new_trajectories"] == len(new) and len(plan.fingerprints) == len(
+        first.plan.fingerprints
+    )
     # Every new run is placed in a stored cluster whose runs are of its own kind of task.
     fitted = first.plan.clusters.memberships
     old = store.list_trajectories(limit=None)
@@ -75,7 +77,7 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     after = {w.id: w for w in store.list_workflows()}
     assert after.keys() == before.keys()
     for wid, w in before.items():
-        if cluster_key(wid, set(plan.prints)) not in touched:
+        if cluster_key(wid, set(plan.fingerprints)) not in touched:
             assert (after[wid].version, after[wid].content_hash()) == (w.version, w.content_hash())
     assert {v.id for v in second.versions} <= {w.id for w in second.result.workflows}
 

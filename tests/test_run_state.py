@@ -140,7 +140,7 @@ def test_a_store_written_before_the_typed_state_induces_without_a_refit(tmp_path
     _again(store, settings, 2)
     report = _induce(store, settings)
     assert report.plan.refit is None and report.summary()["refit"] is None
-    assert report.plan.changed and len(report.plan.prints) == UNTYPED["clusters"]
+    assert report.plan.changed and len(report.plan.fingerprints) == UNTYPED["clusters"]
     assert report.run.state.fit == last.fit  # placed in the stored clusters, fitted once
     assert store.list_runs()[-1].state == report.run.state  # stored typed, read back equal
 
@@ -207,7 +207,7 @@ def test_a_new_task_joins_the_nearest_cluster_and_only_its_cluster_is_induced() 
     assert placed.placed == {"a": {0: {task_key("forward the memo to cy")}}}
     assert placed.chosen == {("a", 0): [0, 1, 4]} and not placed.deferred
     assert placed.sizes == {"a-c0": (2, 1), "a-c1": (1, 1)}
-    assert placed.prints["a-c1"] == _state().fingerprints["a-c1"]  # unchanged: not induced
+    assert placed.fingerprints["a-c1"] == _state().fingerprints["a-c1"]  # unchanged: not induced
 
 
 def test_a_small_change_to_a_cluster_waits() -> None:
@@ -242,7 +242,7 @@ def test_the_next_state_keeps_a_deferred_clusters_fingerprint_and_forgets_a_fail
     before = _state(subroutines=("a-c9",))
     state = next_state(
         before,
-        prints={"a-c0": "new0", "a-c1": "new1", "a-c2": "new2"},
+        fingerprints={"a-c0": "new0", "a-c1": "new1", "a-c2": "new2"},
         sizes={"a-c0": (3, 0), "a-c1": (1, 2), "a-c2": (1, 0)},
         deferred=["a-c0"],
         failed=["a-c2"],
@@ -259,7 +259,7 @@ def test_the_next_state_keeps_a_deferred_clusters_fingerprint_and_forgets_a_fail
     assert state.subroutines == ("a-c9",)  # no fit: the sub-routines are kept
     refit = next_state(
         before,
-        prints={},
+        fingerprints={},
         sizes={},
         deferred=[],
         failed=[],

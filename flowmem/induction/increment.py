@@ -65,7 +65,7 @@ class Placement:
 
     chosen: dict[Cluster, list[int]] = field(default_factory=dict)
     """The clusters to induce (changed materially, or pending) -> their rows, in column order."""
-    prints: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
     """Every cluster's fingerprint now (a sub-routine's: as it was kept)."""
     sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Every cluster's (successes, failures) now."""
@@ -138,13 +138,13 @@ def place_new_runs(
         label = where[agent].get(key)
         if label is not None:
             runs[(agent, label)].append(i)
-    prints, sizes = _measure(columns, runs)
-    chosen, deferred = _choose(runs, prints, sizes, state, pending=pending, min_change=min_change)
+    fingerprints, sizes = _measure(columns, runs)
+    chosen, deferred = _choose(runs, fingerprints, sizes, state, pending=pending, min_change=min_change)
     # Sub-routines, like clusters, are cut at a fit only: kept as they are until the next one.
     for key in state.subroutines:
-        prints[key] = state.fingerprints.get(key, "")
+        fingerprints[key] = state.fingerprints.get(key, "")
         sizes[key] = state.sizes.get(key, (0, 0))
-    return Placement(chosen, prints, sizes, placed, deferred)
+    return Placement(chosen, fingerprints, sizes, placed, deferred)
 
 
 def _where(fitted: FrozenMemberships, placed: FrozenMemberships) -> dict[str, dict[str, int]]:
@@ -215,20 +215,20 @@ def _measure(
     columns: Columns, runs: Mapping[Cluster, list[int]]
 ) -> tuple[dict[str, str], dict[str, tuple[int, int]]]:
     """Every cluster's fingerprint and (successes, failures), over its runs with an outcome."""
-    prints: dict[str, str] = {}
+    fingerprints: dict[str, str] = {}
     sizes: dict[str, tuple[int, int]] = {}
     ids, success = columns.ids, columns.success
     for (agent, cid), rows in runs.items():
         outcomes = [(ids[i], bool(success[i])) for i in rows if success[i] is not None]
         key = workflow_id(agent, cid)
-        prints[key] = fingerprint(outcomes)
+        fingerprints[key] = fingerprint(outcomes)
         sizes[key] = (sum(s for _, s in outcomes), sum(not s for _, s in outcomes))
-    return prints, sizes
+    return fingerprints, sizes
 
 
 def _choose(
     runs: Mapping[Cluster, list[int]],
-    prints: Mapping[str, str],
+    fingerprints: Mapping[str, str],
     sizes: Mapping[str, tuple[int, int]],
     state: RunState,
     *,
@@ -242,7 +242,7 @@ def _choose(
     deferred: list[str] = []
     for agent, cid in sorted(runs):
         key = workflow_id(agent, cid)
-        if before.get(key) == prints[key] and key not in pending:
+        if before.get(key) == fingerprints[key] and key not in pending:
             continue
         if (
             key in pending
@@ -257,18 +257,18 @@ def _choose(
 
 
 def to_induce_after_refit(
-    prints: Mapping[str, str], before: RunState | None, *, pending: Set[str]
+    fingerprints: Mapping[str, str], before: RunState | None, *, pending: Set[str]
 ) -> set[str]:
     """After a fit, the clusters to induce: those whose runs changed since `before` (every
     cluster when there is no state to compare with) and the `pending` ones."""
     kept = before.fingerprints if before is not None else {}
-    return {key for key, now in prints.items() if kept.get(key) != now or key in pending}
+    return {key for key, now in fingerprints.items() if kept.get(key) != now or key in pending}
 
 
 def next_state(
     before: RunState | None,
     *,
-    prints: Mapping[str, str],
+    fingerprints: Mapping[str, str],
     sizes: Mapping[str, tuple[int, int]],
     deferred: Sequence[str],
     failed: Sequence[str],
@@ -284,11 +284,11 @@ def next_state(
     fingerprint, so it is induced again), the fitted memberships, the placements, the fit, the
     sub-routines' keys (a refit's `subroutines`, or those kept) and the versions it retired."""
     kept = before or RunState()
-    prints_now, sizes_now = dict(prints), dict(sizes)
+    fingerprints_now, sizes_now = dict(fingerprints), dict(sizes)
     for key in deferred:
-        prints_now[key], sizes_now[key] = kept.fingerprints[key], kept.sizes[key]
+        fingerprints_now[key], sizes_now[key] = kept.fingerprints[key], kept.sizes[key]
     return RunState(
-        fingerprints={k: v for k, v in prints_now.items() if k not in failed},
+        fingerprints={k: v for k, v in fingerprints_now.items() if k not in failed},
         sizes=sizes_now,
         failed=tuple(failed),
         clusters=freeze(clusters),

@@ -53,7 +53,7 @@ class Assignment:
 
     clusters: list[ClusterInput] = field(default_factory=list)
     """The clusters to induce (changed materially, or waiting for a retry)."""
-    prints: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
     """Every cluster's fingerprint now."""
     sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Every cluster's (successes, failures) now."""
@@ -132,7 +132,7 @@ def assign_run(
     if isinstance(placement, str):
         return placement
     out = Assignment(
-        prints=placement.prints,
+        fingerprints=placement.fingerprints,
         sizes=placement.sizes,
         placed=placement.placed,
         deferred=placement.deferred,

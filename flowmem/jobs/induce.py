@@ -79,7 +79,7 @@ class RunPlan:
     revive: set[str] = field(default_factory=set)
     """Workflows deprecated for their own failures that nothing serves: a new version of each
     is committed even when re-induction gives the same content."""
-    prints: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
     """Every cluster's fingerprint (a hash of its runs) now."""
     sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Every cluster's (successes, failures) now."""
@@ -127,7 +127,7 @@ class RunReport:
             "skipped": self.plan.skipped,
             "trajectories": self.plan.total,
             "new_trajectories": self.plan.new_trajectories,
-            "clusters": len(self.plan.prints),
+            "clusters": len(self.plan.fingerprints),
             "clusters_changed": len(self.plan.changed),
             "clusters_deferred": len(self.plan.deferred),
             "refit": self.plan.refit,
@@ -267,7 +267,7 @@ def _take_assignment(plan: RunPlan, placed: Assignment, last: InductionRun) -> N
     """Fill `plan` from the new runs' placement into the last run's clusters (no refit)."""
     plan.clusters = ClusterPlan(placed.clusters, memberships=thaw(last.state.clusters) or {})
     plan.changed = list(placed.clusters)
-    plan.prints, plan.sizes, plan.placed = placed.prints, placed.sizes, placed.placed
+    plan.fingerprints, plan.sizes, plan.placed = placed.fingerprints, placed.sizes, placed.placed
     plan.fit, plan.deferred, plan.task_of = last.state.fit, placed.deferred, placed.task_of
 
 
@@ -284,14 +284,16 @@ def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str]
         previous=(last and thaw(last.state.clusters))
         or previous_clusters(plan.current.values(), trajectories),
     )
-    plan.prints = plan.clusters.fingerprints()
+    plan.fingerprints = plan.clusters.fingerprints()
     plan.sizes = {c.key: (len(c.successes), len(c.failures)) for c in plan.clusters.clusters}
     plan.placed = plan.clusters.placed
     texts = sum(len(c.texts) for c in plan.clusters.clusterings.values())
     plan.fit = fit_record(
         settings, trajectories=len(trajectories), texts=texts, agents=set(plan.clusters.clusterings)
     )
-    redo = to_induce_after_refit(plan.prints, last.state if last and not force else None, pending=pending)
+    redo = to_induce_after_refit(
+        plan.fingerprints, last.state if last and not force else None, pending=pending
+    )
     plan.changed = [c for c in plan.clusters.clusters if c.key in redo]
 
 
@@ -321,7 +323,7 @@ def retirements(
     a variant that no longer exists, a near-duplicate merged into another), or, `carried` into
     the run from a cluster it did not induce, merged into a near-duplicate of this run. A
     cluster whose induction failed keeps its workflows."""
-    keys = set(plan.prints)
+    keys = set(plan.fingerprints)
     redone = {c.key for c in plan.changed} - set(result.failed)
     drafted = {w.id for w in result.workflows}
     out: list[Transition] = []
@@ -351,11 +353,11 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     carried = merge_with_current(
         result,
         plan.current,
-        keys=set(plan.prints),
+        keys=set(plan.fingerprints),
         induced={c.key for c in plan.changed},
         task_of=plan.task_of,
     )
-    alive = set(plan.prints)  # composed with every sub-routine the run keeps, induced or not
+    alive = set(plan.fingerprints)  # composed with every sub-routine the run keeps, induced or not
     known = [w for w in plan.current.values() if w.kind == "subroutine" and w.status not in NOT_SERVED]
     result.workflows = compose_workflows(
         result.workflows, known=[w for w in known if cluster_key(w.id, alive) in alive]
@@ -373,12 +375,12 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         **result.counts,
     }
     if plan.refit is None:  # no fit: every cluster, not only those induced
-        counts["clusters"] = len(plan.prints)
+        counts["clusters"] = len(plan.fingerprints)
     counts["clusters_deferred"] = len(plan.deferred)
     retired = retirements(store, plan, result, carried=carried)
     state = next_state(
         plan.last.state if plan.last else None,
-        prints=plan.prints,
+        fingerprints=plan.fingerprints,
         sizes=plan.sizes,
         deferred=plan.deferred,
         failed=failed,

@@ -215,7 +215,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         found = [rows.workflow_from_row(r) for r in raw]
         if not found:
             raise NotFoundError(f"no workflow {workflow_id!r} in namespace {ns!r}")
-        return self.live(sorted(found, key=lambda w: w.version), namespace=ns)
+        return self.with_live_state(sorted(found, key=lambda w: w.version), namespace=ns)
 
     def list_workflows(
         self, *, namespace: str | None = None, status: str | None = None, at: str | int | None = None
@@ -237,7 +237,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         for r in self.committed_rows(found_rows, namespace=ns):
             if r["id"] not in latest or r["version"] > latest[r["id"]].version:
                 latest[r["id"]] = rows.workflow_from_row(r)
-        found = self.live(sorted(latest.values(), key=lambda w: w.id), namespace=ns)
+        found = self.with_live_state(sorted(latest.values(), key=lambda w: w.id), namespace=ns)
         return [w for w in found if status is None or w.status == status]
 
     def diff(self, workflow_id: str, old: int, new: int, *, namespace: str | None = None) -> WorkflowDiff:
@@ -259,7 +259,9 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         found = self.committed_rows(
             rows.rows_of(select(self._workflows(ns), f"namespace = {quote(ns)}")), namespace=ns
         )
-        served = served_versions(self.live([rows.workflow_from_row(r) for r in found], namespace=ns))
+        served = served_versions(
+            self.with_live_state([rows.workflow_from_row(r) for r in found], namespace=ns)
+        )
         return served, {(r["id"], r["version"]): r for r in found}
 
     def served_workflows(self, *, namespace: str | None = None) -> list[Workflow]:

@@ -93,7 +93,9 @@ class VersionStateMixin(StoreBase):
         found = [r for r in found if workflow_id is None or r["id"] == workflow_id]
         return sorted(found, key=lambda r: (r["at"], r["id"], r["version"]))
 
-    def live(self, workflows: Sequence[Workflow], *, namespace: str | None = None) -> list[Workflow]:
+    def with_live_state(
+        self, workflows: Sequence[Workflow], *, namespace: str | None = None
+    ) -> list[Workflow]:
         """The versions with their current usage stats and status merged in."""
         usage = self.usage(namespace=namespace)
         status = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=namespace)}

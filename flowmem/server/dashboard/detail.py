@@ -12,7 +12,7 @@ from flowmem.induction.failures import first_divergence, states
 from flowmem.models import Trajectory, Workflow
 from flowmem.server.dashboard.views import memberships
 from flowmem.storage import Store
-from flowmem.storage.dashboard_reads import trajectory_outcomes
+from flowmem.storage.listings import trajectory_outcomes
 
 __all__ = ["Pitfall", "VersionPoint", "pitfall_sources", "version_points"]
 

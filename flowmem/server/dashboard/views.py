@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from flowmem.induction.drafts import task_key
 from flowmem.models import InductionRun
 from flowmem.storage import Store
-from flowmem.storage.dashboard_reads import (
+from flowmem.storage.listings import (
     data_version,
     task_vectors,
     trajectory_outcomes,

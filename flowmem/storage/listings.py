@@ -2,7 +2,7 @@
 
 `Store.list_workflows` builds whole `Workflow` models (steps, parameters, provenance); a page
 that lists 10,000 workflows needs a dozen scalar columns of each, so these functions select
-only those, keep the same visibility rules (`committed_rows`, `live`) and return plain dicts.
+only those, keep the same visibility rules (`committed_rows`, `with_live_state`) and return plain dicts.
 """
 
 from __future__ import annotations
