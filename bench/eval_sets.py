@@ -17,7 +17,7 @@ from pathlib import Path
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import evaluate
-from flowmem.models import DEMONSTRATION, Trajectory
+from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
 
 SPLITS = {
@@ -49,7 +49,7 @@ def _agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list
     if not (oracle.exists() and agents.exists()):
         return None
     demos = [  # clean demonstrations, marked as `flowmem induce --from` marks them
-        t.model_copy(update={"meta": {**t.meta, DEMONSTRATION: True}})
+        as_demonstration(t)
         for t in read_trajectories(oracle, settings)
         if not isinstance(t, Rejection) and t.meta.get("domain") == "retail" and t.meta["split"] == "train"
     ]

@@ -22,7 +22,7 @@ from typing import Any
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.evaluate import load
 from flowmem.jobs.online import evaluate_online, plot_curve
-from flowmem.models import DEMONSTRATION, Trajectory
+from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
 
 WORKBENCH = "workbench_trajectories.jsonl.gz"
@@ -52,9 +52,7 @@ def sets(data: Path, settings: Settings) -> dict[str, list[Trajectory]]:
         print(f"workbench: {data / WORKBENCH} not found, skipped", file=sys.stderr)
     if (data / ORACLE).exists() and (data / AGENT_RUNS).exists():
         oracle = [  # clean demonstrations, marked as `flowmem induce --from` marks them
-            t.model_copy(update={"meta": {**t.meta, DEMONSTRATION: True}})
-            for t in load(data / ORACLE, settings)
-            if t.meta.get("domain") == "retail"
+            as_demonstration(t) for t in load(data / ORACLE, settings) if t.meta.get("domain") == "retail"
         ]
         out["tau2_retail"] = oracle + load(data / AGENT_RUNS, settings)
     else:

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 
 __all__ = [
     "DEMONSTRATION",
+    "as_demonstration",
+    "is_demonstration",
     "RUN_STATE_VERSION",
     "PROCEDURE",
     "NAMESPACE_PATTERN",
@@ -188,6 +190,17 @@ class UsageStats(_Frozen):
 DEMONSTRATION = "demonstration"
 """The `Trajectory.meta` key that marks a run as a curated demonstration (ingested with
 `flowmem induce --from`): a workflow induced from demonstrations alone is `offline`."""
+
+
+def is_demonstration(run: Trajectory) -> bool:
+    """Whether a run is a curated demonstration (`DEMONSTRATION`), not an agent's own."""
+    return run.meta.get(DEMONSTRATION) is True
+
+
+def as_demonstration(run: Trajectory) -> Trajectory:
+    """The run marked as a curated demonstration, as `flowmem induce --from` stores it."""
+    return run.model_copy(update={"meta": {**run.meta, DEMONSTRATION: True}})
+
 
 PROCEDURE = "add_workflow"
 """The `Trajectory.source` of a procedure written by hand (`add_workflow`): its outcome is

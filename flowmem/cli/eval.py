@@ -103,15 +103,12 @@ def eval_command(
 
 def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, as_json: bool) -> None:
     from flowmem.jobs.evaluate import evaluate, load
-    from flowmem.models import DEMONSTRATION
+    from flowmem.models import as_demonstration
 
     if missing := [str(p) for p in (train, test, *([demos] if demos else [])) if not p.is_file()]:
         raise fail(f"no such file: {', '.join(missing)}")
     settings = Settings()
-    marked = [
-        t.model_copy(update={"meta": {**t.meta, DEMONSTRATION: True}})
-        for t in (load(demos, settings) if demos else [])
-    ]
+    marked = [as_demonstration(t) for t in (load(demos, settings) if demos else [])]
     report = evaluate(
         marked + load(train, settings),
         load(test, settings),

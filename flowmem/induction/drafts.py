@@ -23,7 +23,7 @@ from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
 from flowmem.induction.nearest import key_shares
 from flowmem.induction.subroutines import compose_workflows, subroutine_inputs
-from flowmem.models import DEMONSTRATION, Trajectory, Workflow
+from flowmem.models import Trajectory, Workflow, is_demonstration
 
 __all__ = [
     "ClusterOutcome",
@@ -282,7 +282,7 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     task_of = {rid: t.task for rid, t in runs.items()}
     for w in induced.workflows:
         sources = [runs[i] for i in w.source_trajectory_ids if i in runs]
-        if sources and all(t.meta.get(DEMONSTRATION) is True for t in sources):
+        if sources and all(is_demonstration(t) for t in sources):
             w = w.model_copy(update={"provenance": w.provenance.model_copy(update={"mode": "offline"})})
         outcome.workflows.append(w)
         own = Counter(task_of[i] for i in w.source_trajectory_ids if i in task_of)

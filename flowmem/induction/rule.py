@@ -15,7 +15,7 @@ from flowmem.induction.literals import find_literals
 from flowmem.induction.noise import working_steps
 from flowmem.induction.render import render_workflow
 from flowmem.induction.segments import is_read
-from flowmem.models import DEMONSTRATION, Provenance, Trajectory, Workflow
+from flowmem.models import Provenance, Trajectory, Workflow, is_demonstration
 
 __all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "variants"]
 
@@ -166,11 +166,6 @@ class _Homes:
             if not is_demonstration(t):
                 self.own.setdefault(changes(t.actions), members)
                 self.by_task.setdefault(t.task, members)
-
-
-def is_demonstration(run: Trajectory) -> bool:
-    """Whether a run is a curated demonstration (`flowmem induce --from`), not an agent's own."""
-    return run.meta.get(DEMONSTRATION) is True
 
 
 def changes(actions: Sequence[str]) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flowmem.interchange import Rejection, read_trajectories, write_lines
-from flowmem.models import DEMONSTRATION, Trajectory
+from flowmem.models import Trajectory, as_demonstration
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -171,7 +171,7 @@ def ingest_files(
                 continue
             report.valid += 1
             if demonstrations:
-                item = item.model_copy(update={"meta": {**item.meta, DEMONSTRATION: True}})
+                item = as_demonstration(item)
             batch.append(item)
             if len(batch) >= _BATCH:
                 flush()
