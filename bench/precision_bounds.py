@@ -5,7 +5,7 @@ raw's + 0.10 (`flowmem eval`, k = 3). This script asks whether any choice of mem
 from the training runs could clear that bar, by replacing flowmem's retrieval with choices
 that know more than a retriever can. Every row is scored with
 `flowmem.induction.metrics.memory_metrics` over the same scored test runs (successful, with
-steps), against the same rule-inducer workflows (`drafts.induce`, default settings):
+steps), against the same rule-inducer workflows (`orchestrate.induce`, default settings):
 
 - `raw k=3`: the 3 successful training runs whose task is nearest (hashing cosine): the bar
   is computed from this row;
@@ -41,10 +41,10 @@ from typing import Any
 import numpy as np
 
 from flowmem.induction.align import lcs_pairs
-from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import Trajectory, Workflow

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import eval_sets
 
-from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.cycle import cycle

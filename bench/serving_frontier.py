@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from flowmem.induction.align import lcs_pairs
-from flowmem.induction.drafts import induce, plan_versions
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce, plan_versions
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from

@@ -6,7 +6,7 @@ test run (successful, with steps) from several memory systems built from the sam
 runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/metrics.md):
 
 - `raw`: the k successful training runs whose task is nearest;
-- `workflows`: the rule inducer's task-level workflows (`drafts.induce`, without its own
+- `workflows`: the rule inducer's task-level workflows (`orchestrate.induce`, without its own
   sub-routine workflows where it makes them), each retrieved by its nearest source task
   (`ExampleIndex`), top k; `workflows k=1`: the first-ranked one only;
 - `oracle single`: per test run, the one workflow of them all with the highest LCS coverage
@@ -66,11 +66,11 @@ import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
 
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.literals import scalars
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce
 from flowmem.induction.rule import RuleInducer
 from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.interchange import Rejection, read_trajectories

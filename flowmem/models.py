@@ -314,7 +314,7 @@ RUN_STATE_VERSION: Literal[1] = 1
 """The version of `RunState` this flowmem writes (stored in it as `version`)."""
 
 FrozenMemberships = dict[str, dict[int, frozenset[str]]]
-"""Agent -> stable cluster id -> the task keys (`induction.drafts.task_key`) in it."""
+"""Agent -> stable cluster id -> the task keys (`induction.orchestrate.task_key`) in it."""
 
 
 class Fit(_Frozen):

@@ -67,7 +67,7 @@ INDUCE_SCRIPT = textwrap.dedent(
     import sys
     import time
 
-    from flowmem.induction.drafts import induce_cluster
+    from flowmem.induction.orchestrate import induce_cluster
     from flowmem.induction.rule import RuleInducer
     from flowmem.jobs.induce import commit_outcomes, prepare_run
     from flowmem.settings import Settings

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from flowmem.induction import cluster
-from flowmem.induction.drafts import induce
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
+from flowmem.induction.orchestrate import induce
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from flowmem.sim.agent import simulate
@@ -71,7 +71,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     (True), test (False) or neither (None)."""
     from unittest import mock
 
-    from flowmem.induction import drafts
+    from flowmem.induction import orchestrate
     from flowmem.jobs import evaluate as evaluating
     from flowmem.settings import Settings
 
@@ -79,7 +79,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = drafts.induce
+    real = orchestrate.induce
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))

@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 from flowmem.cli import app
 from flowmem.induction.align import lcs_len
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, LLMError
-from flowmem.induction.drafts import ClusterOutcome, ClusterPlan, assemble, induce_cluster
 from flowmem.induction.metrics import (
     LeakChecker,
     Retrieval,
@@ -21,6 +20,7 @@ from flowmem.induction.metrics import (
     rejected_clusters,
     slot_literals,
 )
+from flowmem.induction.orchestrate import ClusterOutcome, ClusterPlan, assemble, induce_cluster
 from flowmem.interchange import write_jsonl
 from flowmem.sim import simulate
 from tests.factories import WORKBENCH

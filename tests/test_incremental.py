@@ -10,9 +10,9 @@ import pytest
 
 from flowmem.induction.assign import material, nearest_labels
 from flowmem.induction.base import cluster_key
-from flowmem.induction.drafts import InductionResult, task_key
 from flowmem.induction.increment import Memberships, thaw
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.orchestrate import InductionResult, task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.incremental import assign_run, merge_with_current
 from flowmem.jobs.induce import RunReport, induce, prepare_run

@@ -10,10 +10,10 @@ import pytest
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Usage
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
-from flowmem.induction.drafts import induce, merge_duplicates, plan_versions
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
 from flowmem.induction.nearest import ExampleIndex, key_shares
+from flowmem.induction.orchestrate import induce, merge_duplicates, plan_versions
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
@@ -212,7 +212,7 @@ def test_a_noise_task_is_placed_in_the_cluster_of_its_nearest_clustered_task() -
 
 
 def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    import flowmem.induction.drafts as drafts
+    import flowmem.induction.orchestrate as orchestrate
 
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     odd = run(
@@ -230,7 +230,7 @@ def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch:
         found.labels[found.texts.index(odd.task)] = -1
         return found
 
-    monkeypatch.setattr(drafts, "cluster_tasks", with_noise)
+    monkeypatch.setattr(orchestrate, "cluster_tasks", with_noise)
     result = induce([*runs, odd], RuleInducer())
     [clustering] = result.clusterings.values()
     assert clustering.label_of()[odd.task] == -1
@@ -274,7 +274,7 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     import flowmem.induction.rule as rule
     from flowmem.induction.abstract import Abstraction
     from flowmem.induction.base import InductionRefused
-    from flowmem.induction.drafts import plan_clusters
+    from flowmem.induction.orchestrate import plan_clusters
 
     real = abstract.abstract_runs
 

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from flowmem.induction.describe import VERBS, describe, name_for, verb_phrase
-from flowmem.induction.drafts import induce
 from flowmem.induction.naming import distinct
+from flowmem.induction.orchestrate import induce
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load

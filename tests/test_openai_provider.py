@@ -13,8 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from flowmem.induction.base import LLMError, Usage
-from flowmem.induction.drafts import induce_cluster
 from flowmem.induction.llm import LLMInducer
+from flowmem.induction.orchestrate import induce_cluster
 from flowmem.induction.validate import InducedSet
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
 from flowmem.settings import Settings

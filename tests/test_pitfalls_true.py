@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from flowmem.induction.drafts import plan_clusters
 from flowmem.induction.failures import Finding, findings
+from flowmem.induction.orchestrate import plan_clusters
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from tests.factories import PITFALL_NAMES as NAMES

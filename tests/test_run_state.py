@@ -19,8 +19,8 @@ import lancedb
 import numpy as np
 import pytest
 
-from flowmem.induction.drafts import fingerprint, task_key
 from flowmem.induction.increment import Columns, Placement, next_state, place_new_runs, thaw
+from flowmem.induction.orchestrate import fingerprint, task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, induce

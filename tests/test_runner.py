@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from flowmem.induction.cluster import cluster_tasks
-from flowmem.induction.drafts import task_key
+from flowmem.induction.orchestrate import task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import induce, previous_clusters

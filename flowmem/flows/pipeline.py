@@ -17,7 +17,7 @@ from prefect.concurrency.sync import concurrency
 from prefect.futures import PrefectFuture
 
 from flowmem.induction.base import ClusterInput, Inducer, Usage
-from flowmem.induction.drafts import ClusterOutcome, induce_cluster
+from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect as collect_spool
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import RunPlan, RunReport, commit_outcomes, prepare_run

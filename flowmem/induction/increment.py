@@ -16,7 +16,7 @@ from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
 from flowmem.induction.base import workflow_id
-from flowmem.induction.drafts import fingerprint, task_key
+from flowmem.induction.orchestrate import fingerprint, task_key
 from flowmem.models import Fit, FrozenMemberships, Retirement, RunState
 
 __all__ = [

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.induction.base import Inducer
-from flowmem.induction.drafts import induce, plan_versions
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
     LeakChecker,
@@ -24,6 +23,7 @@ from flowmem.induction.metrics import (
     slot_literals,
 )
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce, plan_versions
 from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from

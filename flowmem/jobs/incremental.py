@@ -18,7 +18,6 @@ from typing import Any, Literal, cast
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
-from flowmem.induction.drafts import InductionResult, in_run_order, merge_duplicates, task_key
 from flowmem.induction.increment import (
     REFIT_SHARE,
     Columns,
@@ -28,6 +27,7 @@ from flowmem.induction.increment import (
 )
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
+from flowmem.induction.orchestrate import InductionResult, in_run_order, merge_duplicates, task_key
 from flowmem.models import Fit, RunState, Trajectory, UsageStats, Workflow, now
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.settings import Settings

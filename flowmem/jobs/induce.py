@@ -20,7 +20,8 @@ from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
-from flowmem.induction.drafts import (
+from flowmem.induction.increment import Memberships, next_state, thaw, to_induce_after_refit
+from flowmem.induction.orchestrate import (
     ClusterOutcome,
     ClusterPlan,
     InductionResult,
@@ -29,7 +30,6 @@ from flowmem.induction.drafts import (
     plan_clusters,
     plan_versions,
 )
-from flowmem.induction.increment import Memberships, next_state, thaw, to_induce_after_refit
 from flowmem.induction.subroutines import compose_workflows
 from flowmem.jobs.incremental import (
     REFIT_SHARE,

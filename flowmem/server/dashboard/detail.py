@@ -7,8 +7,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.drafts import task_key
 from flowmem.induction.failures import first_divergence, states
+from flowmem.induction.orchestrate import task_key
 from flowmem.models import Trajectory, Workflow
 from flowmem.server.dashboard.views import memberships
 from flowmem.storage import Store

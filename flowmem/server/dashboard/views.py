@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.drafts import task_key
+from flowmem.induction.orchestrate import task_key
 from flowmem.models import InductionRun
 from flowmem.storage import Store
 from flowmem.storage.listings import (

@@ -1,4 +1,10 @@
-"""From a namespace's trajectories to workflow drafts, and from drafts to new versions."""
+"""The induction pass, pure: cluster each agent's runs, induce every cluster, assemble the drafts.
+
+`plan_clusters` clusters each agent's runs (stable ids), `induce_cluster` induces one cluster,
+`assemble` gathers the outcomes (near-duplicates merged, sub-routines composed, names made
+distinct); `induce` is the three in one call. `plan_versions` turns drafts into the new
+versions of a run. `jobs/induce.py` runs it against a store, the Prefect flow as tasks.
+"""
 
 from __future__ import annotations
 
