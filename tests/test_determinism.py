@@ -26,7 +26,7 @@ import pytest
 
 from flowmem.induction import cluster
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.induction.orchestrate import induce
+from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from flowmem.sim.agent import simulate
@@ -79,13 +79,13 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = orchestrate.induce
+    real = orchestrate.induce_drafts
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))
         return results[-1]
 
-    with mock.patch.object(evaluating, "induce", recording):
+    with mock.patch.object(evaluating, "induce_drafts", recording):
         report = evaluating.evaluate(train, test, RuleInducer(), settings=settings, k=3)
     (result,) = results
     return {
@@ -212,7 +212,7 @@ def test_the_same_runs_read_in_another_order_give_the_same_workflows() -> None:
     runs = simulate(100, seed=1)
     shuffled = runs[:]
     random.Random(0).shuffle(shuffled)
-    first, second = (induce(r, RuleInducer(), subroutines=True) for r in (runs, shuffled))
+    first, second = (induce_drafts(r, RuleInducer(), subroutines=True) for r in (runs, shuffled))
     assert len(first.workflows) > 15
     assert [w.model_dump(exclude={"created_at"}) for w in first.workflows] == [
         w.model_dump(exclude={"created_at"}) for w in second.workflows

@@ -13,7 +13,7 @@ from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, 
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
 from flowmem.induction.nearest import ExampleIndex, key_shares
-from flowmem.induction.orchestrate import induce, merge_duplicates, plan_versions
+from flowmem.induction.orchestrate import induce_drafts, merge_duplicates, plan_versions
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
@@ -104,7 +104,7 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
 
 def test_failure_only_cluster_gives_notes_not_a_workflow() -> None:
     failures = [forward(i, skip_lookup=True, success=False) for i in range(6)]
-    result = induce(failures, RuleInducer())
+    result = induce_drafts(failures, RuleInducer())
     assert result.workflows == []
     [(wid, notes)] = result.notes.items()
     assert notes and all("mail.forward failed" in n for n in notes)
@@ -123,14 +123,14 @@ def test_injected_instructions_in_observations_never_become_steps_or_pitfalls() 
         )
         for i in range(4)
     ]
-    result = induce(runs, RuleInducer())
+    result = induce_drafts(runs, RuleInducer())
     text = "\n".join(render_workflow(w, description=True) for w in result.workflows)
     assert result.workflows and "attacker" not in text and "ignore previous" not in text.lower()
 
 
 def test_pipeline_clusters_variants_and_versions() -> None:
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
-    result = induce(runs, RuleInducer())
+    result = induce_drafts(runs, RuleInducer())
     by_actions = {tuple(w.actions): w for w in result.workflows}
     assert set(by_actions) == {
         ("mail.search", "contacts.lookup", "mail.forward"),
@@ -149,7 +149,7 @@ def test_pipeline_clusters_variants_and_versions() -> None:
 
 def test_one_namespace_at_a_time() -> None:
     with pytest.raises(ValueError, match="one namespace"):
-        induce([forward(1), forward(2).model_copy(update={"namespace": "b"})], RuleInducer())
+        induce_drafts([forward(1), forward(2).model_copy(update={"namespace": "b"})], RuleInducer())
 
 
 def test_near_duplicates_merge_into_the_larger() -> None:
@@ -188,7 +188,7 @@ def test_orchestrator_runs_give_task_scope_plans() -> None:
             parent_id=f"plan-{i}",
         )
         runs += [parent, child]
-    result = induce(runs, RuleInducer())
+    result = induce_drafts(runs, RuleInducer())
     plan = next(w for w in result.workflows if w.agent == "orchestrator")
     assert plan.scope == "task" and [s.agent for s in plan.steps] == ["crm_agent", "email_agent"]
     assert plan.steps[0].args == {"agent": "crm_agent", "subtask": "{subtask}"}
@@ -231,7 +231,7 @@ def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch:
         return found
 
     monkeypatch.setattr(orchestrate, "cluster_tasks", with_noise)
-    result = induce([*runs, odd], RuleInducer())
+    result = induce_drafts([*runs, odd], RuleInducer())
     [clustering] = result.clusterings.values()
     assert clustering.label_of()[odd.task] == -1
     [own] = [w for w in result.workflows if "odd" in w.source_trajectory_ids]

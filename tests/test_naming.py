@@ -10,7 +10,7 @@ import pytest
 
 from flowmem.induction.describe import VERBS, describe, name_for, verb_phrase
 from flowmem.induction.naming import distinct
-from flowmem.induction.orchestrate import induce
+from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load
@@ -116,7 +116,7 @@ def test_skill_folder_names_carry_no_cluster_ids() -> None:
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 def test_workbench_workflows_have_distinct_grammatical_names_and_descriptions() -> None:
     runs = [t for t in load(WORKBENCH, Settings()) if t.meta["instance"] <= 6]
-    workflows = induce(runs, RuleInducer()).workflows
+    workflows = induce_drafts(runs, RuleInducer()).workflows
     assert len(workflows) > 100
     for agent in {w.agent for w in workflows}:
         own = [w for w in workflows if w.agent == agent]

@@ -2,7 +2,7 @@
 
 `plan_clusters` clusters each agent's runs (stable ids), `induce_cluster` induces one cluster,
 `assemble` gathers the outcomes (near-duplicates merged, sub-routines composed, names made
-distinct); `induce` is the three in one call. `plan_versions` turns drafts into the new
+distinct); `induce_drafts` is the three in one call. `plan_versions` turns drafts into the new
 versions of a run. `jobs/induce.py` runs it against a store, the Prefect flow as tasks.
 """
 
@@ -38,7 +38,7 @@ __all__ = [
     "assemble",
     "fingerprint",
     "in_run_order",
-    "induce",
+    "induce_drafts",
     "induce_cluster",
     "merge_duplicates",
     "plan_clusters",
@@ -313,7 +313,7 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
     return result
 
 
-def induce(
+def induce_drafts(
     trajectories: Sequence[Trajectory],
     inducer: Inducer,
     *,

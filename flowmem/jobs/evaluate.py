@@ -23,7 +23,7 @@ from flowmem.induction.metrics import (
     slot_literals,
 )
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce, plan_versions
+from flowmem.induction.orchestrate import induce_drafts, plan_versions
 from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
@@ -148,7 +148,9 @@ def evaluate(
         timing["store_s"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        result = induce(train, inducer, params=settings.cluster_params, subroutines=settings.subroutines)
+        result = induce_drafts(
+            train, inducer, params=settings.cluster_params, subroutines=settings.subroutines
+        )
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         versions = plan_versions(result.workflows, {}, run_id=run.id)
         keys, shares = key_vectors(store, result.key_shares())
