@@ -19,7 +19,7 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.induction.validate import Arg, InducedStep, InducedWorkflow, Parameter
 from flowmem.interchange import parse_line
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
 from flowmem.models import Step, Trajectory, Workflow, WorkflowRef, WorkflowStep, now
@@ -132,7 +132,7 @@ def remind(i: int) -> Trajectory:
 def induced(settings: Settings) -> Store:
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     return store
 
 
@@ -349,7 +349,7 @@ def seed_dashboard(settings: Settings) -> Seeded:
     store = store_from(settings)
     ns = settings.namespace
     store_trajectories(store, dashboard_slice(settings), settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=ns)
+    first = run_induction(store, settings, RuleInducer(), namespace=ns)
     top = max(store.list_workflows(namespace=ns), key=lambda w: len(w.source_trajectory_ids))
     sources = store.get_trajectories(top.source_trajectory_ids, namespace=ns)
     drift = [
@@ -357,7 +357,7 @@ def seed_dashboard(settings: Settings) -> Seeded:
         for i, t in enumerate(sources * 3)
     ]
     store_trajectories(store, drift, settings.scrub)
-    second = induce(store, settings, RuleInducer(), namespace=ns)
+    second = run_induction(store, settings, RuleInducer(), namespace=ns)
     assert store.get_workflow(top.id, namespace=ns).version == 2, "run 2 should revise the workflow"
     other = next(w for w in store.list_workflows(namespace=ns) if w.id != top.id and w.pitfalls)
     examples = store.get_trajectories(other.source_trajectory_ids, namespace=ns)

@@ -18,7 +18,7 @@ import pytest
 
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
@@ -92,7 +92,7 @@ def test_an_agent_process_loads_no_scheduler_clustering_server_or_cli(tmp_path: 
     settings = Settings(db=str(tmp_path / "db"))
     store = store_from(settings)
     store_trajectories(store, simulate(60, seed=3), settings.scrub)
-    assert induce(store, settings, RuleInducer(), namespace=settings.namespace).versions
+    assert run_induction(store, settings, RuleInducer(), namespace=settings.namespace).versions
     before = store.count_trajectories(namespace=settings.namespace)
     task = simulate(1, seed=4)[0].task
     script = textwrap.dedent(

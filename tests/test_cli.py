@@ -142,14 +142,14 @@ def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     """Workflows induced in namespace a are never shown, searched or served in namespace b."""
     from flowmem.agents import WorkflowMemory
     from flowmem.induction.rule import RuleInducer
-    from flowmem.jobs.induce import induce
+    from flowmem.jobs.induce import run_induction
 
     db = tmp_path / "db"
     settings = Settings(db=str(db), namespace="a")
     store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     store_trajectories(store, [t.model_copy(update={"namespace": "a"}) for t in runs], settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     [wid, *_] = [w.id for w in store.list_workflows(namespace="a")]
 
     def run_in(namespace: str, *args: str) -> tuple[int, str]:

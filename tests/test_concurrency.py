@@ -21,7 +21,7 @@ import pytest
 
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate
@@ -228,7 +228,7 @@ def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothi
             _go(p)
         # Induction runs commit on the same store until every writer is done.
         while any(p.poll() is None for p in writers):
-            reports.append(induce(store, settings, RuleInducer(), namespace=settings.namespace))
+            reports.append(run_induction(store, settings, RuleInducer(), namespace=settings.namespace))
             if reports[-1].plan.skipped:
                 time.sleep(0.05)
         outputs = [p.communicate(timeout=READY_LIMIT)[0] for p in writers]
@@ -318,7 +318,7 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
     store = store_from(settings)
     seeds = iter(range(1, 100))
     store_trajectories(store, simulate(40, seed=next(seeds)), settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    first = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     state = _check_store(db, histories=False)
     assert first.versions and state == (1, len(first.versions), [])
     store_trajectories(store, simulate(40, seed=next(seeds)), settings.scrub)  # work for the next run
@@ -368,9 +368,9 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
     # A run to completion afterwards works, drops what interrupted commits left (never seen
     # by readers), and stores no version twice; the next run stores nothing.
     runs, versions, _ = _check_store(db)
-    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     after = _check_store(db)
     assert after == (runs + 1, versions + len(report.versions), [])
-    again = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    again = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert again.plan.skipped and again.versions == []
     assert _check_store(db) == after

@@ -13,7 +13,7 @@ from flowmem.induction.literals import LiteralIndex, find_literals
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import MANIFEST
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import Transition
@@ -49,7 +49,7 @@ def test_skills_export_every_served_workflow_and_reexport_changes_only_what_chan
     store = store_from(settings)
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     store_trajectories(store, runs, settings.scrub)
-    induce(store, settings, RuleInducer(), namespace="default")
+    run_induction(store, settings, RuleInducer(), namespace="default")
     served = store.served_workflows()
     assert len(served) == 2
 

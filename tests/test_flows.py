@@ -52,20 +52,20 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> type[CountingInducer]:
 
 
 def test_collect_is_idempotent_and_quarantines_bad_lines(settings: Settings) -> None:
-    from flowmem.flows.pipeline import collect
+    from flowmem.flows.pipeline import collect_flow
 
     runs = simulate(20, seed=3)
     write_spool_file(settings.spool_path, runs[:10])
     bad = settings.spool_path / "bad.jsonl"
     bad.write_text('{"task": "ok task", "steps": []}\n{broken\n{"steps": []}\n')
     (settings.spool_path / "partial.jsonl.tmp").write_text("{still being written")
-    first = collect(db=settings.db)
+    first = collect_flow(db=settings.db)
     assert first == {"files": 2, "stored": 11, "duplicates": 0, "rejected": 2, "failed_files": []}
     assert sorted(p.name for p in (settings.spool_path / "done").iterdir())[-1] == "bad.jsonl"
     assert (settings.spool_path / "partial.jsonl.tmp").exists()  # incomplete files wait
-    assert collect(db=settings.db)["stored"] == 0
+    assert collect_flow(db=settings.db)["stored"] == 0
     write_spool_file(settings.spool_path, runs)  # the same runs again, and ten new ones
-    again = collect(db=settings.db)
+    again = collect_flow(db=settings.db)
     assert (again["stored"], again["duplicates"]) == (len(runs) - 10, 10)
     assert store_from(settings).count_trajectories() == len(runs) + 1
 
@@ -76,7 +76,7 @@ def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(
 ) -> None:
     import gzip
 
-    from flowmem.flows.pipeline import induce
+    from flowmem.flows.pipeline import induce_flow
     from flowmem.jobs.ingest import ingest_files
 
     # The email and calendar runs: 20 of the 69 task templates, a third of the runs.
@@ -86,34 +86,34 @@ def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(
     part.write_text("".join(lines))
     store = store_from(settings)
     ingest_files([part], store, settings)
-    first = induce(db=settings.db)
+    first = induce_flow(db=settings.db)
     assert first["new_trajectories"] == len(lines) == 1325
     assert first["clusters_changed"] == first["clusters"] >= 20
     assert first["versions_created"] == len(store.list_workflows()) > 30
-    second = induce(db=settings.db)
+    second = induce_flow(db=settings.db)
     assert second["skipped"] and second["versions_created"] == 0 and second["llm_calls"] == 0
     # Re-runs of one existing task land in its cluster: only that cluster is induced again.
     task = next(t for t in store.list_trajectories(limit=None) if t.group == "email/t05")
     rerun = [task.model_copy(update={"id": f"{task.id}/rerun{i}", "success": False}) for i in range(3)]
     store_trajectories(store, rerun, settings.scrub)
-    third = induce(db=settings.db)
+    third = induce_flow(db=settings.db)
     assert third["clusters_changed"] == 1 and third["new_trajectories"] == 3
 
 
 def test_llm_induction_calls_per_changed_cluster_only(
     settings: Settings, counting: type[CountingInducer]
 ) -> None:
-    from flowmem.flows.pipeline import induce
+    from flowmem.flows.pipeline import induce_flow
 
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
-    first = induce(db=settings.db, inducer="llm")
+    first = induce_flow(db=settings.db, inducer="llm")
     assert counting.total == first["llm_calls"] == first["clusters_changed"] == 2
     assert first["versions_created"] == 2
-    second = induce(db=settings.db, inducer="llm")
+    second = induce_flow(db=settings.db, inducer="llm")
     assert counting.total == 2 and second["llm_calls"] == 0 and second["versions_created"] == 0
     store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(4)], settings.scrub)
-    third = induce(db=settings.db, inducer="llm")
+    third = induce_flow(db=settings.db, inducer="llm")
     assert counting.total == 3 and third["llm_calls"] == 1 and third["clusters_changed"] == 1
     assert third["versions_created"] == 1  # the forwarding workflow learnt its pitfalls
     assert "| clusters changed / all | 1 / 2 |" in _latest_artifact("flowmem-induce")
@@ -154,11 +154,11 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
     )
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Down())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
-    broken = pipeline.induce(db=settings.db, inducer="llm")
+    broken = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert list(broken["failed_clusters"]) == ["agent-c0"] or len(broken["failed_clusters"]) == 1
     assert broken["versions_created"] == 1  # the healthy cluster still lands
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: RuleInducer())
-    healed = pipeline.induce(db=settings.db, inducer="llm")
+    healed = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert (
         healed["clusters_changed"] == 1 and healed["versions_created"] == 1 and not healed["failed_clusters"]
     )
@@ -191,12 +191,12 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Rejecting())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     Rejecting.failures = 3  # the task's three attempts all fail
-    broken = pipeline.induce(db=settings.db, inducer="llm")
+    broken = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert list(broken["failed_clusters"].values()) == ["LLMError: no valid workflow after a retry"]
     assert (broken["llm_calls"], broken["llm_retries"]) == (3 * 2 + 2, 3 + 1)
     assert broken["llm_rejected"] == {"invented_tool": 3, "leak": 4}
     Rejecting.failures = 1  # next run: the task's second attempt succeeds
-    healed = pipeline.induce(db=settings.db, inducer="llm")
+    healed = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert healed["clusters_changed"] == 1 and not healed["failed_clusters"]
     assert (healed["llm_calls"], healed["llm_retries"], healed["llm_rejected"]) == (
         4,
@@ -224,7 +224,7 @@ def test_a_crashing_task_is_retried_by_prefect_then_reported(
     )
     monkeypatch.setattr(pipeline, "inducer_from", crash)
     monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
-    broken = pipeline.induce(db=settings.db, inducer="llm")
+    broken = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert len(built) == 2 * 3  # each cluster's task, run again twice by Prefect
     assert set(broken["failed_clusters"].values()) == {"ValueError: no LLM configured"}
     assert (broken["clusters_changed"], broken["llm_calls"], broken["versions_created"]) == (2, 0, 0)
@@ -237,13 +237,13 @@ def _workflows(settings: Settings) -> list[dict[str, Any]]:
 def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
     from prefect_dask.task_runners import DaskTaskRunner
 
-    from flowmem.flows.pipeline import induce
+    from flowmem.flows.pipeline import induce_flow
 
     runs = simulate(150, seed=5)
     plain, dask = (Settings(db=str(tmp_path / name / "db")) for name in ("plain", "dask"))
     for s in (plain, dask):
         store_trajectories(store_from(s), runs, s.scrub)
-    induce(db=plain.db)
+    induce_flow(db=plain.db)
     runner = DaskTaskRunner(
         cluster_kwargs={
             "n_workers": 1,
@@ -253,21 +253,21 @@ def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
         }
     )
     # prefect-dask types its runner over its own future type, not PrefectFuture[Any].
-    result = induce.with_options(task_runner=runner)(db=dask.db)  # type: ignore[arg-type]
+    result = induce_flow.with_options(task_runner=runner)(db=dask.db)  # type: ignore[arg-type]
     assert result["versions_created"] > 5
     assert _workflows(plain) == _workflows(dask)
 
 
 def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Path) -> None:
-    from flowmem.flows.pipeline import induce
-    from flowmem.jobs.induce import induce as induce_job
+    from flowmem.flows.pipeline import induce_flow
+    from flowmem.jobs.induce import run_induction
 
     cli, flow = (Settings(db=str(tmp_path / name / "db")) for name in ("cli", "flow"))
     for batch in (simulate(150, seed=5), simulate(3, seed=6)):  # a full run, then an incremental one
         for s in (cli, flow):
             store_trajectories(store_from(s), batch, s.scrub)
-        job = induce_job(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
-        ran = induce(db=flow.db)
+        job = run_induction(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
+        ran = induce_flow(db=flow.db)
         assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
             k: v for k, v in job.items() if k not in ("run", "tag")
         }
@@ -276,7 +276,7 @@ def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Pat
 
 
 def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
-    from flowmem.flows.pipeline import learn
+    from flowmem.flows.pipeline import learn_flow
     from flowmem.models import WorkflowRef
 
     store = store_from(settings)
@@ -290,7 +290,7 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
         ],
         settings.scrub,
     )
-    learnt = learn(db=settings.db)
+    learnt = learn_flow(db=settings.db)
     assert (learnt["versions_with_outcomes"], learnt["runs_served"]) == (1, 6)
     assert [(t["version"], t["new"]) for t in learnt["transitions"]] == [(1, "active")]
     [w] = store.list_workflows()

@@ -15,7 +15,7 @@ from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.orchestrate import InductionResult, task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.incremental import assign_run, merge_with_current
-from flowmem.jobs.induce import RunReport, induce, prepare_run
+from flowmem.jobs.induce import RunReport, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import RunState, Trajectory
 from flowmem.settings import Settings
@@ -25,7 +25,7 @@ from tests.factories import cancel, forward, make_workflow
 
 
 def _induce(store: Store, settings: Settings, *, force: bool = False) -> RunReport:
-    return induce(store, settings, RuleInducer(), namespace=settings.namespace, force=force)
+    return run_induction(store, settings, RuleInducer(), namespace=settings.namespace, force=force)
 
 
 def _cluster(placed: Memberships, fitted: Memberships, t: Trajectory) -> int | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -43,7 +43,7 @@ def _spy(store: Store) -> list[tuple[str, tuple[Any, ...]]]:
 
 
 def _induce(store: Store, settings: Settings) -> RunReport:
-    return induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    return run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
 
 
 def _forwards_and_cancels(store: Store, settings: Settings) -> None:

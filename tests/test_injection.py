@@ -18,7 +18,7 @@ from flowmem.induction.llm import LLMInducer, build_prompt
 from flowmem.induction.rule import RuleInducer
 from flowmem.induction.testing import FakeLLM
 from flowmem.induction.validate import InducedSet
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.providers.openai import SYSTEM_PROMPT, OpenAILLM, llm_from_settings
@@ -165,7 +165,7 @@ def test_an_instruction_like_error_where_runs_leave_the_workflow_is_flagged_neve
 
 def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Settings, store: Store) -> None:
     store_trajectories(store, poisoned_corpus(), settings.scrub)
-    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert report.summary()["versions_created"] == 3 and not report.summary()["failed_clusters"]
     everything = texts(store) + "\n".join(n for notes in report.result.notes.values() for n in notes).lower()
     assert not any(bad in everything for bad in FORBIDDEN)
@@ -178,7 +178,7 @@ def test_rule_inducer_refuses_a_cluster_whose_runs_all_obeyed(settings: Settings
     # Every successful run forwarded to the attacker too: the address is a constant of the
     # cluster, so abstraction alone would keep it. The last-word check flags the cluster.
     store_trajectories(store, poisoned_corpus(obey_all=True), settings.scrub)
-    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     [(key, error)] = report.summary()["failed_clusters"].items()
     assert error == f"InductionRefused: workflow {key} would carry instruction-like text: {ATTACKER!r}"
     assert report.summary()["versions_created"] == 2
@@ -231,7 +231,7 @@ def test_llm_inducer_through_the_stub_never_stores_the_injection(
 ) -> None:
     store_trajectories(store, poisoned_corpus(), settings.scrub)
     stub.push(*["injection", "ok"] * 3)  # each cluster first answers as the attacker asked
-    report = induce(store, settings, LLMInducer(llm), namespace=settings.namespace)
+    report = run_induction(store, settings, LLMInducer(llm), namespace=settings.namespace)
     s = report.summary()
     assert (s["versions_created"], s["llm_calls"], s["llm_retries"]) == (3, 6, 1 * 3)
     assert s["llm_rejected"] == {"injection": 3} and not s["failed_clusters"]

@@ -5,7 +5,7 @@ import pytest
 from flowmem.agents import WorkflowMemory
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
 from flowmem.models import WorkflowRef
@@ -25,7 +25,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> WorkflowMemory:
     settings = Settings(db=str(tmp_path_factory.mktemp("lego") / "db"))
     store = store_from(settings)
     store_trajectories(store, simulate(300, seed=1), settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     return WorkflowMemory.open(settings)
 
 
@@ -53,7 +53,7 @@ def test_strategies_without_the_full_task_fall_back_to_dynamic(memory: WorkflowM
 def test_outcome_reported_later_reaches_the_stats(settings: Settings) -> None:
     store = store_from(settings)
     store_trajectories(store, simulate(60, seed=2), settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     w = store.list_workflows()[0]
     with WorkflowMemory.open(settings) as memory:
         with memory.record("a task", id="later") as run:

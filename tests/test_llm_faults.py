@@ -12,7 +12,7 @@ import pytest
 
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.induction.llm import LLMInducer
-from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.providers.openai import OpenAILLM, llm_from_settings
@@ -85,7 +85,7 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
     # c2: truncated JSON (re-asked), then off-schema JSON: the cluster fails.
     script = ["timeout", "500", "leak", "ok", "429", "malformed", "ok", "truncated", "schema"]
     stub.push(*script)
-    first = induce(store, settings, inducer, namespace=settings.namespace)
+    first = run_induction(store, settings, inducer, namespace=settings.namespace)
     assert stub.faults() == script
     assert [r.task.split()[0] for r in stub.requests] == ["Cancel"] * 4 + ["Forward"] * 3 + ["Remind"] * 2
     assert figures(first) == {
@@ -110,7 +110,7 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
 
     # Run 2: only the failed cluster is induced again; an invented tool is re-asked, then ok.
     stub.push("invented_tool", "ok")
-    second = induce(store, settings, inducer, namespace=settings.namespace)
+    second = run_induction(store, settings, inducer, namespace=settings.namespace)
     assert figures(second) == {
         "clusters_changed": 1,
         "versions_created": 1,
@@ -129,7 +129,7 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
     # until the client gives up; c1 and c2 answer badly twice. Nothing new is stored.
     n = len(stub.requests)
     stub.push("timeout", "500", "429", "malformed", "truncated", "leak", "invented_tool")
-    third = induce(store, settings, inducer, namespace=settings.namespace, force=True)
+    third = run_induction(store, settings, inducer, namespace=settings.namespace, force=True)
     assert len(stub.requests) - n == 7
     assert figures(third) == {
         "clusters_changed": 3,
@@ -147,7 +147,7 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
     assert all(len(store.history(wid)) == 1 for wid in before["latest"])
 
     # Run 4: the failed clusters are retried; the same answers change nothing.
-    fourth = induce(store, settings, inducer, namespace=settings.namespace)
+    fourth = run_induction(store, settings, inducer, namespace=settings.namespace)
     assert figures(fourth) == {
         "clusters_changed": 3,
         "versions_created": 0,

@@ -60,9 +60,9 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(6)], settings.scrub)
     from flowmem.induction.rule import RuleInducer
-    from flowmem.jobs.induce import induce
+    from flowmem.jobs.induce import run_induction
 
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     [w] = store.list_workflows()
     used = [WorkflowRef(id=w.id, version=w.version)]
     failed = [
@@ -87,13 +87,13 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
     assert len(plan.changed[0].failures) == 8 and plan.revive == {w.id}
     # Its failures teach nothing new (they leave the workflow nowhere): the draft says the
     # same, yet a new version comes back on trial rather than leaving the cluster unserved.
-    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     [v2] = report.versions
     assert (v2.id, v2.version, v2.parent_version, v2.status) == (w.id, 2, 1, "candidate")
     assert v2.content_hash() == w.content_hash()
     with WorkflowMemory.open(settings) as memory:
         assert [h.workflow.version for h in memory.search(TASK)] == [2]
-    again = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    again = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert again.plan.skipped and not again.versions  # revived once, not on every run
 
 

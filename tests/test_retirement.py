@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Provenance
 from flowmem.policy.serving import served_versions
@@ -25,7 +25,7 @@ def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it
 ) -> None:
     ns = settings.namespace
     store_trajectories(store, simulate(60, seed=3), settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=ns)
+    first = run_induction(store, settings, RuleInducer(), namespace=ns)
     assert first.versions and first.retired == []
     induced = {w.id for w in first.versions}
     kept = sorted(induced)[0]
@@ -39,7 +39,7 @@ def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it
         store.put_workflow(w)
     assert {"agent-c99", f"{kept}-9", "handmade"} <= _served_ids(store, ns)
 
-    second = induce(store, settings, RuleInducer(), namespace=ns, force=True)
+    second = run_induction(store, settings, RuleInducer(), namespace=ns, force=True)
     assert second.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
     assert {(t.workflow_id, t.cause) for t in second.retired} == {
         ("agent-c99", "gone"),
@@ -56,7 +56,7 @@ def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it
 
     store.rollback(second.run.id, namespace=ns)
     assert {"agent-c99", f"{kept}-9"} <= _served_ids(store, ns)  # as before the run
-    again = induce(store, settings, RuleInducer(), namespace=ns, force=True)
+    again = run_induction(store, settings, RuleInducer(), namespace=ns, force=True)
     assert again.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
 
 

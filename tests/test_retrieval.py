@@ -15,7 +15,7 @@ from flowmem.agents import WorkflowMemory, retrieval
 from flowmem.cli import app
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import rank_factor
@@ -86,7 +86,7 @@ def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_fir
     again = forward(0).model_copy(update={"id": "fwd-0-again"})
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)] + [again, other], settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     with WorkflowMemory.open(settings) as memory:
         first, second = memory.search(forward(0).task, k=2)
     assert first.workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
@@ -186,7 +186,7 @@ def test_a_commit_through_the_same_store_is_served_at_once_another_processs_afte
     other = store_from(settings)  # another Store object: as another process would commit
     other.put_workflow(make_workflow("elsewhere"))
     assert index.search(task) == []  # not looked for before check_every
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     hits = index.search(task)
     assert hits and hits[0].workflow.actions == ["mail.search", "contacts.lookup", "mail.forward"]
     assert "elsewhere" in {w.id for w in index.served()}  # the rebuild read the store whole

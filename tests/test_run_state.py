@@ -23,7 +23,7 @@ from flowmem.induction.increment import Columns, Placement, next_state, place_ne
 from flowmem.induction.orchestrate import fingerprint, task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import RunReport, induce
+from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import RUN_STATE_VERSION, Fit, Retirement, RunState
 from flowmem.settings import Settings
@@ -45,7 +45,7 @@ def _stored_states(db: str) -> list[str]:
 
 
 def _induce(store: Store, settings: Settings) -> RunReport:
-    return induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    return run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
 
 
 def _again(store: Store, settings: Settings, n: int, tag: str = "again") -> None:

@@ -15,7 +15,7 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import read_trajectories
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import ingest_files, store_trajectories
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import Trajectory
@@ -439,7 +439,7 @@ def test_planted_secrets_and_personal_data_reach_no_store_workflow_context_or_ap
     texts = stored(settings)
     assert all("[SECRET]" in t and "[EMAIL]" in t and "[PHONE]" in t for t in texts)
     assert sum("[CARD]" in t for t in texts) == 6
-    report = induce(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
     assert report.summary()["versions_created"] >= 3
     places = [("stored trajectory", t) for t in texts] + list(served(settings, tasks))
     leaks = [(where, value) for where, text in places for value in planted() if value in text]
@@ -455,7 +455,7 @@ def test_default_scrub_masks_secrets_and_cards_and_despecification_keeps_emails_
     secret = set(planted()) - people
     assert [v for t in texts for v in secret if v in t] == []
     assert {v for t in texts for v in people if v in t} == people  # kept in storage, as configured
-    induce(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
     leaks = [(where, v) for where, text in served(settings, tasks) for v in planted() if v in text]
     assert leaks == []
 
@@ -499,7 +499,7 @@ def test_a_masked_value_becomes_a_placeholder_not_a_constant(settings: Settings,
         for i in range(5)
     ]
     store_trajectories(store, runs, settings.scrub)
-    induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     [w] = store.list_workflows()
     assert w.steps[0].args["key"].startswith("{") and w.steps[0].args["verbose"] is True
     assert "[SECRET]" not in w.model_dump_json()

@@ -10,7 +10,7 @@ from flowmem.induction.render import render_block
 from flowmem.induction.rule import RuleInducer
 from flowmem.induction.subroutines import compose_workflows, subroutine_inputs, subroutine_key
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow, WorkflowStep
 from flowmem.policy.serving import compose
@@ -99,7 +99,7 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     settings = Settings(db=str(tmp_path / "db"), subroutines=True)
     store = store_from(settings)
     store_trajectories(store, CORPUS, settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    first = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = [w for w in first.versions if w.kind == "subroutine"]
     # Cancelling and exchanging each occur in one kind of task only (one task cluster): that
     # cluster's workflow holds them. Identifying the customer and returning span both.
@@ -119,13 +119,15 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
             assert f"subroutine:{returns.id}" in stored[w.id].composed_actions
             assert "return_order" not in stored[w.id].composed_actions
     store_trajectories(store, [run(9, ["cancel", "return"])], settings.scrub)
-    second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    second = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert {w.id for w in second.versions if w.kind == "subroutine"} <= {w.id for w in subs}
     # Off, the same runs give task-level workflows only.
     plain = Settings(db=str(tmp_path / "plain"), subroutines=False)
     other = store_from(plain)
     store_trajectories(other, CORPUS, settings.scrub)
-    assert {w.kind for w in induce(other, plain, RuleInducer(), namespace="default").versions} == {"task"}
+    assert {w.kind for w in run_induction(other, plain, RuleInducer(), namespace="default").versions} == {
+        "task"
+    }
 
 
 def workflow(wid: str, actions: list[str], kind: str = "task") -> Workflow:
@@ -205,7 +207,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     store = store_from(settings)
     store_trajectories(store, [run(i, ["cancel", "return"]) for i in range(12)], settings.scrub)
     store_trajectories(store, [run(i, ["return", "exchange"]) for i in range(12, 24)], settings.scrub)
-    first = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    first = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     subs = {w.id for w in first.versions if w.kind == "subroutine"}
     returns = next(
         w.id for w in first.versions if w.kind == "subroutine" and w.name.startswith("return_order")
@@ -213,7 +215,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     assert first.plan.refit == "the first run" and returns in subs
     assert first.run.state.subroutines == tuple(sorted(subs))
     store_trajectories(store, [run(30, ["cancel", "return"])], settings.scrub)
-    second = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    second = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert second.plan.refit is None  # placed in the stored clusters, not refit
     # Its cluster was induced again, composed with the kept sub-routines, and came out the
     # same as stored, marks included: no new version (without the marks it would differ).
@@ -227,7 +229,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     plain = settings.model_copy(update={"subroutines": False})
     store_trajectories(store, [run(31, ["return", "exchange"])], settings.scrub)
     assert (
-        induce(store, plain, RuleInducer(), namespace=plain.namespace).plan.refit
+        run_induction(store, plain, RuleInducer(), namespace=plain.namespace).plan.refit
         == "the clustering settings changed"
     )
 
@@ -240,7 +242,7 @@ def test_the_dashboard_shows_which_steps_are_a_subroutine(tmp_path: Any) -> None
     settings = Settings(db=str(tmp_path / "db"))
     store = store_from(settings)
     store_trajectories(store, CORPUS, settings.scrub)
-    report = induce(store, settings, RuleInducer(), namespace=settings.namespace)
+    report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     returns = next(w for w in report.versions if w.kind == "subroutine" and w.name.startswith("return_order"))
     task = next(
         w for w in report.versions if w.kind == "task" and f"subroutine:{returns.id}" in w.composed_actions

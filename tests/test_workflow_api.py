@@ -10,7 +10,7 @@ import pytest
 
 from flowmem import WorkflowMemory
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.settings import Settings
 
 DEPLOY = [
@@ -115,7 +115,7 @@ def test_similar_procedures_are_induced_into_one_workflow_that_search_returns(tm
             outcome="Service deployed and healthy",
             result="FAILED: rollout stuck, tests had not run",
         )
-        report = induce(memory.store, settings, RuleInducer(), namespace=settings.namespace)
+        report = run_induction(memory.store, settings, RuleInducer(), namespace=settings.namespace)
         [workflow] = report.versions
         assert workflow.actions == DEPLOY
         found = memory.search_workflow_sync("deploy the payments service to production", k=3)
@@ -158,7 +158,7 @@ def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfa
         assert stored.steps[0].action == "Build Docker image {image}" and stored.steps[0].args == {
             "image": "app:2.5.1"
         }
-        report = induce(memory.store, settings, RuleInducer(), namespace=settings.namespace)
+        report = run_induction(memory.store, settings, RuleInducer(), namespace=settings.namespace)
         [workflow] = report.versions
         assert len(workflow.source_trajectory_ids) == 3
         text = memory.context("Deploy version 3.0.0 of the app to production", k=1)

@@ -21,9 +21,9 @@ __all__ = ["demo", "generate", "prefect_cycle"]
 
 def prefect_cycle(store: Store, settings: Settings) -> dict[str, Any]:
     """The Prefect `cycle` flow on the settings' store and namespace (the demo's default)."""
-    from flowmem.flows.pipeline import cycle
+    from flowmem.flows.pipeline import cycle_flow
 
-    return cycle(db=settings.db, namespace=settings.namespace)
+    return cycle_flow(db=settings.db, namespace=settings.namespace)
 
 
 def _cli_command() -> str:

@@ -25,7 +25,7 @@ def run_flow(
     prefect_env()
     from flowmem.flows import pipeline
 
-    flow = getattr(pipeline, name)
+    flow = getattr(pipeline, f"{name}_flow")
     result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()
     if as_json:
         print_json(result)

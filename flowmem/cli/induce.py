@@ -32,7 +32,7 @@ def induce(
     Only clusters whose runs changed since the last run are induced; with nothing new, nothing
     is done. `--from FILE` first stores FILE's runs as demonstrations: workflows induced from
     them alone are `offline`, and later online runs add versions to the same workflows."""
-    from flowmem.jobs.induce import induce as induce_job
+    from flowmem.jobs.induce import run_induction
 
     settings = Settings()
     store = store_from(settings)
@@ -44,7 +44,7 @@ def induce(
         stored = ingest_files(demos, store, settings, demonstrations=True)
         if not as_json:
             typer.echo(f"demonstrations: {stored.summary()}", err=True)
-    report = induce_job(store, settings, inducer_, namespace=settings.namespace, force=every)
+    report = run_induction(store, settings, inducer_, namespace=settings.namespace, force=every)
     s = report.summary()
     if as_json:
         print_json(s)

@@ -2,7 +2,8 @@
 
 Thin Prefect tasks around the use cases of `flowmem.jobs` (collect, induce, learn); each flow
 reads top to bottom like the pipeline it runs. Flows take only plain parameters (a store URI
-and a namespace override), build one `Settings`, and pass it down.
+and a namespace override), build one `Settings`, and pass it down. The flow of `<name>` is
+`<name>_flow` (apart from the job it runs), registered in Prefect as `flowmem-<name>`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from prefect.futures import PrefectFuture
 
 from flowmem.induction.base import ClusterInput, Inducer, Usage
 from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
-from flowmem.jobs.collect import collect as collect_spool
+from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import RunPlan, RunReport, commit_outcomes, prepare_run
-from flowmem.jobs.learn import learn as learn_job
-from flowmem.jobs.maintain import maintain as maintain_job
+from flowmem.jobs.learn import learn
+from flowmem.jobs.maintain import maintain
 from flowmem.settings import Settings
 
-__all__ = ["collect", "cycle", "induce", "learn", "maintain"]
+__all__ = ["collect_flow", "cycle_flow", "induce_flow", "learn_flow", "maintain_flow"]
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ def _settings(db: str | None, namespace: str | None) -> Settings:
 @task(cache_policy=NONE)
 def collect_files(settings: Settings) -> dict[str, Any]:
     """Ingest the spool and the import paths."""
-    return collect_spool(store_from(settings), settings).summary()
+    return collect(store_from(settings), settings).summary()
 
 
 @task(cache_policy=NONE)
@@ -112,13 +113,13 @@ def commit(settings: Settings, plan: Parcel[RunPlan], outcomes: Parcel[list[Clus
 @task(cache_policy=NONE)
 def fold_outcomes(settings: Settings) -> dict[str, Any]:
     """Recompute each served version's stats from the stored outcomes; promote and demote."""
-    return learn_job(store_from(settings), namespace=settings.namespace)
+    return learn(store_from(settings), namespace=settings.namespace)
 
 
 @task(cache_policy=NONE)
 def maintain_store(settings: Settings) -> dict[str, Any]:
     """Compact and prune every table, keeping what run tags and rollbacks need."""
-    return maintain_job(store_from(settings)).summary()
+    return maintain(store_from(settings)).summary()
 
 
 def _gather(
@@ -170,13 +171,13 @@ def _artifact(report: RunReport, timings: dict[str, float]) -> None:
 
 
 @flow(name="flowmem-collect", log_prints=True)
-def collect(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+def collect_flow(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
     """Bring new trajectories in from the spool directory and the import paths."""
     return collect_files(_settings(db, namespace))
 
 
 @flow(name="flowmem-induce", log_prints=True)
-def induce(
+def induce_flow(
     db: str | None = None, namespace: str | None = None, inducer: str = "rule", force: bool = False
 ) -> dict[str, Any]:
     """Incremental induction: only clusters whose runs changed are induced, one task each."""
@@ -199,23 +200,23 @@ def induce(
 
 
 @flow(name="flowmem-learn", log_prints=True)
-def learn(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+def learn_flow(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
     """Fold reported outcomes into per-version stats; promote and demote versions."""
     return fold_outcomes(_settings(db, namespace))
 
 
 @flow(name="flowmem-cycle", log_prints=True)
-def cycle(db: str | None = None, namespace: str | None = None, inducer: str = "rule") -> dict[str, Any]:
+def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str = "rule") -> dict[str, Any]:
     """collect → induce → learn: what a schedule normally runs."""
     return {
-        "collect": collect(db, namespace),
-        "induce": induce(db, namespace, inducer),
-        "learn": learn(db, namespace),
+        "collect": collect_flow(db, namespace),
+        "induce": induce_flow(db, namespace, inducer),
+        "learn": learn_flow(db, namespace),
     }
 
 
 @flow(name="flowmem-maintain", log_prints=True)
-def maintain(db: str | None = None) -> dict[str, Any]:
+def maintain_flow(db: str | None = None) -> dict[str, Any]:
     """Compact every table's files, prune old table versions (never one a run tag or a
     rollback needs), check out every run tag: keeps a store that takes many small writes fast."""
     return maintain_store(_settings(db, None))

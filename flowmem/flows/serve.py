@@ -57,12 +57,12 @@ class Deployment:
     @property
     def entrypoint(self) -> str:
         """The flow's entrypoint, as prefect.yaml names it."""
-        return f"flowmem/flows/pipeline.py:{self.name}"
+        return f"flowmem/flows/pipeline.py:{self.name}_flow"
 
     @property
     def flow(self) -> Flow[..., Any]:
         """The flow object."""
-        found: Flow[..., Any] = getattr(pipeline, self.name)
+        found: Flow[..., Any] = getattr(pipeline, f"{self.name}_flow")
         return found
 
 

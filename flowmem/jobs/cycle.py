@@ -6,7 +6,7 @@ from typing import Any
 
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.learn import learn
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -18,7 +18,7 @@ def cycle(store: Store, settings: Settings, *, inducer: str = "rule") -> dict[st
     """collect → induce → learn on the settings' namespace; the three summaries."""
     namespace = settings.namespace
     collected = collect(store, settings)
-    report = induce(store, settings, inducer_from(inducer, settings), namespace=namespace)
+    report = run_induction(store, settings, inducer_from(inducer, settings), namespace=namespace)
     return {
         "collect": collected.summary(),
         "induce": report.summary(),

@@ -7,9 +7,9 @@ agent, other settings), refits the clusters, keeping their ids, and says why (`r
 induces only the clusters whose member runs changed since the last run (placed runs: changed
 materially, `induction.assign.material`) or whose induction failed then; (4) stores changed
 workflows as new versions in one commit tagged with the run id; (5) retires the workflows of
-earlier runs whose cluster is gone or was induced again without them (`retirements`). `induce`
-runs it in this process; the Prefect flow runs `prepare_run`, `induce_cluster` per cluster and
-`commit_outcomes` as tasks.
+earlier runs whose cluster is gone or was induced again without them (`retirements`).
+`run_induction` runs it in this process; the Prefect flow (`flows.pipeline.induce_flow`) runs
+`prepare_run`, `induce_cluster` per cluster and `commit_outcomes` as tasks.
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ __all__ = [
     "RunPlan",
     "RunReport",
     "commit_outcomes",
-    "induce",
     "key_vectors",
     "nothing_served",
     "prepare_run",
     "previous_clusters",
     "retirements",
+    "run_induction",
 ]
 
 
@@ -403,7 +403,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     return RunReport(committed, result, versions, plan, retired)
 
 
-def induce(
+def run_induction(
     store: Store, settings: Settings, inducer: Inducer, *, namespace: str, force: bool = False
 ) -> RunReport:
     """One whole induction run of `namespace` in this process (the flow runs the same steps as tasks)."""

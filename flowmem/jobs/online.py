@@ -3,7 +3,7 @@
 The runs are put in a fixed order — sorted by id, then shuffled by `random.Random(seed)` —
 and cut into `batches` consecutive batches. Batch b is served (each run's task, as an agent
 would ask it) by the memory of the runs of batches 1..b-1: flowmem's workflows, induced by the
-production path (`jobs.induce.induce`, incremental: one induction run after each batch joins
+production path (`jobs.induce.run_induction`, incremental: one induction run after each batch joins
 the store, placing new tasks in the stored clusters or refitting them), and raw memory (the
 successful runs stored). Batch b then joins the store. Each batch is scored as `flowmem eval`
 scores its test set (`jobs.evaluate.retrieve` and `score`), so the figures compare. Batch 1
@@ -23,7 +23,7 @@ from typing import Any
 from flowmem.induction.base import Inducer
 from flowmem.jobs.evaluate import Served, retrieve, score
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
@@ -133,7 +133,7 @@ def replay(
                 store_trajectories(store, joining, settings.scrub)
                 stored += order[b - 2]
                 t1 = time.perf_counter()
-                summary = induce(store, run_settings, inducer, namespace=ns).summary()
+                summary = run_induction(store, run_settings, inducer, namespace=ns).summary()
                 induction = {key: summary[key] for key in _INDUCTION_KEYS}
                 timing["store_s"], timing["induce_s"] = t1 - t0, time.perf_counter() - t1
             t2 = time.perf_counter()

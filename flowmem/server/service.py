@@ -237,14 +237,14 @@ class Service:
             Busy: if an induction started here is still running.
             ValueError: if the inducer is unknown or `llm` has no configured model.
         """
-        from flowmem.jobs.induce import induce  # imports the induction machinery on first use
+        from flowmem.jobs.induce import run_induction  # imports the induction machinery on first use
 
         kind = inducer or ("llm" if self.settings.llm_model else "rule")
         built = inducer_from(kind, self.settings)
         if not self._inducing.acquire(blocking=False):
             raise Busy("an induction run is already running on this server")
         try:
-            report = induce(self.store, self.settings, built, namespace=self.namespace, force=force)
+            report = run_induction(self.store, self.settings, built, namespace=self.namespace, force=force)
         finally:
             self._inducing.release()
         return {**report.summary(), "inducer": kind}
