@@ -31,19 +31,19 @@ def copies(store: Store, namespace: str = "default") -> Counter[str]:
 
 def test_a_store_that_writes_alone_reads_the_keys_once_and_appends(store: Store) -> None:
     for lo in range(0, 50, 10):
-        assert store.add_trajectories(traj(i) for i in range(lo, lo + 10)) == 10
-    assert store.add_trajectories(traj(i) for i in range(45, 55)) == 5  # 45-49 are stored
+        assert len(store.insert_trajectories(traj(i) for i in range(lo, lo + 10))) == 10
+    assert len(store.insert_trajectories(traj(i) for i in range(45, 55))) == 5  # 45-49 are stored
     assert store._known.refreshes == 1 and store._known.checks == 0
     assert copies(store) == Counter({f"t-{i}": 1 for i in range(55)})
 
 
 def test_what_another_store_wrote_is_seen_before_the_next_append(settings: Settings) -> None:
     a, b = store_from(settings), store_from(settings)
-    assert a.add_trajectories([traj(1)]) == 1
-    assert b.add_trajectories([traj(2), traj(3)]) == 2
-    assert a.add_trajectories([traj(2), traj(3), traj(4)]) == 1  # b's two are stored
+    assert len(a.insert_trajectories([traj(1)])) == 1
+    assert len(b.insert_trajectories([traj(2), traj(3)])) == 2
+    assert len(a.insert_trajectories([traj(2), traj(3), traj(4)])) == 1  # b's two are stored
     b.compact_trajectories(keep=timedelta(0))  # a compaction moves the version, not the keys
-    assert a.add_trajectories([traj(4), traj(5), traj(2, namespace="other")]) == 2
+    assert len(a.insert_trajectories([traj(4), traj(5), traj(2, namespace="other")])) == 2
     assert (a._known.refreshes, a._known.catch_ups) == (1, 2)  # one full read, then the news
     assert copies(a) == Counter({f"t-{i}": 1 for i in range(1, 6)})
     assert copies(a, "other") == Counter({"t-2": 1})
@@ -51,12 +51,12 @@ def test_what_another_store_wrote_is_seen_before_the_next_append(settings: Setti
 
 def test_after_another_writer_a_store_reads_only_the_fragments_added_since(settings: Settings) -> None:
     a, b = store_from(settings), store_from(settings)
-    assert a.add_trajectories(traj(i) for i in range(300)) == 300  # one fragment
-    assert b.add_trajectories([traj(300)]) == 1
-    assert a.add_trajectories([traj(301)]) == 1
+    assert len(a.insert_trajectories(traj(i) for i in range(300))) == 300  # one fragment
+    assert len(b.insert_trajectories([traj(300)])) == 1
+    assert len(a.insert_trajectories([traj(301)])) == 1
     read = a._known.keys_read
-    assert b.add_trajectories([traj(302), traj(301)]) == 1
-    assert a.add_trajectories([traj(303), traj(302)]) == 1  # b's 302 is known: not stored twice
+    assert len(b.insert_trajectories([traj(302), traj(301)])) == 1
+    assert len(a.insert_trajectories([traj(303), traj(302)])) == 1  # b's 302 is known: not stored twice
     assert a._known.keys_read - read == 2  # b's new row and a's own last append, of 303
     assert (a._known.refreshes, a._known.catch_ups) == (1, 2)
     assert copies(a) == Counter({f"t-{i}": 1 for i in range(304)})
@@ -89,7 +89,9 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
     def write(k: int) -> None:
         try:
             for b in range(6):
-                told[k] += stores[k].add_trajectories(traj(b * 100 + i + 37 * k % 50) for i in range(100))
+                told[k] += len(
+                    stores[k].insert_trajectories(traj(b * 100 + i + 37 * k % 50) for i in range(100))
+                )
         except BaseException:
             looked.abort()  # the others do not wait for this one
             raise
@@ -107,9 +109,9 @@ def test_stores_writing_the_same_keys_at_once_store_each_once_and_tell_one_write
 
 
 def test_a_frequent_compaction_rewrites_only_small_fragments_and_costs_no_key_read(store: Store) -> None:
-    store.add_trajectories(traj(i) for i in range(60))  # one fragment of 60 rows
+    store.insert_trajectories(traj(i) for i in range(60))  # one fragment of 60 rows
     for i in range(60, 70):
-        store.add_trajectories([traj(i)])  # ten of one row
+        store.insert_trajectories([traj(i)])  # ten of one row
     table = store._trajectories()
     big = [f for f in table.to_lance().get_fragments() if f.count_rows() == 60]
     assert len(big) == 1 and len(table.to_lance().get_fragments()) == 11
@@ -119,6 +121,6 @@ def test_a_frequent_compaction_rewrites_only_small_fragments_and_costs_no_key_re
         (big[0].fragment_id, 60),
         (after[1].fragment_id, 10),
     ]
-    assert store.add_trajectories([traj(5), traj(70)]) == 1
+    assert len(store.insert_trajectories([traj(5), traj(70)])) == 1
     assert store._known.refreshes == 1 and store._known.checks == 0  # the compaction moved no key
     assert copies(store) == Counter({f"t-{i}": 1 for i in range(71)})

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from flowmem.jobs.ingest import Stored
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
 from tests.processes import READY_LIMIT
@@ -36,7 +37,9 @@ def test_a_compaction_that_overran_its_turn_is_followed_at_the_next_commit() -> 
         if len(started) == 1:
             assert release.wait(READY_LIMIT)  # the first one is slow: its next turn comes while it runs
 
-    committer = GroupCommitter(lambda batch: {(t.namespace, t.id) for t in batch}, compact=compact)
+    committer = GroupCommitter(
+        lambda batch: Stored(frozenset((t.namespace, t.id) for t in batch)), compact=compact
+    )
     committer.compact_every = 2
     for i in range(2):
         committer.submit([traj(i)])

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import Stored
 from flowmem.jobs.maintain import maintain
 from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
@@ -70,7 +71,7 @@ def gated(fail_on: str | None = None) -> tuple[GroupCommitter, threading.Event, 
     gate, batches = threading.Event(), []
     seen: set[tuple[str, str]] = set()
 
-    def write(batch: list[Trajectory]) -> set[tuple[str, str]]:
+    def write(batch: list[Trajectory]) -> Stored:
         batches.append([t.id for t in batch])
         if len(batches) == 1:
             gate.wait(READY_LIMIT)
@@ -78,7 +79,7 @@ def gated(fail_on: str | None = None) -> tuple[GroupCommitter, threading.Event, 
             raise OSError("disk full")
         new = {(t.namespace, t.id) for t in batch} - seen
         seen.update(new)
-        return new
+        return Stored(frozenset(new))
 
     return GroupCommitter(write, linger=0), gate, batches
 
@@ -136,7 +137,9 @@ def test_an_error_reaches_exactly_the_requests_of_its_batch() -> None:
 
 def test_the_committer_compacts_every_so_many_commits_beside_them() -> None:
     compacted = threading.Event()
-    committer = GroupCommitter(lambda batch: {(t.namespace, t.id) for t in batch}, compact=compacted.set)
+    committer = GroupCommitter(
+        lambda batch: Stored(frozenset((t.namespace, t.id) for t in batch)), compact=compacted.set
+    )
     committer.compact_every = 3
     assert [committer.submit([traj(i)]) for i in range(2)] == [1, 1]
     assert not compacted.is_set()
@@ -192,7 +195,7 @@ def test_flowmem_maintain_prints_what_it_did(settings: Settings, tmp_path: Path)
 def test_a_long_keep_prunes_nothing_recent(settings: Settings, keep: timedelta) -> None:
     store = store_from(settings)
     for i in range(5):
-        store.add_trajectories([traj(i)])
+        store.insert_trajectories([traj(i)])
     result = maintain(store, keep=keep)
     table = next(t for t in result.tables if t.before.table == "trajectories")
     assert table.after.fragments == 1 and table.after.versions >= table.before.versions

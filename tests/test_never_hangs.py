@@ -203,7 +203,7 @@ def test_a_batch_stored_after_a_retry_is_one_line_at_close(
 
     failures = [RuntimeError("lance error: Commit conflict for version 7\n(the details)")]
 
-    def conflict_once(*args: Any, **kwargs: Any) -> int:
+    def conflict_once(*args: Any, **kwargs: Any) -> ingest.Stored:
         if failures:
             raise failures.pop()
         return store_trajectories(*args, **kwargs)

@@ -53,7 +53,7 @@ def _again(store: Store, settings: Settings, n: int, tag: str = "again") -> None
     stores them."""
     known = [t for t in store.list_trajectories(limit=None) if t.success is not None and not t.parent_id]
     again = [t.model_copy(update={"id": f"{t.id}-{tag}"}) for t in known[:n]]
-    assert store_trajectories(store, again, settings.scrub) == n
+    assert store_trajectories(store, again, settings.scrub).count == n
 
 
 # -- the codec ---------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ def traj(i: int, namespace: str = "default", **kw: object) -> Trajectory:
 
 
 def test_trajectories_are_idempotent_by_namespace_and_id(store: Store) -> None:
-    assert store.add_trajectories([traj(i) for i in range(5)]) == 5
-    assert store.add_trajectories([traj(i) for i in range(8)] + [traj(7)]) == 3
-    assert store.add_trajectories([traj(1, namespace="other")]) == 1
+    assert len(store.insert_trajectories([traj(i) for i in range(5)])) == 5
+    assert len(store.insert_trajectories([traj(i) for i in range(8)] + [traj(7)])) == 3
+    assert len(store.insert_trajectories([traj(1, namespace="other")])) == 1
     assert store.count_trajectories() == 8
     assert store.count_trajectories(namespace="other") == 1
     got = store.get_trajectory("it's-3")
@@ -37,7 +37,7 @@ def test_trajectories_are_idempotent_by_namespace_and_id(store: Store) -> None:
 
 
 def test_list_is_newest_first_and_filters_by_agent(store: Store) -> None:
-    store.add_trajectories([traj(i, agent="x" if i < 3 else "y") for i in range(6)])
+    store.insert_trajectories([traj(i, agent="x" if i < 3 else "y") for i in range(6)])
     listed = store.list_trajectories(limit=4)
     assert len(listed) == 4
     assert [t.created_at for t in listed] == sorted((t.created_at for t in listed), reverse=True)
@@ -133,15 +133,15 @@ def test_unknown_lookups_raise_not_found(store: Store) -> None:
 
 
 def test_a_store_refuses_vectors_of_another_embedder(settings: Settings) -> None:
-    store_from(settings).add_trajectories([traj(1)])
+    store_from(settings).insert_trajectories([traj(1)])
     other = Store(settings, embedder=HashingEmbedder(dim=64))
     with pytest.raises(StoreError, match="embedder"):
         other.count_trajectories()
 
 
 def test_filters_quote_ids_safely(store: Store) -> None:
-    store.add_trajectories([traj(1, id="x' OR '1'='1")])
-    store.add_trajectories([traj(2)])
+    store.insert_trajectories([traj(1, id="x' OR '1'='1")])
+    store.insert_trajectories([traj(2)])
     assert store.get_trajectory("x' OR '1'='1").task == "task number 1"
     with pytest.raises(StoreError, match="control"):
         store.get_trajectory("a\x00b")

@@ -204,7 +204,7 @@ class Writer(threading.Thread):
         if self.settings.record_to == "spool":  # scrubbed before it touches the disk
             write_spool_file(self.settings.spool_path, self._scrubbed(trajectories))
             return
-        stored = store_trajectories(self.store, trajectories, self.settings.scrub)
+        stored = store_trajectories(self.store, trajectories, self.settings.scrub).count
         if stored == len(trajectories):  # with duplicates, the learn flow recounts
             self._count_outcomes(trajectories)
 

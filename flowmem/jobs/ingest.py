@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,11 +16,9 @@ from flowmem.storage import Store
 __all__ = [
     "Conflict",
     "IngestReport",
-    "Written",
+    "Stored",
     "ingest_files",
     "quarantine",
-    "store_checked",
-    "store_new_trajectories",
     "store_trajectories",
 ]
 
@@ -43,14 +41,20 @@ class Conflict:
 
 
 @dataclass(frozen=True)
-class Written:
-    """What `store_checked` did with a sequence of trajectories."""
+class Stored:
+    """What `store_trajectories` did with a sequence of trajectories."""
 
-    stored: set[Key]
-    """The (namespace, id) of those it stored (of a key given twice, the first copy)."""
-    conflicts: dict[int, Conflict]
-    """Position in the input -> conflict, for each one not stored whose content differs
-    from the stored version's."""
+    keys: frozenset[Key]
+    """The (namespace, id) of those it stored, new to the store (of a key given twice, the
+    first copy)."""
+    conflicts: Mapping[int, Conflict] = field(default_factory=dict)
+    """Position in the input -> conflict, for each one not stored whose content differs from
+    the stored version's; asked for with `conflicts=True`, else empty."""
+
+    @property
+    def count(self) -> int:
+        """How many were new."""
+        return len(self.keys)
 
 
 @dataclass
@@ -86,30 +90,29 @@ class IngestReport:
         return line
 
 
-def store_trajectories(store: Store, trajectories: Iterable[Trajectory], scrub: Collection[ScrubKind]) -> int:
+def store_trajectories(
+    store: Store, trajectories: Iterable[Trajectory], scrub: Collection[ScrubKind], *, conflicts: bool = False
+) -> Stored:
     """Scrub trajectories (`scrub` kinds, see `flowmem.policy.scrub`) and store them, skipping
-    ids already stored; returns how many were new. Every input path — files, the spool, the
-    hooks, the API, the MCP server — stores through here, so only masked secrets and
-    personal data reach the store."""
-    return len(store_new_trajectories(store, trajectories, scrub))
+    ids already stored; what was new. Every input path — files, the spool, the hooks, the API,
+    the MCP server — stores through here, so only masked secrets and personal data reach the
+    store (`Store.insert_trajectories` stores as given).
 
-
-def store_new_trajectories(
-    store: Store, trajectories: Iterable[Trajectory], scrub: Collection[ScrubKind]
-) -> set[tuple[str, str]]:
-    """`store_trajectories`, returning the (namespace, id) of each trajectory it stored: what
-    a group commit needs to tell each request how many of its own were new."""
+    With `conflicts`, also tells which of those not stored differ from the stored version of
+    their id (compared by `Trajectory.content_hash`, after scrubbing); only ids that were
+    already taken cost a read."""
     if scrub:
         trajectories = (scrub_trajectory(t, scrub) for t in trajectories)
-    return store.insert_trajectories(trajectories)
-
-
-def store_checked(store: Store, trajectories: Sequence[Trajectory], scrub: Collection[ScrubKind]) -> Written:
-    """`store_new_trajectories`, also telling which of those not stored differ from the stored
-    version of their id (compared by `Trajectory.content_hash`, after scrubbing). Only ids
-    that were already taken cost a read."""
-    sent = [scrub_trajectory(t, scrub) for t in trajectories] if scrub else list(trajectories)
+    if not conflicts:
+        return Stored(frozenset(store.insert_trajectories(trajectories)))
+    sent = list(trajectories)
     stored = store.insert_trajectories(sent)
+    return Stored(frozenset(stored), _conflicts(store, sent, stored))
+
+
+def _conflicts(store: Store, sent: Sequence[Trajectory], stored: Set[Key]) -> dict[int, Conflict]:
+    """Position in `sent` -> conflict, for each one not stored (an id taken before, or given
+    twice) whose content differs from the version its id has in the store."""
     first: dict[Key, int] = {}
     for i, t in enumerate(sent):
         first.setdefault((t.namespace, t.id), i)
@@ -118,15 +121,15 @@ def store_checked(store: Store, trajectories: Sequence[Trajectory], scrub: Colle
     for ns in sorted({n for n, _ in taken}):
         for t in store.get_trajectories([i for n, i in taken if n == ns], namespace=ns):
             kept[(ns, t.id)] = t.content_hash()
-    conflicts: dict[int, Conflict] = {}
+    found: dict[int, Conflict] = {}
     for i, t in enumerate(sent):
         key = (t.namespace, t.id)
         if first[key] == i and key in stored:
             continue
         mine = t.content_hash()
         if key in kept and kept[key] != mine:
-            conflicts[i] = Conflict(t.namespace, t.id, kept[key], mine)
-    return Written(stored, conflicts)
+            found[i] = Conflict(t.namespace, t.id, kept[key], mine)
+    return found
 
 
 def quarantine(
@@ -158,8 +161,8 @@ def ingest_files(
     batch: list[Trajectory] = []
 
     def flush() -> None:
-        written = store_checked(store, batch, settings.scrub)
-        report.stored += len(written.stored)
+        written = store_trajectories(store, batch, settings.scrub, conflicts=True)
+        report.stored += written.count
         report.conflicts += written.conflicts.values()
         batch.clear()
 

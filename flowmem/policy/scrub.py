@@ -1,8 +1,8 @@
 """The scrubber: secrets and personal data masked in a trajectory before it is stored.
 
-`Store.add_trajectories` applies it to every trajectory, so every input path (file ingest,
-hooks, spool, API, MCP) is covered; `Settings.scrub` (`FLOWMEM_SCRUB`) names the kinds. Each
-match is replaced by a typed mask, so a reader still sees that a value was there:
+`jobs.ingest.store_trajectories` applies it to every trajectory, so every input path (file
+ingest, hooks, spool, API, MCP) is covered; `Settings.scrub` (`FLOWMEM_SCRUB`) names the
+kinds. Each match is replaced by a typed mask, so a reader still sees that a value was there:
 
 - `secrets` -> `[SECRET]`:
   - API keys by their shape: OpenAI/Anthropic `sk-…` (also `sk-proj-…`, `sk-ant-…`: 20+

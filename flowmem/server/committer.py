@@ -19,18 +19,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from flowmem.jobs.ingest import Conflict, Written
+from flowmem.jobs.ingest import Conflict, Stored
 from flowmem.models import Trajectory
 
 __all__ = ["Committed", "GroupCommitter"]
 
 log = logging.getLogger("flowmem.committer")
-
-Key = tuple[str, str]
-"""(namespace, id) of a trajectory."""
 
 
 @dataclass
@@ -57,7 +54,7 @@ class GroupCommitter:
 
     def __init__(
         self,
-        write: Callable[[list[Trajectory]], Collection[Key] | Written],
+        write: Callable[[list[Trajectory]], Stored],
         *,
         linger: float = 0.002,
         max_records: int = 1_000,
@@ -65,8 +62,8 @@ class GroupCommitter:
         compact_every: int = 100,
         idle_exit: float = 5.0,
     ) -> None:
-        """`write` stores a batch and returns the keys it stored (that were new), or a
-        `Written` that also tells the conflicts by position in the batch. The thread
+        """`write` stores a batch and tells what it stored (the keys that were new) and the
+        conflicts by position in the batch (`jobs.ingest.store_trajectories`). The thread
         starts with the first submission and ends after `idle_exit` seconds without one."""
         self._write = write
         self.linger = linger
@@ -173,9 +170,7 @@ class GroupCommitter:
                 request.error = err
                 request.done.set()
             return
-        stored, conflicts = (
-            (set(written.stored), written.conflicts) if isinstance(written, Written) else (set(written), {})
-        )
+        stored, conflicts = set(written.keys), written.conflicts
         # Of a key that two requests of the batch carry, the first one's copy was stored.
         start = 0
         for request in batch:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
 from flowmem.jobs.factories import inducer_from, store_from
-from flowmem.jobs.ingest import quarantine, store_checked
+from flowmem.jobs.ingest import quarantine, store_trajectories
 from flowmem.jobs.outcome import report_outcome
 from flowmem.jobs.status import Verb, set_status
 from flowmem.models import Trajectory
@@ -59,7 +59,7 @@ class Service:
         self._lock = threading.Lock()
         self._inducing = threading.Lock()
         self.committer = GroupCommitter(
-            lambda batch: store_checked(self.store, batch, self.settings.scrub),
+            lambda batch: store_trajectories(self.store, batch, self.settings.scrub, conflicts=True),
             compact=lambda: self.store.compact_trajectories(keep=COMPACT_KEEP),
             compact_every=COMPACT_EVERY,
         )

@@ -58,17 +58,13 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
 
     # -- trajectories -------------------------------------------------------------------
 
-    def add_trajectories(self, trajectories: Iterable[Trajectory]) -> int:
+    def insert_trajectories(self, trajectories: Iterable[Trajectory]) -> set[tuple[str, str]]:
         """Store trajectories as given, skipping any (namespace, id) already stored; returns
-        how many were new. Writes go in batches of 1,000, one commit each.
+        the (namespace, id) of each one this call stored (of a key given twice, the first).
+        Writes go in batches of 1,000, one commit each.
 
         Every input path stores through `flowmem.jobs.ingest.store_trajectories`, which
         scrubs them first: the store keeps what it is given."""
-        return len(self.insert_trajectories(trajectories))
-
-    def insert_trajectories(self, trajectories: Iterable[Trajectory]) -> set[tuple[str, str]]:
-        """Like `add_trajectories`, returning the (namespace, id) of each trajectory this
-        call stored (of a key given twice, the first one is stored)."""
         stored: set[tuple[str, str]] = set()
         batch: dict[tuple[str, str], Trajectory] = {}
         for trajectory in trajectories:
