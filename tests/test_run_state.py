@@ -19,16 +19,30 @@ import lancedb
 import numpy as np
 import pytest
 
+from flowmem.induction.base import ClusterInput
+from flowmem.induction.cluster import Clustering
 from flowmem.induction.increment import Columns, Placement, next_state, place_new_runs, thaw
-from flowmem.induction.orchestrate import fingerprint, task_key
+from flowmem.induction.orchestrate import ClusterPlan, fingerprint, task_key
 from flowmem.induction.rule import RuleInducer
+from flowmem.induction.runplan import (
+    Limits,
+    Opening,
+    clusters_before,
+    open_run,
+    place,
+    placed_plan,
+    refit_reason,
+    refitted_plan,
+    skipped_plan,
+)
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import RUN_STATE_VERSION, Fit, Retirement, RunState
+from flowmem.models import RUN_STATE_VERSION, Fit, InductionRun, Retirement, RunState, Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.migrations import META, SCHEMA_VERSION, STEPS, schema_version
+from tests.factories import cancel, forward, make_workflow
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UNTYPED = json.loads((FIXTURES / "store-untyped-state.json").read_text())
@@ -271,3 +285,115 @@ def test_the_next_state_keeps_a_deferred_clusters_fingerprint_and_forgets_a_fail
         retired=[],
     )
     assert refit.subroutines == ("a-c7", "a-c8")
+
+
+# -- the plan of a run (`induction.runplan`), from the last state and the columns -------------
+
+
+def _last(state: RunState, *, trajectories: int = 4) -> InductionRun:
+    return InductionRun(id="r1", namespace="default", counts={"trajectories": trajectories}, state=state)
+
+
+def _opening(
+    last: InductionRun | None, *, total: int = 4, reinduce: frozenset[str] = frozenset(), force: bool = False
+) -> Opening:
+    run = InductionRun(id="r2", namespace="default")
+    return open_run(run, last, total=total, reinduce=reinduce, force=force)
+
+
+def test_a_run_opens_with_its_pending_clusters_and_skips_when_nothing_is_new() -> None:
+    waiting = _opening(_last(_state(failed=("a-c1",))), reinduce=frozenset({"a-c0-2"}))
+    assert waiting.pending == {"a-c1", "a-c0"} and waiting.revive == {"a-c0-2"}  # a variant's cluster
+    assert waiting.new_trajectories == 0 and not waiting.nothing_new  # clusters wait for a retry
+    idle = _opening(_last(_state()))
+    assert idle.nothing_new and not idle.pending
+    plan = skipped_plan(idle)
+    assert plan.skipped and plan.refit is None and not plan.current and plan.last == idle.last
+    assert not _opening(_last(_state()), force=True).nothing_new
+    assert not _opening(None, total=0).nothing_new  # a first run always runs
+    assert _opening(_last(_state()), total=7).new_trajectories == 3
+
+
+@pytest.mark.parametrize(
+    ("last", "force", "signature", "reason"),
+    [
+        (None, False, "sig", "the first run"),
+        (_state(), True, "sig", "every cluster is induced again"),
+        (_state(fit=None), False, "sig", "the last run kept no clustering to place new tasks in"),
+        (_state(), False, "other", "the clustering settings changed"),
+        (_state(), False, "sig", None),
+    ],
+)
+def test_why_a_run_refits_before_reading_a_column(
+    last: RunState | None, force: bool, signature: str, reason: str | None
+) -> None:
+    opening = _opening(_last(last) if last else None, force=force)
+    assert refit_reason(opening, signature=signature) == reason
+    placed = place(opening, _columns(BASE), Limits(signature=signature, min_tasks=2))
+    assert placed == reason if reason else isinstance(placed, Placement)
+
+
+def test_a_placed_plan_induces_the_pending_cluster_defers_the_small_change_revives_the_retired() -> None:
+    state = _state(failed=("a-c1",))
+    opening = _opening(_last(state), total=5)
+    rows = [*BASE, ("a", X[0], True, [1.0, 0.0])]  # a known task again: a small change to a-c0
+    placement = place(opening, _columns(rows), Limits(signature="sig", min_tasks=2, min_change=0.6))
+    assert isinstance(placement, Placement) and list(placement.chosen) == [("a", 1)]
+    inputs = [ClusterInput("default", "a", 1, "subtask", [], [])]
+    current = {"a-c1": make_workflow("a-c1", status="retired"), "a-c0": make_workflow("a-c0")}
+    plan = placed_plan(opening, current, placement, inputs, task_of={"r4": X[0]})
+    assert [c.key for c in plan.changed] == ["a-c1"] and plan.deferred == ("a-c0",)
+    assert plan.refit is None and plan.fit == state.fit and not plan.skipped
+    assert plan.revive == {"a-c1"} and plan.clusters.memberships == thaw(state.clusters)
+    after = plan.next_state(failed=[], retired=[])
+    assert after.fingerprints["a-c0"] == state.fingerprints["a-c0"]  # deferred: still owed
+    assert after.sizes["a-c0"] == state.sizes["a-c0"] and after.failed == ()
+    assert after.fingerprints["a-c1"] == placement.fingerprints["a-c1"]
+    assert "a-c1" not in plan.next_state(failed=["a-c1"], retired=[]).fingerprints
+
+
+def _fitted(runs: Sequence[Trajectory]) -> ClusterPlan:
+    """A fit of `runs` (one agent): forwarding tasks in cluster 0, the others in cluster 1."""
+    groups = [[t for t in runs if "Forward" in t.task], [t for t in runs if "Forward" not in t.task]]
+    texts = sorted({t.task for t in runs})
+    labels = np.array([0 if "Forward" in text else 1 for text in texts], dtype=np.int64)
+    return ClusterPlan(
+        [ClusterInput("default", "agent", cid, "subtask", group, []) for cid, group in enumerate(groups)],
+        clusterings={"agent": Clustering(texts, labels)},
+        memberships={"agent": {cid: {task_key(t.task) for t in group} for cid, group in enumerate(groups)}},
+    )
+
+
+def test_a_refitted_plan_induces_the_changed_and_pending_clusters_and_records_its_fit() -> None:
+    runs = [forward(i) for i in range(3)] + [cancel(i) for i in range(2)]
+    clusters = _fitted(runs)
+    prints = clusters.fingerprints()
+    state = _state(fingerprints={"agent-c0": prints["agent-c0"], "agent-c1": "before"}, clusters={})
+    last = _last(state, trajectories=5)
+    plan = refitted_plan(_opening(last, total=5), {}, runs, clusters, why="because", signature="sig2")
+    assert [c.key for c in plan.changed] == ["agent-c1"]  # agent-c0 holds the same runs
+    assert plan.refit == "because" and plan.sizes == {"agent-c0": (3, 0), "agent-c1": (2, 0)}
+    assert plan.fit == Fit(
+        trajectories=5, texts=len(clusters.clusterings["agent"].texts), agents=("agent",), settings="sig2"
+    )
+    assert plan.task_of == {t.id: t.task for t in runs} and plan.placed is clusters.placed
+    retry = _opening(_last(state.model_copy(update={"failed": ("agent-c0",)})), total=5)
+    assert len(refitted_plan(retry, {}, runs, clusters, why="w", signature="s").changed) == 2
+    forced = _opening(last, total=5, force=True)
+    assert len(refitted_plan(forced, {}, runs, clusters, why="w", signature="s").changed) == 2
+    assert (
+        refitted_plan(forced, {}, runs, clusters, why="w", signature="s")
+        .next_state(failed=[], retired=[])
+        .refit
+        == "w"
+    )
+
+
+def test_a_refit_keeps_ids_from_the_last_fit_or_else_from_the_current_workflows() -> None:
+    runs = [forward(i) for i in range(3)]
+    kept = _opening(_last(_state()))
+    assert clusters_before(kept, {}, runs) == thaw(_state().clusters)
+    w = make_workflow("agent-c4", cluster_id=4, source_trajectory_ids=[t.id for t in runs])
+    none_kept = _opening(_last(_state(clusters={})))
+    assert clusters_before(none_kept, {w.id: w}, runs) == {"agent": {4: {task_key(t.task) for t in runs}}}
+    assert clusters_before(_opening(None), {}, runs) == {}
