@@ -14,10 +14,11 @@ from flowmem.induction.increment import Memberships, thaw
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.orchestrate import InductionResult, task_key
 from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.incremental import assign_run, merge_with_current
+from flowmem.induction.runplan import Limits, open_run
+from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
 from flowmem.jobs.induce import RunReport, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import RunState, Trajectory
+from flowmem.models import InductionRun, RunState, Trajectory
 from flowmem.settings import Settings
 from flowmem.sim import simulate
 from flowmem.storage import Store
@@ -87,14 +88,12 @@ def test_the_clusters_it_induces_are_built_as_a_refit_builds_them(settings: Sett
     _induce(store, settings)
     store_trajectories(store, simulate(12, seed=1), settings.scrub)
     last = store.list_runs()[-1]
-    placed = assign_run(
-        store, settings, last.state, namespace=settings.namespace, pending=set(), min_change=0
-    )
-    assert not isinstance(placed, str) and len(placed.clusters) > 5
+    placed = prepare_run(store, settings, namespace=settings.namespace, min_change=0)
+    assert placed.refit is None and len(placed.changed) > 5
     fitted = thaw(last.state.clusters) or {}
     everything = store.list_trajectories(limit=None)  # the order plan_clusters sees them in
     full = LiteralIndex.build(everything, max_share=settings.literal_share)
-    for c in placed.clusters:
+    for c in placed.changed:
         index = c.literals
         assert (index.total, index.counts, index.categorical, index.vocabulary) == (
             full.total,
@@ -124,7 +123,7 @@ def test_a_few_runs_of_a_big_cluster_wait_until_they_are_worth_inducing(
         store, [forward(240, skip_lookup=True, success=False)], settings.scrub
     )  # 1 of 40: under 5%
     waiting = _induce(store, settings)
-    assert waiting.plan.refit is None and waiting.plan.deferred == [fwd.id] and not waiting.plan.changed
+    assert waiting.plan.refit is None and waiting.plan.deferred == (fwd.id,) and not waiting.plan.changed
     assert waiting.versions == [] and waiting.summary()["clusters_deferred"] == 1
     first, recorded = store.list_runs()
     assert recorded.id == waiting.run.id and recorded.counts["new_trajectories"] == 1
@@ -182,8 +181,11 @@ def test_a_material_change_refits_and_says_why(
 
 def test_a_store_whose_last_run_kept_no_placements_is_refit(settings: Settings, store: Store) -> None:
     store_trajectories(store, [forward(i) for i in range(6)], settings.scrub)
-    state = RunState.from_stored({"clusters": {}})
-    why = assign_run(store, settings, state, namespace=settings.namespace, pending=set())
+    ns = settings.namespace
+    last = InductionRun(id="r1", namespace=ns, state=RunState.from_stored({"clusters": {}}))
+    opening = open_run(InductionRun(id="r2", namespace=ns), last, total=6, reinduce=set(), force=False)
+    limits = Limits(signature=settings_signature(settings), min_tasks=settings.min_cluster_size)
+    why = assign_run(store, settings, opening, {}, limits=limits)
     assert why == "the last run kept no clustering to place new tasks in"
 
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 from flowmem.induction.cluster import cluster_tasks
 from flowmem.induction.orchestrate import task_key
 from flowmem.induction.rule import RuleInducer
+from flowmem.induction.runplan import previous_clusters
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import previous_clusters, run_induction
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.sim import simulate

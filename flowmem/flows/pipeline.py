@@ -187,7 +187,7 @@ def induce_flow(
     plan = plan_run(settings, force)
     timings["plan"] = time.perf_counter() - start
     start = time.perf_counter()
-    groups = batches(plan.changed, inducer, settings.induce_batch)
+    groups = batches(list(plan.changed), inducer, settings.induce_batch)
     parcels = [Parcel(group) for group in groups]
     futures = induce_batch.map(parcels, settings=unmapped(settings), kind=inducer) if groups else []
     outcomes = _gather(groups, list(futures))

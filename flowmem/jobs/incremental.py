@@ -1,5 +1,5 @@
-"""Incremental planning: new tasks join the stored clusters, and only the clusters whose runs
-changed materially are read and induced again.
+"""Incremental planning, the reads: new tasks join the stored clusters, and only the clusters
+whose runs changed materially are read and induced again (`induction.runplan` decides).
 
 `prepare_run` (jobs/induce.py) asks `assign_run` first; when the stored clustering cannot take
 the new runs it gets back why, and refits every cluster instead (that reason is the run's
@@ -11,74 +11,36 @@ task's embedding); only when some cluster is to be induced, the steps' JSON of e
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
-from flowmem.induction.increment import (
-    REFIT_SHARE,
-    Columns,
-    Memberships,
-    place_new_runs,
-    stored_clustering_unusable,
-)
+from flowmem.induction.increment import Columns
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
-from flowmem.induction.orchestrate import InductionResult, in_run_order, merge_duplicates, task_key
-from flowmem.models import Fit, RunState, Trajectory, UsageStats, Workflow, now
+from flowmem.induction.orchestrate import InductionResult, in_run_order, merge_duplicates
+from flowmem.induction.runplan import Limits, Opening, RunPlan, place, placed_plan
+from flowmem.models import Trajectory, UsageStats, Workflow, now
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
 __all__ = [
-    "REFIT_SHARE",
-    "Assignment",
-    "Memberships",
     "assign_run",
-    "fit_record",
     "merge_with_current",
-    "previous_clusters",
+    "settings_signature",
 ]
 
 _COLUMNS = ["id", "agent", "task", "success", "parent_id", "vector"]
 _LITERAL_COLUMNS = ["id", "agent", "task", "steps"]
 
 
-@dataclass
-class Assignment:
-    """What an incremental run does: the stored clusters, grown by the new runs."""
-
-    clusters: list[ClusterInput] = field(default_factory=list)
-    """The clusters to induce (changed materially, or waiting for a retry)."""
-    fingerprints: dict[str, str] = field(default_factory=dict)
-    """Every cluster's fingerprint now."""
-    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Every cluster's (successes, failures) now."""
-    placed: Memberships = field(default_factory=dict)
-    """The stored placements with the new task texts added."""
-    deferred: list[str] = field(default_factory=list)
-    """Clusters with new runs too few to induce them again yet (`assign.material`)."""
-    task_of: dict[str, str] = field(default_factory=dict)
-    """Trajectory id -> its task text, for every trajectory of the namespace."""
-
-
 def settings_signature(settings: Settings) -> str:
     """What the stored clustering depends on besides the tasks (a change refits)."""
     p = settings.cluster_params
     return json.dumps([p.__dict__, settings.literal_share, settings.subroutines], sort_keys=True, default=str)
-
-
-def fit_record(settings: Settings, *, trajectories: int, texts: int, agents: Set[str]) -> Fit:
-    """What a run keeps of a fit, for `assign_run` to judge the new runs against."""
-    return Fit(
-        trajectories=trajectories,
-        texts=texts,
-        agents=tuple(sorted(agents)),
-        settings=settings_signature(settings),
-    )
 
 
 @dataclass(frozen=True)
@@ -104,45 +66,28 @@ def _light(agent: str, task: str, steps: str) -> _Run:
 def assign_run(
     store: Store,
     settings: Settings,
-    state: RunState,
+    opening: Opening,
+    current: Mapping[str, Workflow],
     *,
-    namespace: str,
-    pending: Set[str],
-    refit_share: float = REFIT_SHARE,
-    min_change: float = MIN_CHANGE,
-) -> Assignment | str:
-    """Place the runs new since the last run (`state`) in its clusters; or why the clusters
-    must be fitted again instead (`increment.place_new_runs` decides; this reads its columns
-    and the clusters it chose). `pending` clusters are induced whatever changed."""
-    signature = settings_signature(settings)
-    why = stored_clustering_unusable(state, signature=signature)
-    if why is not None:
-        return why
+    limits: Limits,
+) -> RunPlan | str:
+    """The plan of a run that places its new runs in the last run's clusters; or why the
+    clusters must be fitted again instead. This reads the columns of every run, which
+    `runplan.place` decides from, then the runs of the clusters it chose; `current`: the latest
+    version of every workflow."""
+    namespace = opening.run.namespace
     cols = store.trajectory_columns(_COLUMNS, namespace=namespace)
     columns = Columns(cols["id"], cols["agent"], cols["task"], cols["success"], cols["vector"])
-    placement = place_new_runs(
-        state,
-        columns,
-        signature=signature,
-        min_tasks=settings.min_cluster_size,
-        pending=pending,
-        refit_share=refit_share,
-        min_change=min_change,
-    )
+    placement = place(opening, columns, limits)
     if isinstance(placement, str):
         return placement
-    out = Assignment(
-        fingerprints=placement.fingerprints,
-        sizes=placement.sizes,
-        placed=placement.placed,
-        deferred=placement.deferred,
-        task_of=dict(zip(cols["id"], cols["task"], strict=True)),
+    inputs = (
+        _inputs(store, cols, placement.chosen, namespace=namespace, literal_share=settings.literal_share)
+        if placement.chosen
+        else []
     )
-    if placement.chosen:
-        out.clusters = _inputs(
-            store, cols, placement.chosen, namespace=namespace, literal_share=settings.literal_share
-        )
-    return out
+    task_of = dict(zip(cols["id"], cols["task"], strict=True))
+    return placed_plan(opening, current, placement, inputs, task_of=task_of)
 
 
 def _inputs(
@@ -179,19 +124,6 @@ def _literal_index(store: Store, ids: Set[str], *, namespace: str, literal_share
     rows = zip(scan["id"], scan["agent"], scan["task"], scan["steps"], strict=True)
     light = (_light(agent, task, steps) for rid, agent, task, steps in rows if rid in ids)
     return LiteralIndex.build(cast("Iterable[Trajectory]", light), max_share=literal_share)
-
-
-def previous_clusters(
-    workflows: Iterable[Workflow], trajectories: Iterable[Trajectory]
-) -> dict[str, dict[int, set[str]]]:
-    """Per agent, the task keys of each cluster that current workflows were induced from (for
-    a store whose last run kept no memberships)."""
-    task_of = {t.id: task_key(t.task) for t in trajectories}
-    found: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for w in workflows:
-        if w.cluster_id is not None:
-            found[w.agent][w.cluster_id].update(task_of[i] for i in w.source_trajectory_ids if i in task_of)
-    return {agent: dict(clusters) for agent, clusters in found.items()}
 
 
 def merge_with_current(

@@ -2,12 +2,14 @@
 
 A run (1) counts the trajectories stored since the last run and stops there when nothing is
 new and no cluster is waiting for a retry; (2) places the new tasks in the stored clusters
-(`jobs/incremental.py`), or, when they change the clustering materially (many new tasks, a new
-agent, other settings), refits the clusters, keeping their ids, and says why (`refit`); (3)
-induces only the clusters whose member runs changed since the last run (placed runs: changed
-materially, `induction.assign.material`) or whose induction failed then; (4) stores changed
-workflows as new versions in one commit tagged with the run id; (5) retires the workflows of
-earlier runs whose cluster is gone or was induced again without them (`retirements`).
+(`jobs/incremental.py` reads the columns), or, when they change the clustering materially
+(many new tasks, a new agent, other settings), refits the clusters, keeping their ids, and
+says why (`refit`); (3) induces only the clusters whose member runs changed since the last run
+(placed runs: changed materially, `induction.assign.material`) or whose induction failed then;
+(4) stores changed workflows as new versions in one commit tagged with the run id; (5) retires
+the workflows of earlier runs whose cluster is gone or was induced again without them
+(`retirements`). What to do is decided in the core (`induction.runplan`: a frozen `RunPlan`,
+from the last run's state and what this module reads); this module reads and writes.
 `run_induction` runs it in this process; the Prefect flow (`flows.pipeline.induce_flow`) runs
 `prepare_run`, `induce_cluster` per cluster and `commit_outcomes` as tasks.
 """
@@ -19,27 +21,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE
-from flowmem.induction.base import ClusterInput, Inducer, cluster_key
-from flowmem.induction.increment import Memberships, next_state, thaw, to_induce_after_refit
+from flowmem.induction.base import Inducer, cluster_key
+from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
     ClusterOutcome,
-    ClusterPlan,
     InductionResult,
     assemble,
     induce_cluster,
     plan_clusters,
     plan_versions,
 )
-from flowmem.induction.subroutines import compose_workflows
-from flowmem.jobs.incremental import (
-    REFIT_SHARE,
-    Assignment,
-    assign_run,
-    fit_record,
-    merge_with_current,
-    previous_clusters,
+from flowmem.induction.runplan import (
+    Limits,
+    Opening,
+    RunPlan,
+    clusters_before,
+    open_run,
+    refit_reason,
+    refitted_plan,
+    skipped_plan,
 )
-from flowmem.models import Fit, InductionRun, Retirement, Workflow
+from flowmem.induction.subroutines import compose_workflows
+from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
+from flowmem.models import InductionRun, Retirement, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store
@@ -51,56 +55,9 @@ __all__ = [
     "key_vectors",
     "nothing_served",
     "prepare_run",
-    "previous_clusters",
     "retirements",
     "run_induction",
 ]
-
-
-@dataclass
-class RunPlan:
-    """What an induction run is about to do."""
-
-    run: InductionRun
-    """The run being prepared (not yet committed)."""
-    total: int
-    """Trajectories in the namespace."""
-    new_trajectories: int
-    """Stored since the last run."""
-    clusters: ClusterPlan = field(default_factory=ClusterPlan)
-    """Every cluster after a refit; after placing new tasks, the changed ones only (empty
-    when the run is skipped)."""
-    changed: list[ClusterInput] = field(default_factory=list)
-    """The clusters to induce."""
-    current: dict[str, Workflow] = field(default_factory=dict)
-    """The latest version of every workflow."""
-    last: InductionRun | None = None
-    """The previous induction run."""
-    revive: set[str] = field(default_factory=set)
-    """Workflows deprecated for their own failures that nothing serves: a new version of each
-    is committed even when re-induction gives the same content."""
-    fingerprints: dict[str, str] = field(default_factory=dict)
-    """Every cluster's fingerprint (a hash of its runs) now."""
-    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Every cluster's (successes, failures) now."""
-    placed: Memberships = field(default_factory=dict)
-    """Agent -> stable cluster id -> the task keys in it that no fit clustered (noise texts,
-    and the tasks placed since the fit)."""
-    fit: Fit | None = None
-    """The fit the clusters come from (`incremental.fit_record`)."""
-    refit: str | None = None
-    """Why the clusters were fitted again; None when the new tasks were placed in the stored
-    clusters (or the run is skipped)."""
-    deferred: list[str] = field(default_factory=list)
-    """Clusters with too few new runs to be induced again yet."""
-    task_of: dict[str, str] = field(default_factory=dict)
-    """Trajectory id -> its task text, for every trajectory of the namespace."""
-
-    @property
-    def skipped(self) -> bool:
-        """True when nothing changed: no cluster to induce, none with runs waiting (a run
-        that only defers is recorded, with the placements it made)."""
-        return not self.changed and not self.deferred
 
 
 @dataclass
@@ -186,115 +143,65 @@ def prepare_run(
 ) -> RunPlan:
     """Decide what the next run of `namespace` induces (`force`: refit, every cluster).
 
-    `settings` gives the clustering parameters; every read and the run itself use `namespace`.
-    New tasks join the stored clusters until those since the fit reach `refit_share` of the
-    fitted ones; a cluster's new runs wait until they reach `min_change` of its runs.
+    This reads, `induction.runplan` decides: each read only when the decision before it asks
+    for it. `settings` gives the clustering parameters; every read and the run itself use
+    `namespace`. New tasks join the stored clusters until those since the fit reach
+    `refit_share` of the fitted ones; a cluster's new runs wait until they reach `min_change`
+    of its runs.
     """
     last = _last_induction(store, namespace)
-    total = store.count_trajectories(namespace=namespace)
-    seen = int(last.counts.get("trajectories", 0)) if last else 0
-    pending, reinduce = _to_reinduce(store, namespace, last)
-    plan = RunPlan(
-        run=InductionRun(id=Store.new_run_id(), namespace=namespace),
-        total=total,
-        new_trajectories=max(0, total - seen),
-        last=last,
-        revive=reinduce,
-    )
-    if last is not None and not force and plan.new_trajectories == 0 and not pending:
-        return plan
-    plan.current = {w.id: w for w in store.list_workflows(namespace=namespace)}
-    # A retired workflow whose cluster is back gets a new version even when it says the same.
-    plan.revive |= {w.id for w in plan.current.values() if w.status == "retired"}
-    placed = _placement(
-        store,
-        settings,
+    opening = open_run(
+        InductionRun(id=Store.new_run_id(), namespace=namespace),
         last,
+        total=store.count_trajectories(namespace=namespace),
+        reinduce=_to_reinduce(store, namespace, last),
         force=force,
-        namespace=namespace,
-        pending=pending,
+    )
+    if opening.nothing_new:
+        return skipped_plan(opening)
+    current = {w.id: w for w in store.list_workflows(namespace=namespace)}
+    limits = Limits(
+        signature=settings_signature(settings),
+        min_tasks=settings.min_cluster_size,
         refit_share=refit_share,
         min_change=min_change,
     )
-    if isinstance(placed, Assignment) and last is not None:
-        _take_assignment(plan, placed, last)
-        return plan
-    plan.refit = str(placed)
-    _refit(plan, store, settings, pending=pending, force=force)
-    return plan
+    why = refit_reason(opening, signature=limits.signature)
+    if why is None:
+        placed = assign_run(store, settings, opening, current, limits=limits)
+        if isinstance(placed, RunPlan):
+            return placed
+        why = placed
+    return _refit(store, settings, opening, current, why=why, signature=limits.signature)
 
 
-def _placement(
-    store: Store,
-    settings: Settings,
-    last: InductionRun | None,
-    *,
-    force: bool,
-    namespace: str,
-    pending: set[str],
-    refit_share: float,
-    min_change: float,
-) -> Assignment | str:
-    """The new runs placed into the last run's clusters, or why every cluster is fitted again."""
-    if last is None or force:
-        return "the first run" if last is None else "every cluster is induced again"
-    return assign_run(
-        store,
-        settings,
-        last.state,
-        namespace=namespace,
-        pending=pending,
-        refit_share=refit_share,
-        min_change=min_change,
-    )
-
-
-def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> tuple[set[str], set[str]]:
-    """The clusters to induce again whatever their new runs, and the workflows to revive.
-
-    The clusters are those whose induction failed in the last run, and those of a version
-    deprecated for its own failures since (failures included, so a better workflow can replace
-    it); the workflows are those versions' ids."""
-    pending = set(last.state.failed) if last else set()
+def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> set[str]:
+    """The workflows deprecated for their own failures, since the last run, that nothing
+    serves (`needs_reinduction`, from the transitions logged and the versions stored)."""
     since = last.finished_at if last else None
     logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
-    reinduce = needs_reinduction(logged, nothing_served=nothing_served(store, namespace))
-    pending |= {cluster_key(wid) for wid in reinduce}
-    return pending, set(reinduce)
+    return set(needs_reinduction(logged, nothing_served=nothing_served(store, namespace)))
 
 
-def _take_assignment(plan: RunPlan, placed: Assignment, last: InductionRun) -> None:
-    """Fill `plan` from the new runs' placement into the last run's clusters (no refit)."""
-    plan.clusters = ClusterPlan(placed.clusters, memberships=thaw(last.state.clusters) or {})
-    plan.changed = list(placed.clusters)
-    plan.fingerprints, plan.sizes, plan.placed = placed.fingerprints, placed.sizes, placed.placed
-    plan.fit, plan.deferred, plan.task_of = last.state.fit, placed.deferred, placed.task_of
-
-
-def _refit(plan: RunPlan, store: Store, settings: Settings, *, pending: set[str], force: bool) -> None:
-    """Fit every agent's clusters again (ids kept) and pick the clusters whose runs changed."""
-    last, namespace = plan.last, plan.run.namespace
-    trajectories = store.list_trajectories(namespace=namespace, limit=None)
-    plan.task_of = {t.id: t.task for t in trajectories}
-    plan.clusters = plan_clusters(
+def _refit(
+    store: Store,
+    settings: Settings,
+    opening: Opening,
+    current: Mapping[str, Workflow],
+    *,
+    why: str,
+    signature: str,
+) -> RunPlan:
+    """Read every run, fit every agent's clusters again (ids kept) and plan from them."""
+    trajectories = store.list_trajectories(namespace=opening.run.namespace, limit=None)
+    clusters = plan_clusters(
         trajectories,
         params=settings.cluster_params,
         literal_share=settings.literal_share,
         subroutines=settings.subroutines,
-        previous=(last and thaw(last.state.clusters))
-        or previous_clusters(plan.current.values(), trajectories),
+        previous=clusters_before(opening, current, trajectories),
     )
-    plan.fingerprints = plan.clusters.fingerprints()
-    plan.sizes = {c.key: (len(c.successes), len(c.failures)) for c in plan.clusters.clusters}
-    plan.placed = plan.clusters.placed
-    texts = sum(len(c.texts) for c in plan.clusters.clusterings.values())
-    plan.fit = fit_record(
-        settings, trajectories=len(trajectories), texts=texts, agents=set(plan.clusters.clusterings)
-    )
-    redo = to_induce_after_refit(
-        plan.fingerprints, last.state if last and not force else None, pending=pending
-    )
-    plan.changed = [c for c in plan.clusters.clusters if c.key in redo]
+    return refitted_plan(opening, current, trajectories, clusters, why=why, signature=signature)
 
 
 def key_vectors(
@@ -378,17 +285,8 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
         counts["clusters"] = len(plan.fingerprints)
     counts["clusters_deferred"] = len(plan.deferred)
     retired = retirements(store, plan, result, carried=carried)
-    state = next_state(
-        plan.last.state if plan.last else None,
-        fingerprints=plan.fingerprints,
-        sizes=plan.sizes,
-        deferred=plan.deferred,
+    state = plan.next_state(
         failed=failed,
-        clusters=plan.clusters.memberships,
-        placed=plan.placed,
-        fit=plan.fit,
-        refit=plan.refit,
-        subroutines=[c.key for c in plan.clusters.clusters if c.kind == "subroutine"],
         # Kept in the run, so a rollback of it can give the retired versions their status back.
         retired=[Retirement(t.workflow_id, t.version, t.old) for t in retired],
     )
