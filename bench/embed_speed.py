@@ -19,7 +19,7 @@ def tasks(path: Path) -> list[str]:
     if path.exists():
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             return [json.loads(line)["task"] for line in fh]
-    from flowmem.sim import simulate
+    from flowmem.demo import simulate
 
     return [t.task for t in simulate(3000, seed=0)]
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import eval_sets
 
+from flowmem.demo import World, make_tasks
+from flowmem.demo.loop import run_loop
 from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.nearest import ExampleIndex
@@ -36,8 +38,6 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Trajectory
 from flowmem.policy.serving import CANDIDATES, within_gap
 from flowmem.settings import Settings
-from flowmem.sim import World, make_tasks
-from flowmem.sim.demo import run_loop
 
 OFF_DOMAIN = [
     "what is the weather in Paris tomorrow",

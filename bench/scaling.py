@@ -1,6 +1,6 @@
 """How each stage of the induction path grows with the number of trajectories (docs/scaling.md).
 
-For each size, in one process on a fresh store: generate that many trajectories (`flowmem.sim`,
+For each size, in one process on a fresh store: generate that many trajectories (`flowmem.demo`,
 the demo's generator), then time
 - embed: the offline embedder over their tasks (what ingest spends on vectors);
 - ingest: storing them (scrub, embed, write; `flowmem.jobs.ingest.store_trajectories`);
@@ -26,12 +26,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs import induce as induce_job
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from flowmem.storage import Store
 
 STAGES = ["embed", "ingest", "read", "cluster", "induce", "commit"]

@@ -329,7 +329,7 @@ class Seeded:
 def dashboard_slice(settings: Settings, per_group: int = 30) -> list[Trajectory]:
     """A WorkBench slice (four email templates), or simulated office runs without the data."""
     if not WORKBENCH.exists():
-        from flowmem.sim import simulate
+        from flowmem.demo import simulate
 
         return simulate(4 * per_group, seed=0)
     found: list[Trajectory] = []

@@ -6,9 +6,9 @@ are the pieces it is made of.
 
 from __future__ import annotations
 
-from flowmem.sim.agent import SOURCE, ScriptedAgent, simulate
-from flowmem.sim.families import FAMILIES, MULTI_FAMILIES, SINGLE_FAMILIES, Family, Task, make_tasks
-from flowmem.sim.records import (
+from flowmem.demo.agent import SOURCE, ScriptedAgent, simulate
+from flowmem.demo.families import FAMILIES, MULTI_FAMILIES, SINGLE_FAMILIES, Family, Task, make_tasks
+from flowmem.demo.records import (
     NOW,
     USER_ADDRESS,
     BoardTask,
@@ -19,8 +19,8 @@ from flowmem.sim.records import (
     SentMail,
     ToolError,
 )
-from flowmem.sim.tools import TOOLS
-from flowmem.sim.world import World
+from flowmem.demo.tools import TOOLS
+from flowmem.demo.world import World
 
 __all__ = [
     "FAMILIES",
