@@ -33,8 +33,9 @@ def rate(embed: object, texts: list[str], repeats: int = 5) -> float:
     return statistics.median(runs)
 
 
-def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/workbench_trajectories.jsonl.gz")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    path = Path(argv[0] if argv else "../shared/data/workbench_trajectories.jsonl.gz")
     texts = tasks(path)
     plain = HashingEmbedder()
     plain.embed(texts[:10])
@@ -43,7 +44,8 @@ def main() -> None:
     print(f"{len(texts)} task texts")
     print(f"hashing embedder:              {rate(plain.embed, texts):9.0f} texts/s")
     print(f"hashing embedder, warm cache:  {rate(cached.embed, texts):9.0f} texts/s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
@@ -21,8 +22,9 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 
 
-def main() -> None:
-    data = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "data"
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    data = Path(argv[0]) if argv else SHARED_DATA
     settings = Settings()
     ns = settings.namespace
     path = data / "workbench_trajectories.jsonl.gz"
@@ -46,7 +48,8 @@ def main() -> None:
     print(f"first run: {len(one.versions)} versions; second run: {len(two.versions)} versions")
     print(f"second run retired {len(two.summary()['retired'])} workflows")
     print(f"listed {listed}, served {served}; one run over all the data serves {at_once}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -56,13 +56,13 @@ def preloaded(root: Path, n: int) -> Store:
     return store
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2000,20000,100000")
     parser.add_argument("--commits", type=int, default=600)
     parser.add_argument("--rows", type=int, default=5)
     parser.add_argument("--compact-every", type=int, default=100)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="flowmem-write-cost-"))
     start = time.perf_counter()
@@ -104,7 +104,8 @@ def main() -> None:
             else float("nan")
         )
         print(f"{n} rows against {base}: commit p50 {ratio:.2f}x, compaction {compaction:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -106,7 +106,7 @@ def preload(settings: Settings, n: int) -> None:
     print(f"preloaded {n} trajectories in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=20_000)
     parser.add_argument("--clients", type=int, default=8)
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument(
         "--glibc-arenas", action="store_true", help="glibc's default malloc arenas (8 per core), not 4"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     root = Path(tempfile.mkdtemp(prefix="flowmem-write-path-"))
     settings = Settings(db=str(root / "db"))
@@ -151,6 +151,7 @@ def main() -> None:
     print(f"load average (1, 5, 15 min) before: {before}, after: {load()} on {os.cpu_count()} cores")
     report(cpu0, done, args.window)
     after_the_run(settings, run_id, args.writes + args.preload)
+    return 0
 
 
 Done = tuple[float, float, float, float]
@@ -241,4 +242,4 @@ def after_the_run(settings: Settings, run_id: str, writes: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

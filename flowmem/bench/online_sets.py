@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.evaluate import load
 from flowmem.jobs.online import evaluate_online, plot_curve
@@ -90,17 +91,15 @@ def show(name: str, report: dict[str, Any]) -> None:
     print(f"timing (s): {report['timing']}, total {sum(report['timing'].values()):.1f}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "data", nargs="?", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data"
-    )
+    parser.add_argument("data", nargs="?", type=Path, default=SHARED_DATA)
     parser.add_argument("--json", action="store_true", help="Print one JSON object, by set.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--plot", type=Path, metavar="DIR", help="Save each set's curve as DIR/online_<set>.png."
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     settings = Settings()
     results = {}
     for name, runs in sets(args.data, settings).items():
@@ -115,10 +114,11 @@ def main() -> None:
             print(f"{name}: curve {png}" if png else "no curve: matplotlib is not installed", file=sys.stderr)
     if args.json:
         print(json.dumps(results))
-        return
+        return 0
     for name, report in results.items():
         show(name, report)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

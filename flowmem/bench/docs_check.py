@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from flowmem.bench.paths import REPO, SHARED_DATA
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ def _ok(quoted: float, value: float, kind: str, written: str) -> bool:
     """A figure holds when it is the value rounded as written (the same runs and settings give
     the same figures on any machine, bit for bit: docs/induction.md, "Determinism")."""
     decimals = len(written.split(".")[1]) if "." in written else 0
-    rounding = 0.5 * 10**-decimals + 1e-9
+    rounding = 0.5 * 10.0**-decimals + 1e-9
     if kind == "count":
         return quoted == value
     if kind in ("percent", "recorded_percent"):
@@ -355,7 +355,7 @@ def _json_of(args: list[str]) -> Any:
 
 def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = _json_of) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
     parser.add_argument("--only", choices=("readme", "demo", "perf", "clusters"), help="one group of checks")
     args = parser.parse_args(argv)
@@ -393,4 +393,4 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import eval_sets
-
+from flowmem.bench import eval_sets
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
 from flowmem.induction.drafts import induce
@@ -130,7 +130,7 @@ def set_memories(data: Path, settings: Settings) -> Iterator[Memory]:
     for name, (file, is_train) in eval_sets.SPLITS.items():
         runs = [t for t in read_trajectories(data / file, settings) if not isinstance(t, Rejection)]
         splits.append((name, [t for t in runs if is_train(t)], [t for t in runs if not is_train(t)]))
-    agents = eval_sets._agent_split(data, settings)
+    agents = eval_sets.agent_split(data, settings)
     if agents is not None:
         splits.append(("tau2_agents", *agents))
     for name, train, test in splits:
@@ -163,8 +163,8 @@ def demo_memory() -> Memory:
                 memory.texts.append(task)
                 memory.owners.append(i)
                 memory.shares.append(1.0)
-    for task in make_tasks(World.generate(0), 200, seed=777):
-        memory.tests += [task.text] + [s.text for s in task.subtasks]
+    for made in make_tasks(World.generate(0), 200, seed=777):
+        memory.tests += [made.text] + [s.text for s in made.subtasks]
     return memory
 
 
@@ -224,9 +224,10 @@ CONDITIONS: dict[str, Callable[[Candidate], bool]] = {
 }
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = [a for a in argv if not a.startswith("--")]
+    data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
     memories = [demo_memory(), *set_memories(data, settings)]
     print("| condition | " + " | ".join(m.name for m in memories) + " |")
@@ -239,6 +240,7 @@ def main() -> None:
     for label, keep in CONDITIONS.items():
         cells = [cell(keep, *found[m.name]) for m in memories]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    return 0
 
 
 def cell(keep: Callable[[Candidate], bool], tests: list[list[Candidate]], off: list[list[Candidate]]) -> str:
@@ -251,4 +253,4 @@ def cell(keep: Callable[[Candidate], bool], tests: list[list[Candidate]], off: l
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

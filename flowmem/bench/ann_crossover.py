@@ -23,8 +23,9 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 
 
-def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [2500, 5000, 7500, 10000, 15000]
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    sizes = [int(a) for a in argv] or [2500, 5000, 7500, 10000, 15000]
     print(f"{'keys':>7} {'brute p50 ms':>13} {'ann p50 ms':>11} {'brute/ann':>10} {'same hits':>10}")
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -46,7 +47,8 @@ def main() -> None:
                     same += hits[0] == hits[1]
             b, a = statistics.median(times[0]), statistics.median(times[1])
             print(f"{n:>7} {b:>13.3f} {a:>11.3f} {b / a:>10.2f} {same / (3 * len(tasks)):>10.3f}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

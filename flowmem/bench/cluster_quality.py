@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.cluster import canonical_linkage, snap
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "workbench_trajectories.jsonl.gz"
+DEFAULT_DATA = SHARED_DATA / "workbench_trajectories.jsonl.gz"
 MAX_TRAIN_INSTANCE = 6
 ACTION_SHARE = 0.3
 """Row 6: a task text is augmented with the action names used by at least this share of its runs."""
@@ -275,7 +275,7 @@ def markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA, help="trajectories JSONL(.gz)")
@@ -301,7 +301,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(header(path, runs, total))
         print()
         print(markdown(rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

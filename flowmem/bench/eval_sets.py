@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import evaluate
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
 
-SPLITS = {
+SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),
     "tau2": ("tau2_oracle_trajectories.jsonl.gz", lambda t: t.meta["split"] == "train"),
 }
@@ -43,7 +45,7 @@ KEYS = (
 )
 
 
-def _agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list[Trajectory]] | None:
+def agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list[Trajectory]] | None:
     """The retail agent runs' split: oracle retail train runs + agent train runs / agent test runs."""
     oracle, agents = data / SPLITS["tau2"][0], data / AGENT_RUNS
     if not (oracle.exists() and agents.exists()):
@@ -61,9 +63,10 @@ def _agent_split(data: Path, settings: Settings) -> tuple[list[Trajectory], list
 AGENT_RUNS = "tau2_retail_agent_runs.jsonl.gz"
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = [a for a in argv if not a.startswith("--")]
+    data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
     results = {}
     for name, (file, is_train) in SPLITS.items():
@@ -75,14 +78,14 @@ def main() -> None:
         train: list[Trajectory] = [t for t in runs if is_train(t)]
         test = [t for t in runs if not is_train(t)]
         results[name] = evaluate(train, test, RuleInducer(), settings=settings, k=3)
-    agents = _agent_split(data, settings)
+    agents = agent_split(data, settings)
     if agents is None:
         print(f"tau2_agents: {data / AGENT_RUNS} or the oracle set not found, skipped", file=sys.stderr)
     else:
         results["tau2_agents"] = evaluate(*agents, RuleInducer(), settings=settings, k=3)
-    if "--json" in sys.argv:
+    if "--json" in argv:
         print(json.dumps(results))
-        return
+        return 0
     for name, report in results.items():
         print(f"\n{name}: train {report['inputs']['train']}, test {report['inputs']['test']}, k=3")
         print(f"{'metric':<24}{'flowmem':>12}{'raw':>12}")
@@ -91,7 +94,8 @@ def main() -> None:
             print(f"{key:<24}{flow!s:>12}{raw!s:>12}")
         timing = report["timing"]
         print(f"timing (s): {timing}, total {sum(timing.values()):.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

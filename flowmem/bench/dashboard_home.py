@@ -75,7 +75,14 @@ def timed(api: TestClient, path: str, repeats: int) -> list[float]:
     return times
 
 
-def main(n: int) -> None:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    run(int(argv[0]) if argv else 10_000)
+    return 0
+
+
+def run(n: int) -> None:
+    """Seed a store of `n` workflows and time the home page on it."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=f"{tmp}/db")
         store = store_from(settings)
@@ -113,4 +120,4 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)
+    raise SystemExit(main())

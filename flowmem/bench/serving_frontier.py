@@ -27,7 +27,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from flowmem.bench.eval_sets import agent_split  # the retail agent runs' split, as flowmem eval's
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.drafts import induce, plan_versions
 from flowmem.induction.literals import LiteralIndex
@@ -41,10 +44,6 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_sets import _agent_split  # the retail agent runs' split, as flowmem eval's
-
 from flowmem.storage import Store
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
@@ -81,7 +80,9 @@ def oracle(t: Trajectory, ranked: Ranked, ws: list[Workflow]) -> list[int]:
     return [max(range(len(ws)), key=fit)]
 
 
-def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings) -> dict[str, dict]:
+def replay(
+    train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings
+) -> dict[str, dict[str, Any]]:
     ns = settings.namespace
     with tempfile.TemporaryDirectory() as tmp:
         local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
@@ -119,8 +120,9 @@ def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Se
     return out
 
 
-def main() -> None:
-    data = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "data"
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    data = Path(argv[0]) if argv else SHARED_DATA
     settings = Settings()
     for name, (file, is_train) in SPLITS.items():
         path = data / file
@@ -129,14 +131,15 @@ def main() -> None:
             continue
         runs = [t for t in read_trajectories(path, settings) if not isinstance(t, Rejection)]
         show(name, replay([t for t in runs if is_train(t)], [t for t in runs if not is_train(t)], settings))
-    agents = _agent_split(data, settings)
+    agents = agent_split(data, settings)
     if agents is None:
         print("tau2_agents: the retail agent runs or the oracle set not found, skipped", file=sys.stderr)
     else:
         show("tau2_agents", replay(*agents, settings))
+    return 0
 
 
-def show(name: str, table: dict[str, dict]) -> None:
+def show(name: str, table: dict[str, dict[str, Any]]) -> None:
     print(f"\n{name}")
     print(f"{'policy':<18}" + "".join(f"{m[:14]:>16}" for m in (*METRICS, "shown")))
     for policy, row in table.items():
@@ -144,4 +147,4 @@ def show(name: str, table: dict[str, dict]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

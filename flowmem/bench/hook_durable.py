@@ -48,12 +48,12 @@ def measure(root: Path, *, durable: bool, runs: int, steps: int) -> tuple[list[f
     return finish, step
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     figures: dict[bool, list[tuple[float, float, float, float]]] = {False: [], True: []}
     for repeat in range(args.repeats):
         for durable in (False, True):
@@ -73,7 +73,8 @@ def main() -> None:
         print(f"| {name} | {cells} |")
     ratio = [d / n for d, n in zip(medians[True], medians[False], strict=True)]
     print(f"durable / default: finish p50 {ratio[0]:.0f}x, p99 {ratio[1]:.0f}x; step p50 {ratio[2]:.2f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -65,6 +65,7 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
@@ -409,9 +410,10 @@ def print_table(name: str, report: dict[str, Any]) -> None:
     print(f"time (s): induce {seconds['induce']}, total {seconds['total']}")
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = [a for a in argv if not a.startswith("--")]
+    data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
     results: dict[str, Any] = {}
     for name, (file, is_train) in SPLITS.items():
@@ -426,12 +428,13 @@ def main() -> None:
         load_s = time.perf_counter() - t0
         results[name] = run_set(train, test, settings)
         results[name]["seconds"]["load"] = round(load_s, 2)
-    if "--json" in sys.argv:
+    if "--json" in argv:
         print(json.dumps(results))
-        return
+        return 0
     for name, report in results.items():
         print_table(name, report)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

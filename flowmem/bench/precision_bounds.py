@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
@@ -222,9 +223,10 @@ def score(
     }
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    data = Path(args[0] if args else Path(__file__).resolve().parents[2] / "shared" / "data")
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = [a for a in argv if not a.startswith("--")]
+    data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
     for name, (file, is_train) in SPLITS.items():
         path = data / file
@@ -244,7 +246,8 @@ def main() -> None:
                 f"{system:<38}{row['joint_coverage']:>11}{row['joint_precision']:>12}{row['runs']:>7}"
                 f"  {'yes' if clears else 'no'}"
             )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

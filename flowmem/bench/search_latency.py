@@ -75,7 +75,14 @@ def measure(n: int) -> tuple[float, float, float]:
         return ours, brute, indexed
 
 
-def main(sizes: list[int]) -> None:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    run([int(a) for a in argv] or [1000, 10000])
+    return 0
+
+
+def run(sizes: list[int]) -> None:
+    """Time the three searches at each size and print one row per size."""
     print(f"{'workflows':>9}  {'memory.search':>14}  {'lancedb brute':>14}  {'lancedb IVF_PQ':>15}  ratio")
     for n in sizes:
         ours, brute, indexed = measure(n)
@@ -83,4 +90,4 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [1000, 10000])
+    raise SystemExit(main())

@@ -35,6 +35,8 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 
 STAGES = ["embed", "ingest", "read", "cluster", "induce", "commit"]
+TIMED = {"plan_clusters": "cluster", "induce_cluster": "induce", "commit_outcomes": "commit"}
+"""The functions `flowmem.jobs.induce` calls by these names, each timed as that stage."""
 
 
 def reset_peak() -> None:
@@ -78,12 +80,8 @@ def measure(n: int) -> dict[str, float]:
         start = time.perf_counter()
         store_trajectories(store, trajectories, settings.scrub)
         spent["ingest"] = time.perf_counter() - start
-        patches = {
-            "plan_clusters": timed(spent, "cluster", induce_job.plan_clusters),
-            "induce_cluster": timed(spent, "induce", induce_job.induce_cluster),
-            "commit_outcomes": timed(spent, "commit", induce_job.commit_outcomes),
-        }
-        originals = {name: getattr(induce_job, name) for name in patches}
+        originals = {name: getattr(induce_job, name) for name in TIMED}
+        patches = {name: timed(spent, stage, originals[name]) for name, stage in TIMED.items()}
         list_trajectories = Store.list_trajectories
         try:
             for name, fn in patches.items():
@@ -101,11 +99,11 @@ def measure(n: int) -> dict[str, float]:
     return spent
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,3000,10000,30000")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}
     measure(200)  # imports and first calls (sklearn, hdbscan) paid before any size is timed
@@ -129,11 +127,12 @@ def main() -> None:
     }
     if args.json:
         print(json.dumps({"stages_s": results, "slopes": slopes}, indent=1))
-        return
+        return 0
     print("slope b in time ~ n^b between consecutive sizes:")
     for pair, by_stage in slopes.items():
         print(f"  {pair:>13}: " + "  ".join(f"{s} {b:.2f}" for s, b in by_stage.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
