@@ -1,7 +1,8 @@
 """flowmem's own simulated office: tools, task families and a scripted agent (demo data).
 
 `simulate(n, seed=...)` is the one-call entry point; `World`, `make_tasks` and `ScriptedAgent`
-are the pieces it is made of.
+are the pieces it is made of. The demo's learning loop over it (memory against none, round by
+round) is `flowmem.demo.loop`, not imported here.
 """
 
 from __future__ import annotations
