@@ -1,7 +1,7 @@
 """The demo's learning loop with a real LLM agent in flowmem's simulated office.
 
 `flowmem demo` runs the loop with a scripted agent; here a chat-completions model does the
-tasks with the office's tools (`flowmem.sim.TOOLS`: mail, contacts, calendar, CRM, board).
+tasks with the office's tools (`flowmem.demo.TOOLS`: mail, contacts, calendar, CRM, board).
 Each round, new tasks are solved on fresh copies of one world. The memory arm gets
 `memory.context(task)` in its system prompt and is recorded (`memory.record`, one `run.step`
 per tool call); the world's goal check, not the model, says whether a task succeeded. Between
@@ -43,9 +43,9 @@ import openai
 from openai.types.chat import ChatCompletionFunctionToolParam
 
 from flowmem.agents import WorkflowMemory
+from flowmem.demo import SINGLE_FAMILIES, TOOLS, Task, ToolError, World, make_tasks
 from flowmem.jobs.cycle import cycle
 from flowmem.settings import Settings
-from flowmem.sim import SINGLE_FAMILIES, TOOLS, Task, ToolError, World, make_tasks
 
 __all__ = ["SCHEMAS", "Outcome", "main", "run_rounds", "solve"]
 

@@ -6,9 +6,7 @@ inputs several modules use. Test modules import these from here, never from one 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -329,7 +327,7 @@ class Seeded:
 def dashboard_slice(settings: Settings, per_group: int = 30) -> list[Trajectory]:
     """A WorkBench slice (four email templates), or simulated office runs without the data."""
     if not WORKBENCH.exists():
-        from flowmem.sim import simulate
+        from flowmem.demo import simulate
 
         return simulate(4 * per_group, seed=0)
     found: list[Trajectory] = []
@@ -387,13 +385,10 @@ def seed_dashboard(settings: Settings) -> Seeded:
     return Seeded(settings, store, top.id, other.id, "script-run", [first.run.id, second.run.id])
 
 
-# -- bench/docs_check.py as a module -----------------------------------------------------------
+# -- flowmem/bench/docs_check.py ----------------------------------------------------------------
 
 
 def docs_check_module() -> Any:
-    spec = importlib.util.spec_from_file_location("docs_check", ROOT / "bench" / "docs_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["docs_check"] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    from flowmem.bench import docs_check
+
+    return docs_check

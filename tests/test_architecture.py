@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from tests.processes import LINT_IMPORTS, READY_LIMIT, copy_package, lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def test_the_layer_contract_holds_and_fails_on_a_violation(package_copy: Path) -
         ("induction/cluster.py", "flowmem.bench.data"),
         ("induction/diff.py", "flowmem.flows.pipeline"),
         ("policy/scrub.py", "flowmem.server.api"),
-        ("induction/rule.py", "flowmem.sim"),
+        ("induction/rule.py", "flowmem.demo"),
     ]
     for module, imported in planted:
         path = package_copy / "flowmem" / module

@@ -19,12 +19,12 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from flowmem.storage import Store
 from tests.processes import READY_LIMIT, foreground
 
@@ -39,7 +39,7 @@ WRITER_SCRIPT = textwrap.dedent(
     import time
 
     from flowmem.agents import WorkflowMemory
-    from flowmem.sim import simulate
+    from flowmem.demo import simulate
 
     k, n = int(sys.argv[1]), int(sys.argv[2])
     pool = simulate(100, seed=100 + k)

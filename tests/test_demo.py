@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.demo.follower import bind
 from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
-from flowmem.sim.follower import bind
 from tests.factories import docs_check_module as _module
 from tests.processes import READY_LIMIT, foreground_tree
 

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from flowmem.demo.agent import simulate
 from flowmem.induction import cluster
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
-from flowmem.sim.agent import simulate
 from tests.factories import WORKBENCH
 
 ROOT = Path(__file__).resolve().parents[1]

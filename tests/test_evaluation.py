@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.demo import simulate
 from flowmem.induction.align import lcs_len
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, LLMError
 from flowmem.induction.metrics import (
@@ -22,7 +23,6 @@ from flowmem.induction.metrics import (
 )
 from flowmem.induction.orchestrate import ClusterOutcome, ClusterPlan, assemble, induce_cluster
 from flowmem.interchange import write_jsonl
-from flowmem.sim import simulate
 from tests.factories import WORKBENCH
 
 runner = CliRunner()

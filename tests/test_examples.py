@@ -29,9 +29,9 @@ import pytest
 from examples import llm_office_loop
 from examples.llm_office_loop import SYSTEM, run_rounds, solve
 from flowmem.agents import WorkflowMemory
+from flowmem.demo import World, make_tasks
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
-from flowmem.sim import World, make_tasks
 from tests.llm_stub import LLMStub
 from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from flowmem.demo import simulate
 from flowmem.induction.base import ClusterInput, Induced, LLMError, Usage
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import write_spool_file
@@ -21,7 +22,6 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from tests.factories import WORKBENCH, cancel, forward, make_workflow
 from tests.processes import READY_LIMIT
 

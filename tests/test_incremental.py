@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from flowmem.demo import simulate
 from flowmem.induction.assign import material, nearest_labels
 from flowmem.induction.base import cluster_key
 from flowmem.induction.increment import Memberships, thaw
@@ -20,7 +21,6 @@ from flowmem.jobs.induce import RunReport, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, RunState, Trajectory
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from flowmem.storage import Store
 from tests.factories import cancel, forward, make_workflow
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from flowmem.agents import WorkflowMemory
+from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
@@ -10,7 +11,6 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
 from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from flowmem.storage import NotFoundError
 
 TASK = (

@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import write_jsonl
 from flowmem.jobs.evaluate import evaluate
 from flowmem.jobs.online import Batch, evaluate_online, replay, split_batches
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 
 runner = CliRunner()
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from flowmem.demo import simulate
 from flowmem.induction.cluster import cluster_tasks
 from flowmem.induction.orchestrate import task_key
 from flowmem.induction.rule import RuleInducer
@@ -8,7 +9,6 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
-from flowmem.sim import simulate
 from flowmem.storage import Store
 from tests.factories import cancel, forward
 

@@ -108,35 +108,13 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
     return out
 
 
-_IN_ONE_PROCESS = """
-import json, sys, time
-from pathlib import Path
-from flowmem.interchange import Rejection, read_trajectories
-from flowmem.induction.rule import RuleInducer
-from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import run_induction
-from flowmem.jobs.ingest import store_trajectories
-from flowmem.settings import Settings
-
-settings = Settings(db=sys.argv[1])
-store = store_from(settings)
-out = {}
-for name, path in (("full", sys.argv[2]), ("incremental", sys.argv[3])):
-    runs = [t for t in read_trajectories(Path(path), settings) if not isinstance(t, Rejection)]
-    store_trajectories(store, runs, settings.scrub)
-    wall, cpu = time.perf_counter(), time.process_time()
-    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    out[name] = (time.perf_counter() - wall, time.process_time() - cpu)
-print(json.dumps(out))
-"""
-
-
 def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, float]:
     """The full induction and the incremental one in one long-lived process (imports and the
     store's opening paid once, as in the API's induce route; `flowmem serve` starts a
-    subprocess per flow run): seconds, CPU seconds and their ratios."""
+    subprocess per flow run), `flowmem.bench.inprocess` in a process of its own: seconds, CPU
+    seconds and their ratios."""
     env = {**os.environ, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
-    command = [sys.executable, "-c", _IN_ONE_PROCESS, db, data, extra]
+    command = [sys.executable, "-m", "flowmem.bench.inprocess", db, data, extra]
     done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     (full_s, full_cpu), (inc_s, inc_cpu) = found["full"], found["incremental"]

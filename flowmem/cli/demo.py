@@ -59,7 +59,7 @@ def generate(
     skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The scripted agent's skill.")] = 0.7,
 ) -> None:
     """Write trajectories of flowmem's scripted agent in its simulated office (demo data)."""
-    from flowmem.sim.demo import generate_file
+    from flowmem.demo.loop import generate_file
 
     n = generate_file(out_path, tasks=tasks, seed=seed, skill=skill)
     typer.echo(f"wrote {n} trajectories to {out_path}")
@@ -84,9 +84,9 @@ def demo(
     Each round the same tasks are solved by the scripted agent without memory and with it;
     the memory arm's runs are recorded through the hooks and the cycle flow (collect, induce,
     learn) runs between rounds. Prints success rate and mean tool calls per round and saves a
-    learning-curve PNG. The agent is simulated (flowmem.sim), not an LLM."""
+    learning-curve PNG. The agent is simulated (flowmem.demo), not an LLM."""
+    from flowmem.demo.loop import plot, run_loop
     from flowmem.jobs.cycle import cycle as direct_cycle
-    from flowmem.sim.demo import plot, run_loop
 
     if engine not in ("prefect", "direct"):
         raise fail(f"unknown engine {engine!r}: use prefect or direct")

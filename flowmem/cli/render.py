@@ -16,7 +16,7 @@ from flowmem.induction.diff import WorkflowDiff
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
 
 if TYPE_CHECKING:
-    from flowmem.sim.demo import DemoReport
+    from flowmem.demo.loop import DemoReport
 
 __all__ = [
     "diff_text",

@@ -1,7 +1,7 @@
 """What the scripted task agents do, family by family, including their realistic mistakes.
 
 Each procedure knows the correct way to solve its family but may `slip` at decision points
-(see `flowmem.sim.runner`); the comments mark which slips raise tool errors the agent may
+(see `flowmem.demo.runner`); the comments mark which slips raise tool errors the agent may
 recover from, and which silently miss the goal.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from flowmem.sim.records import DATETIME_FORMAT, NOW
-from flowmem.sim.runner import (
+from flowmem.demo.records import DATETIME_FORMAT, NOW
+from flowmem.demo.runner import (
     GiveUp,
     Procedure,
     Run,

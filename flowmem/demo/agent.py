@@ -1,7 +1,7 @@
 """A scripted, memory-less agent that solves simulated tasks and logs trajectories.
 
 It stands in for an LLM agent exploring without workflow memory: it knows each family's
-procedure but slips now and then (see `flowmem.sim.scripted`), so its trajectories mix
+procedure but slips now and then (see `flowmem.demo.scripted`), so its trajectories mix
 successes of varying length with failures, as online workflow induction expects.
 """
 
@@ -11,12 +11,12 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from flowmem.demo.families import Task, make_tasks
+from flowmem.demo.records import NOW
+from flowmem.demo.runner import GiveUp, Run
+from flowmem.demo.scripted import PROCEDURES
+from flowmem.demo.world import World
 from flowmem.models import Step, Trajectory
-from flowmem.sim.families import Task, make_tasks
-from flowmem.sim.records import NOW
-from flowmem.sim.runner import GiveUp, Run
-from flowmem.sim.scripted import PROCEDURES
-from flowmem.sim.world import World
 
 __all__ = ["SOURCE", "ScriptedAgent", "simulate"]
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowmem.sim import samplers
-from flowmem.sim.checks import CHECKS
-from flowmem.sim.samplers import Slots
-from flowmem.sim.world import World
+from flowmem.demo import samplers
+from flowmem.demo.checks import CHECKS
+from flowmem.demo.samplers import Slots
+from flowmem.demo.world import World
 
 __all__ = ["FAMILIES", "MULTI_FAMILIES", "SINGLE_FAMILIES", "Family", "Task", "make_tasks"]
 

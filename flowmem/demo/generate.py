@@ -6,8 +6,8 @@ import random
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from flowmem.sim import data
-from flowmem.sim.records import CRM_STATUSES, NOW, USER_ADDRESS, BoardTask, Contact, Customer, Email, Event
+from flowmem.demo import data
+from flowmem.demo.records import CRM_STATUSES, NOW, USER_ADDRESS, BoardTask, Contact, Customer, Email, Event
 
 __all__ = ["Office", "build_office"]
 
@@ -31,7 +31,7 @@ def build_office(
     n_customers: int = 15,
     n_tasks: int = 20,
 ) -> Office:
-    """Draw an office from the invented vocabulary in `flowmem.sim.data`.
+    """Draw an office from the invented vocabulary in `flowmem.demo.data`.
 
     Args:
         seed: Seed of the random generator; the same seed gives an equal office.

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from flowmem.demo.records import ToolError
+from flowmem.demo.world import World
 from flowmem.models import Step
-from flowmem.sim.records import ToolError
-from flowmem.sim.world import World
 
 __all__ = [
     "GiveUp",

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from flowmem.sim.records import ToolError, is_address
+from flowmem.demo.records import ToolError, is_address
 
 __all__ = ["TOOLS", "coerce", "dumps", "parse_time", "query_text", "require_address"]
 

@@ -6,7 +6,7 @@ workflow memory (`FollowerAgent`: it follows a served workflow when one fits, el
 exactly like the other). Only the memory arm's runs are recorded — through the
 `WorkflowMemory` hooks, with the versions it was served — and between rounds a cycle (collect,
 induce, learn; the Prefect `cycle` flow by default) turns them into workflows and folds the
-outcomes into the versions' stats. The agent is scripted, not an LLM: see `flowmem.sim`.
+outcomes into the versions' stats. The agent is scripted, not an LLM: see `flowmem.demo`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.agents import WorkflowMemory
+from flowmem.demo import NOW, ScriptedAgent, World, make_tasks, simulate
+from flowmem.demo.follower import FollowerAgent
 from flowmem.interchange import write_jsonl
 from flowmem.jobs.cycle import cycle as run_cycle
 from flowmem.models import Trajectory, Workflow, WorkflowRef
 from flowmem.settings import Settings
-from flowmem.sim import NOW, ScriptedAgent, World, make_tasks, simulate
-from flowmem.sim.follower import FollowerAgent
 from flowmem.storage import Store
 
 __all__ = ["Arm", "Cycle", "DemoReport", "Round", "generate_file", "plot", "run_loop"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from flowmem.sim.records import DATE_FORMAT, DATETIME_FORMAT, NOW, Email
-from flowmem.sim.world import World
+from flowmem.demo.records import DATE_FORMAT, DATETIME_FORMAT, NOW, Email
+from flowmem.demo.world import World
 
 __all__ = ["CHECKS", "Check"]
 

@@ -1,4 +1,4 @@
-"""The simulated office, its task families and the scripted agent (flowmem.sim)."""
+"""The simulated office, its task families and the scripted agent (flowmem.demo)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from flowmem.models import Trajectory, placeholders_in
-from flowmem.sim import (
+from flowmem.demo import (
     FAMILIES,
     MULTI_FAMILIES,
     NOW,
@@ -25,6 +24,7 @@ from flowmem.sim import (
     make_tasks,
     simulate,
 )
+from flowmem.models import Trajectory, placeholders_in
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowmem.sim import data
-from flowmem.sim.generate import build_office
-from flowmem.sim.records import (
+from flowmem.demo import data
+from flowmem.demo.generate import build_office
+from flowmem.demo.records import (
     CRM_STATUSES,
     DATE_FORMAT,
     DATETIME_FORMAT,
@@ -27,7 +27,7 @@ from flowmem.sim.records import (
     fmt_date,
     fmt_datetime,
 )
-from flowmem.sim.tools import TOOLS, coerce, dumps, parse_time, query_text, require_address
+from flowmem.demo.tools import TOOLS, coerce, dumps, parse_time, query_text, require_address
 
 __all__ = ["World"]
 
@@ -64,7 +64,7 @@ class World:
         n_customers: int = 15,
         n_tasks: int = 20,
     ) -> World:
-        """Build a deterministic random office (see `flowmem.sim.generate.build_office`).
+        """Build a deterministic random office (see `flowmem.demo.generate.build_office`).
 
         Args:
             seed: Seed of the random generator; the same seed gives an equal world.

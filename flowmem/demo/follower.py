@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from flowmem.demo.agent import ScriptedAgent
+from flowmem.demo.families import Task
+from flowmem.demo.runner import Run, listing
+from flowmem.demo.world import World
 from flowmem.models import Trajectory, Workflow, WorkflowRef
-from flowmem.sim.agent import ScriptedAgent
-from flowmem.sim.families import Task
-from flowmem.sim.runner import Run, listing
-from flowmem.sim.world import World
 
 __all__ = ["FollowerAgent", "Search", "bind"]
 

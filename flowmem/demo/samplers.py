@@ -7,9 +7,9 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 
-from flowmem.sim import data
-from flowmem.sim.records import CRM_STATUSES, NOW, fmt_date
-from flowmem.sim.world import World
+from flowmem.demo import data
+from flowmem.demo.records import CRM_STATUSES, NOW, fmt_date
+from flowmem.demo.world import World
 
 __all__ = [
     "Slots",
