@@ -88,7 +88,7 @@ def run(n: int) -> None:
         store = store_from(settings)
         start = time.perf_counter()
         store.commit_run(InductionRun(id="bench"), workflows(n))
-        store.add_trajectories(runs(1_000))
+        store.insert_trajectories(runs(1_000))
         store.put_usage(
             {(f"w{i:06d}", 1): UsageStats(served=3, successes=2, failures=1) for i in range(0, n, 2)}
         )
@@ -100,7 +100,7 @@ def run(n: int) -> None:
             cold += timed(api, "/", 1)
         busy = []
         for i in range(5):
-            store.add_trajectories(runs(1, start=1_000 + i))  # an agent's run is stored
+            store.insert_trajectories(runs(1, start=1_000 + i))  # an agent's run is stored
             busy += timed(api, "/", 1)
         cases = {
             "warm, page 1": "/",

@@ -17,7 +17,7 @@ from pathlib import Path
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [t for t in read_trajectories(Path(path), settings) if not isinstance(t, Rejection)]
         store_trajectories(store, runs, settings.scrub)
         wall, cpu = time.perf_counter(), time.process_time()
-        induce(store, settings, RuleInducer(), namespace=settings.namespace)
+        run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
         out[name] = (time.perf_counter() - wall, time.process_time() - cpu)
     print(json.dumps(out))
     return 0

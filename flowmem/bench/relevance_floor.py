@@ -28,9 +28,9 @@ from flowmem.bench import eval_sets
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
-from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.cycle import cycle
@@ -135,7 +135,7 @@ def set_memories(data: Path, settings: Settings) -> Iterator[Memory]:
         splits.append(("tau2_agents", *agents))
     for name, train, test in splits:
         params, subroutines = settings.cluster_params, settings.subroutines
-        result = induce(train, RuleInducer(), params=params, subroutines=subroutines)
+        result = induce_drafts(train, RuleInducer(), params=params, subroutines=subroutines)
         shares = result.key_shares()
         memory = Memory(name, [], [], [], [t.task for t in test], {})
         for i, w in enumerate(result.workflows):

@@ -17,7 +17,7 @@ from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import induce
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 
@@ -35,15 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         local = settings.model_copy(update={"db": str(Path(a) / "db")})
         store = store_from(local)
         store_trajectories(store, first, local.scrub)
-        one = induce(store, local, RuleInducer(), namespace=ns)
+        one = run_induction(store, local, RuleInducer(), namespace=ns)
         store_trajectories(store, later, local.scrub)
-        two = induce(store, local, RuleInducer(), namespace=ns)
+        two = run_induction(store, local, RuleInducer(), namespace=ns)
         listed = len(store.list_workflows(namespace=ns))
         served = len({w.id for w in store.served_workflows(namespace=ns)})
         whole = settings.model_copy(update={"db": str(Path(b) / "db")})
         other = store_from(whole)
         store_trajectories(other, runs, whole.scrub)
-        induce(other, whole, RuleInducer(), namespace=ns)
+        run_induction(other, whole, RuleInducer(), namespace=ns)
         at_once = len({w.id for w in other.served_workflows(namespace=ns)})
     print(f"first run: {len(one.versions)} versions; second run: {len(two.versions)} versions")
     print(f"second run retired {len(two.summary()['retired'])} workflows")

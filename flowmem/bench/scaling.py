@@ -88,7 +88,7 @@ def measure(n: int) -> dict[str, float]:
                 setattr(induce_job, name, fn)
             Store.list_trajectories = timed(spent, "read", list_trajectories)  # type: ignore[method-assign]
             start = time.perf_counter()
-            report = induce_job.induce(store, settings, RuleInducer(), namespace=settings.namespace)
+            report = induce_job.run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
             spent["total_induce"] = time.perf_counter() - start
         finally:
             for name, fn in originals.items():

@@ -32,10 +32,10 @@ from typing import Any
 from flowmem.bench.eval_sets import agent_split  # the retail agent runs' split, as flowmem eval's
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_pairs
-from flowmem.induction.drafts import induce, plan_versions
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce_drafts, plan_versions
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
@@ -88,7 +88,9 @@ def replay(
         local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
         store = store_from(local)
         store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
-        result = induce(train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines)
+        result = induce_drafts(
+            train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines
+        )
         run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
         keys, shares = key_vectors(store, result.key_shares())
         store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)

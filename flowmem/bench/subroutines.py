@@ -6,7 +6,7 @@ test run (successful, with steps) from several memory systems built from the sam
 runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/metrics.md):
 
 - `raw`: the k successful training runs whose task is nearest;
-- `workflows`: the rule inducer's task-level workflows (`drafts.induce`, without its own
+- `workflows`: the rule inducer's task-level workflows (`orchestrate.induce_drafts`, without its own
   sub-routine workflows where it makes them), each retrieved by its nearest source task
   (`ExampleIndex`), top k; `workflows k=1`: the first-ranked one only;
 - `oracle single`: per test run, the one workflow of them all with the highest LCS coverage
@@ -67,11 +67,11 @@ from sklearn.linear_model import LogisticRegression
 
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.drafts import induce
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.literals import scalars
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.interchange import Rejection, read_trajectories
@@ -302,10 +302,12 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     """Every system's metrics on one split, and the sub-routine counts."""
     t0 = time.perf_counter()
     embedder = HashingEmbedder(settings.embedding_dim)
-    # Task-level workflows only: where `induce` can also make sub-routine workflows, that is
+    # Task-level workflows only: where `induce_drafts` can also make sub-routine workflows, that is
     # turned off (they could otherwise merge with a task-level draft of the same steps).
-    options: dict[str, Any] = {"subroutines": False} if "subroutines" in signature(induce).parameters else {}
-    result = induce(train, RuleInducer(), params=settings.cluster_params, **options)
+    options: dict[str, Any] = (
+        {"subroutines": False} if "subroutines" in signature(induce_drafts).parameters else {}
+    )
+    result = induce_drafts(train, RuleInducer(), params=settings.cluster_params, **options)
     induce_s = time.perf_counter() - t0
     workflows = task_workflows(result)
     subs, counts = subroutines(train)

@@ -51,7 +51,7 @@ def preloaded(root: Path, n: int) -> Store:
     store = store_from(Settings(db=str(root / f"db-{n}")))
     store.prepare()
     for lo in range(0, n, 1_000):
-        store.add_trajectories(trajectory(i, "pre") for i in range(lo, min(n, lo + 1_000)))
+        store.insert_trajectories(trajectory(i, "pre") for i in range(lo, min(n, lo + 1_000)))
     store.maintain_table("trajectories", keep=timedelta(0))
     return store
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, store in stores.items():
             batch = [trajectory(c * args.rows + i, "w") for i in range(args.rows)]
             t0 = cpu()
-            stored = store.add_trajectories(batch)
+            stored = len(store.insert_trajectories(batch))
             commit_cpu[n].append(cpu() - t0)
             assert stored == args.rows
             if c % args.compact_every == args.compact_every - 1:

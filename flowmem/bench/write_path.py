@@ -101,7 +101,7 @@ def preload(settings: Settings, n: int) -> None:
     start = time.perf_counter()
     for lo in range(0, n, 1_000):
         batch = range(lo, min(n, lo + 1_000))
-        store.add_trajectories(Trajectory.model_validate(record(i, "pre")) for i in batch)
+        store.insert_trajectories(Trajectory.model_validate(record(i, "pre")) for i in batch)
     store.maintain_table("trajectories", keep=timedelta(0))
     print(f"preloaded {n} trajectories in {time.perf_counter() - start:.1f} s", flush=True)
 
