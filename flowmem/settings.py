@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -13,6 +14,9 @@ from flowmem.models import NAMESPACE_PATTERN
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
 __all__ = ["Settings"]
+
+DASK_ADDRESS = r"^(local:[1-9][0-9]*|[a-z][a-z0-9+]*://[^\s/]+)$"
+"""A Dask scheduler address (`tcp://10.0.0.5:8786`, `tls://...`), or `local:N` (N worker processes)."""
 
 
 class Settings(BaseSettings):
@@ -100,6 +104,15 @@ class Settings(BaseSettings):
     """An argument value used by fewer than this share of a namespace's runs is
     example-specific: it never appears in a workflow."""
 
+    # Distributed induction (the induce flow only; `flows/runners.py`).
+    dask_address: str | None = None
+    """Where the induce flow runs its read and placement (`plan_run`) and its per-cluster
+    induction (`induce_batch`): the address of a `dask.distributed` scheduler
+    (`tcp://host:8786`), through prefect-dask's `DaskTaskRunner`; `local:N` starts a Dask
+    cluster of N worker processes on this machine for each run; None (the default) keeps the
+    flow's own task runner (Prefect's thread pool). Each worker opens the store from these
+    settings: `db` must name the same store on every machine (docs/operations.md)."""
+
     # Recording hooks.
     flush_interval: float = Field(0.5, gt=0, le=60)
     """Seconds the hooks' background writer waits to gather a batch."""
@@ -141,6 +154,15 @@ class Settings(BaseSettings):
     """Interface `flowmem api` listens on."""
     api_port: int = Field(8765, ge=1, le=65535)
     """Port `flowmem api` listens on."""
+
+    @field_validator("dask_address")
+    @classmethod
+    def _dask_address(cls, value: str | None) -> str | None:
+        if not value:  # FLOWMEM_DASK_ADDRESS= (empty): the flow's own task runner
+            return None
+        if not re.fullmatch(DASK_ADDRESS, value):
+            raise ValueError("a Dask scheduler address is expected, e.g. tcp://10.0.0.5:8786, or local:N")
+        return value
 
     @field_validator("llm_base_url")
     @classmethod

@@ -9,14 +9,15 @@ and a namespace override), build one `Settings`, and pass it down. The flow of `
 from __future__ import annotations
 
 import time
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from prefect import flow, task, unmapped
+from prefect import Task, flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 from prefect.concurrency.sync import concurrency
 from prefect.futures import PrefectFuture
 
+from flowmem.flows.runners import task_runner
 from flowmem.induction.base import ClusterInput, Inducer, Usage
 from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
@@ -180,18 +181,26 @@ def collect_flow(db: str | None = None, namespace: str | None = None) -> dict[st
 def induce_flow(
     db: str | None = None, namespace: str | None = None, inducer: str = "rule", force: bool = False
 ) -> dict[str, Any]:
-    """Incremental induction: only clusters whose runs changed are induced, one task each."""
+    """Incremental induction: only clusters whose runs changed are induced, one task each. The
+    plan and the inductions run on the Dask cluster of `FLOWMEM_DASK_ADDRESS` when one is set
+    (`flows/runners.py`); the commit runs here."""
     settings = _settings(db, namespace)
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    plan = plan_run(settings, force)
-    timings["plan"] = time.perf_counter() - start
-    start = time.perf_counter()
-    groups = batches(list(plan.changed), inducer, settings.induce_batch)
-    parcels = [Parcel(group) for group in groups]
-    futures = induce_batch.map(parcels, settings=unmapped(settings), kind=inducer) if groups else []
-    outcomes = _gather(groups, list(futures))
-    timings["induce"] = time.perf_counter() - start
+    with task_runner(settings) as runner:  # on the Dask cluster of `settings.dask_address`, if any
+        start = time.perf_counter()
+        plan = runner.submit(plan_run, {"settings": settings, "force": force}).result()
+        timings["plan"] = time.perf_counter() - start
+        start = time.perf_counter()
+        groups = batches(list(plan.changed), inducer, settings.induce_batch)
+        parameters = {
+            "clusters": [Parcel(g) for g in groups],
+            "settings": unmapped(settings),
+            "kind": inducer,
+        }
+        # `TaskRunner.map` is typed for a task returning `R | Coroutine[..., R]`; ours is sync.
+        futures = runner.map(cast(Task[..., Any], induce_batch), parameters) if groups else []
+        outcomes = _gather(groups, list(futures))
+        timings["induce"] = time.perf_counter() - start
     start = time.perf_counter()
     report = commit(settings, Parcel(plan), Parcel(outcomes))
     timings["commit"] = time.perf_counter() - start

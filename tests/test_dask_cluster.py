@@ -1,0 +1,100 @@
+"""The induce flow on a real Dask cluster (`FLOWMEM_DASK_ADDRESS`): two worker processes read,
+place and induce, and the store ends up with exactly the workflows and runs of an in-process
+induction of the same data."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowmem.demo import simulate
+from flowmem.induction.rule import RuleInducer
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.induce import run_induction
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.settings import Settings
+
+# End to end: Prefect flows on the harness's server, their tasks on worker processes.
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    """The address of a Dask cluster of two worker processes, one thread each, for the module
+    (a worker process takes seconds to start and to import flowmem and Prefect)."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)  # type: ignore[no-untyped-call]
+    with cluster:
+        yield cluster.scheduler_address
+
+
+def _tasks_run(dask_worker: Any) -> tuple[int, int]:
+    return os.getpid(), dask_worker.state.executed_count
+
+
+def tasks_run(address: str) -> dict[int, int]:
+    """For each worker of the cluster at `address`: its process id -> how many tasks it ran."""
+    from distributed import Client
+
+    with Client(address) as client:  # type: ignore[no-untyped-call]
+        found: dict[str, tuple[int, int]] = client.run(_tasks_run)
+    return dict(found.values())
+
+
+def committed(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every version of every workflow, and every run, as stored: whole, but for the times of
+    day, and with each run id (new on every run) as the run's place in the sequence."""
+    store = store_from(settings)
+    runs = sorted(store.list_runs(namespace=settings.namespace), key=lambda r: r.id)  # ids are time-ordered
+    order = {run.id: f"run {i}" for i, run in enumerate(runs)}
+    workflows = []
+    for latest in store.list_workflows(namespace=settings.namespace):
+        for w in store.history(latest.id, namespace=settings.namespace):
+            run_id = w.provenance.run_id
+            provenance = w.provenance.model_copy(update={"run_id": order[run_id] if run_id else None})
+            workflows.append(
+                w.model_copy(update={"provenance": provenance}).model_dump(exclude={"created_at"})
+            )
+    stored_runs = [
+        {
+            **run.model_dump(exclude={"id", "tag", "started_at", "finished_at"}),
+            "tag": order.get(run.tag or ""),
+        }
+        for run in runs
+    ]
+    return workflows, stored_runs
+
+
+def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
+    scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowmem.flows.pipeline import induce_flow
+
+    here, there = (Settings(db=str(tmp_path / name / "db")) for name in ("here", "there"))
+    monkeypatch.setenv("FLOWMEM_DASK_ADDRESS", scheduler)  # what the flow's settings read
+    monkeypatch.setenv("FLOWMEM_INDUCE_BATCH", "3")  # a few clusters per task: tasks for both workers
+    summaries = []
+    for batch in (simulate(150, seed=5), simulate(12, seed=6)):  # a full run, then new runs placed
+        for s in (here, there):
+            store_trajectories(store_from(s), batch, s.scrub)
+        expected = run_induction(store_from(here), here, RuleInducer(), namespace=here.namespace).summary()
+        ran = induce_flow(db=there.db)
+        assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
+            k: v for k, v in expected.items() if k not in ("run", "tag")
+        }
+        summaries.append(ran)
+    full, placed = summaries
+    assert full["refit"] and full["versions_created"] > 5
+    assert placed["refit"] is None and 0 < placed["clusters_changed"] < placed["clusters"]
+    assert placed["versions_created"] > 0  # new versions (2, ...) of workflows of the first run
+    assert committed(there) == committed(here)
+    # Every plan and induction ran in the two other processes, each taking some; commits ran here.
+    tasks = tasks_run(scheduler)
+    assert len(tasks.keys() - {os.getpid()}) == 2 and min(tasks.values()) > 0
+    assert sum(tasks.values()) == sum(1 + math.ceil(s["clusters_changed"] / 3) for s in summaries)
