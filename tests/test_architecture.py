@@ -30,8 +30,9 @@ PACKAGE = ROOT / "flowmem"
 TOP_LEVEL = {"__init__.py", "settings.py", "models.py"}
 """The only modules at the top of the package: the public API, the one configuration, the domain."""
 
-AGENT_FORBIDDEN = ("prefect", "hdbscan", "sklearn", "scipy", "fastapi", "rich")
-"""What an agent process must not import: the scheduler, the clustering, the servers, the CLI."""
+AGENT_FORBIDDEN = ("prefect", "dask", "distributed", "hdbscan", "sklearn", "scipy", "fastapi", "rich")
+"""What an agent process must not import: the scheduler and its Dask cluster, the clustering, the
+servers, the CLI."""
 
 
 @pytest.fixture

@@ -19,8 +19,20 @@ from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 
-# End to end: Prefect flows on the harness's server, their tasks on worker processes.
-pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+
+def test_the_setting_names_a_scheduler_or_a_cluster_of_local_worker_processes() -> None:
+    from flowmem.flows.runners import dask_runner
+
+    remote = dask_runner("tcp://10.0.0.5:8786")
+    assert (remote.address, remote.cluster_kwargs) == ("tcp://10.0.0.5:8786", {})
+    local = dask_runner("local:3")
+    assert local.address is None
+    assert local.cluster_kwargs == {
+        "n_workers": 3,
+        "processes": True,  # not threads of this process: what crosses to a worker is pickled
+        "threads_per_worker": 1,
+        "dashboard_address": None,  # no server on :8787
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +83,9 @@ def committed(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, 
     return workflows, stored_runs
 
 
+# End to end: Prefect flows on the harness's server, their tasks on worker processes.
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
     scheduler: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,12 +10,15 @@ their `Parcel`, the inducer's name); each worker opens the store from the settin
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.context import FlowRunContext
 from prefect.task_runners import TaskRunner
 
 from flowmem.settings import Settings
+
+if TYPE_CHECKING:
+    from prefect_dask.task_runners import DaskTaskRunner
 
 __all__ = ["LOCAL", "dask_runner", "task_runner"]
 
@@ -35,7 +38,7 @@ def task_runner(settings: Settings) -> AbstractContextManager[TaskRunner[Any]]:
     return dask_runner(settings.dask_address)
 
 
-def dask_runner(address: str) -> TaskRunner[Any]:
+def dask_runner(address: str) -> DaskTaskRunner:
     """A `DaskTaskRunner` connected to the scheduler at `address`, or for `local:N` one that
     starts N worker processes (one thread each: induction holds the GIL; no dashboard) when
     entered and stops them on exit."""
