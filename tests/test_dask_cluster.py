@@ -113,3 +113,22 @@ def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
     tasks = tasks_run(scheduler)
     assert len(tasks.keys() - {os.getpid()}) == 2 and min(tasks.values()) > 0
     assert sum(tasks.values()) == sum(1 + math.ceil(s["clusters_changed"] / 3) for s in summaries)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_scheduler_that_does_not_answer_fails_the_run_before_it_reads_or_writes(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dask
+
+    from flowmem.flows.pipeline import induce_flow
+
+    store_trajectories(store_from(settings), simulate(40, seed=5), settings.scrub)
+    monkeypatch.setenv("FLOWMEM_DASK_ADDRESS", "tcp://127.0.0.1:9")  # the discard port: nothing listens
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+        pytest.raises(OSError, match="127.0.0.1:9"),
+    ):
+        induce_flow(db=settings.db)
+    assert store_from(settings).list_runs() == [] and store_from(settings).list_workflows() == []
