@@ -34,6 +34,27 @@ class Settings(BaseSettings):
     """LanceDB URI of the store: a directory path (or an object-store URI such as s3://...)."""
     namespace: str = Field("default", pattern=NAMESPACE_PATTERN)
     """Tenant or project whose trajectories and workflows every command works on."""
+    # Object storage (FLOWMEM_DB=s3://bucket/prefix; docs/operations.md, "Object storage (S3)").
+    # A field left unset is taken from the standard AWS environment (AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION or AWS_DEFAULT_REGION, AWS_ENDPOINT_URL,
+    # AWS_ALLOW_HTTP), which Lance reads itself; `flowmem.storage.object_store` passes these on.
+    s3_endpoint: str | None = None
+    """Endpoint URL of an S3-compatible server (MinIO, a local test server); None: AWS's own."""
+    s3_region: str | None = None
+    """Region of the bucket, e.g. us-east-1."""
+    s3_access_key_id: str | None = None
+    """Access key id of the credentials."""
+    s3_secret_access_key: SecretStr | None = None
+    """Secret access key of the credentials."""
+    s3_session_token: SecretStr | None = None
+    """Session token of temporary credentials."""
+    s3_allow_http: bool = False
+    """Allow a plain-http endpoint (a local test server; never for a remote one)."""
+    storage_options: dict[str, str] = Field(default_factory=dict)
+    """Further Lance object-store options, passed as given (for example
+    `{"aws_virtual_hosted_style_request": "true"}`, or a `gs://` / `az://` store's own keys);
+    the fields above win over the same keys here. Put no secret here: it is not masked."""
+
     quarantine: str | None = None
     """JSONL file that receives rejected input lines; default: `<db>.quarantine.jsonl`."""
 
@@ -164,7 +185,7 @@ class Settings(BaseSettings):
             raise ValueError("a Dask scheduler address is expected, e.g. tcp://10.0.0.5:8786, or local:N")
         return value
 
-    @field_validator("llm_base_url")
+    @field_validator("llm_base_url", "s3_endpoint")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if not value:  # FLOWMEM_LLM_BASE_URL= (empty): the OpenAI default

@@ -139,3 +139,27 @@ def test_every_module_says_first_what_it_is_for() -> None:
         if not doc or not is_doc or len(doc.splitlines()[0]) < 10:
             missing.append(str(path.relative_to(ROOT)))
     assert missing == []
+
+
+def test_every_bench_script_only_runs_its_module() -> None:
+    """One bench home (issue 26): the code of every benchmark is a module of `flowmem.bench`
+    (typed, linted, importable); `bench/X.py` holds a docstring, the import of that module's
+    `main` and the `__main__` guard that runs it, nothing more."""
+    scripts = sorted((ROOT / "bench").glob("*.py"))
+    assert scripts
+    offenders = []
+    for path in scripts:
+        tree = ast.parse(path.read_text())
+        body = [
+            node
+            for node in tree.body
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        ]
+        imports = [n for n in body if isinstance(n, ast.ImportFrom)]
+        runs_own = [n.module for n in imports] == [f"flowmem.bench.{path.stem}"] and [
+            a.name for a in imports[0].names
+        ] == ["main"]
+        guard_only = len(body) == 2 and isinstance(body[1], ast.If)
+        if not (runs_own and guard_only and (PACKAGE / "bench" / path.name).exists()):
+            offenders.append(path.name)
+    assert offenders == []

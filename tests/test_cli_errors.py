@@ -389,7 +389,10 @@ def test_a_read_only_store_is_one_line(tmp_path: Path, read_only_store: Path, ar
 
 # -- every setting, by construction: a badly typed FLOWMEM_<FIELD> is one line naming it ---------
 
-FREE_FORM = {"embedding_model", "llm_model", "llm_api_key", "api_token", "api_host"}
+FREE_FORM = {
+    *("embedding_model", "llm_model", "llm_api_key", "api_token", "api_host"),
+    *("s3_region", "s3_access_key_id", "s3_secret_access_key", "s3_session_token"),
+}
 """Settings any string is a value of (names, secrets, a host): no badly typed value exists."""
 
 
@@ -403,6 +406,8 @@ def bad_strings(tmp_path: Path) -> dict[str, str]:
         "spool": str(tmp_path / "a-file"),
         "llm_base_url": "localhost:8000",
         "dask_address": "127.0.0.1:8786",
+        "s3_endpoint": "127.0.0.1:9000",
+        "storage_options": "aws_region=eu-west-1",
     }
 
 

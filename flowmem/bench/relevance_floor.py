@@ -11,6 +11,11 @@ domain these memories know), how many still get a memory; and of the in-domain t
 many lose *every* memory search serves them today (gap and ratio as the settings say) and how
 many served memories are dropped. A condition keeps or drops each served memory.
 
+Then, per size of the hashing embedder (384, the default, and larger: fewer hash collisions),
+per memory: the best score of the most similar off-domain request, and how many in-domain
+test tasks score no higher (a floor on the best score cannot give the former nothing without
+giving the latter nothing too).
+
 Usage: python bench/relevance_floor.py [DATA_DIR]
 """
 
@@ -240,7 +245,30 @@ def main(argv: list[str] | None = None) -> int:
     for label, keep in CONDITIONS.items():
         cells = [cell(keep, *found[m.name]) for m in memories]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    print("| embedder size | " + " | ".join(m.name for m in memories) + " |")
+    print("|---|" + "---|" * len(memories))
+    for dim in DIMS:
+        cells = [separation(m, HashingEmbedder(dim)) for m in memories]
+        print(f"| {dim} | " + " | ".join(cells) + " |")
     return 0
+
+
+DIMS = (384, 1024, 4096, 16384)
+"""Sizes of the hashing embedder compared: the default and three larger ones."""
+
+
+def separation(memory: Memory, embedder: HashingEmbedder) -> str:
+    """The most similar off-domain request's best score, and the in-domain test tasks whose
+    best score is no higher."""
+    index = ExampleIndex(embedder.embed(memory.texts), memory.owners, max(memory.owners) + 1, memory.shares)
+
+    def best(texts: list[str]) -> list[float]:
+        return [next(iter(index.search(v, 1)), (0, 0.0))[1] for v in embedder.embed(texts)]
+
+    off = max(best(OFF_DOMAIN))
+    below = sum(s <= off for s in best(memory.tests))
+    return f"off-domain max {off:.3f}; {below}/{len(memory.tests)} in-domain at or below"
 
 
 def cell(keep: Callable[[Candidate], bool], tests: list[list[Candidate]], off: list[list[Candidate]]) -> str:

@@ -41,12 +41,14 @@ def _hashing_embedder(settings: Settings) -> Embedder:
 
 def _openai_embedder(settings: Settings) -> Embedder:
     from flowmem.providers.openai import embedder_from_settings
+    from flowmem.storage.object_store import storage_options
     from flowmem.storage.vector_cache import StoreVectorCache
 
     # A network embedder also keeps its vectors in the store, so a text is embedded once
     # across processes too.
     inner = embedder_from_settings(settings)
-    return CachedEmbedder(inner, MemoryCache(), StoreVectorCache(settings.db, inner.name, inner.dim))
+    cache = StoreVectorCache(settings.db, inner.name, inner.dim, storage_options=storage_options(settings))
+    return CachedEmbedder(inner, MemoryCache(), cache)
 
 
 EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {

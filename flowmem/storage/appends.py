@@ -21,7 +21,7 @@ only while the table moves by its own appends:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +38,8 @@ def append_new(
     build: Callable[[list[int]], list[dict[str, Any]]],
     stored_at: datetime,
     reopen: Callable[[], Any],
+    *,
+    storage_options: Mapping[str, str] | None = None,
 ) -> set[Key]:
     """Append the rows of the keys not stored yet; returns the keys this call stored.
 
@@ -47,12 +49,12 @@ def append_new(
     by itself (a connection with no read-consistency interval): through one that does, the
     version an append returns is at times the latest one after it, not its own (measured in
     LanceDB 0.40: 2 of 160 concurrent appends), and the check would take its own rows for
-    earlier ones."""
+    earlier ones. `storage_options` are the store's, to open the table through Lance."""
     with known.lock:
         table.checkout_latest()
         version = int(table.version)
         if not known.explains(known.version, version):
-            _catch_up(table.uri, known, version)
+            _catch_up(table.uri, known, version, storage_options)
         known.version = version
         new = [i for i, key in enumerate(keys) if key not in known.keys]
         if not new:
@@ -74,12 +76,12 @@ def append_new(
         return added - earlier
 
 
-def _catch_up(uri: str, known: KnownKeys, version: int) -> None:
+def _catch_up(uri: str, known: KnownKeys, version: int, storage_options: Mapping[str, str] | None) -> None:
     """Bring `known` to `version`: every key on a store's first write, then only those of the
     fragments added since (other writers' appends and merges, compactions' outputs), so a
     write after another process's costs what that process wrote, not the table. A key another
     writer deleted stays known (flowmem deletes none but its own second copies)."""
-    dataset = lance_dataset(uri, version=version)
+    dataset = lance_dataset(uri, version=version, storage_options=storage_options)
     fragments = dataset.get_fragments()
     first = known.version < 0
     chosen = fragments if first else [f for f in fragments if f.fragment_id not in known.fragments]

@@ -25,6 +25,7 @@ from flowmem.storage.errors import StoreAccessError, StoreError, StoreLocationEr
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
 from flowmem.storage.migrations import migrate
+from flowmem.storage.object_store import storage_options
 
 __all__ = ["TRAJECTORIES", "Key", "KnownKeys", "StoreBase", "Vector", "release_all"]
 
@@ -99,6 +100,9 @@ class StoreBase:
         if why := location_problem(settings.db):
             raise StoreLocationError(f"{settings.db!r} cannot be a store location: {why}; use {ACCEPTED}")
         self.settings = settings
+        self.storage_options = storage_options(settings)
+        """What every connection and Lance dataset of this store opens with (endpoint, region,
+        credentials of an object store; None for a local path)."""
         self.embedder = embedder
         """The embedder whose vectors the tables hold (`flowmem.jobs.factories.store_from`
         builds the one the settings select)."""
@@ -127,7 +131,10 @@ class StoreBase:
             )
             try:
                 db = lancedb.connect(
-                    self.settings.db, read_consistency_interval=timedelta(0), session=session
+                    self.settings.db,
+                    read_consistency_interval=timedelta(0),
+                    storage_options=self.storage_options,
+                    session=session,
                 )
                 migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
             except Exception as err:
@@ -175,7 +182,10 @@ class StoreBase:
 
             _ = self._trajectories()  # migrated, created, and its embedder checked
             session = lancedb.Session(metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=0)
-            self._appender = lancedb.connect(self.settings.db, session=session).open_table(TRAJECTORIES)
+            connection = lancedb.connect(
+                self.settings.db, storage_options=self.storage_options, session=session
+            )
+            self._appender = connection.open_table(TRAJECTORIES)
         return self._appender
 
     def _trajectories(self) -> Any:

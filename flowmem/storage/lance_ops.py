@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from flowmem.storage.errors import StoreError
@@ -53,11 +53,18 @@ def select(table: Any, where: str | None, columns: Sequence[str] | None = None) 
     return query.limit(None).to_arrow()
 
 
-def lance_dataset(uri: str, *, version: int | None = None) -> Any:
+def lance_dataset(
+    uri: str, *, version: int | None = None, storage_options: Mapping[str, str] | None = None
+) -> Any:
     """A table opened through Lance itself (what LanceDB does not expose: compaction with a
-    fragment size, a version's fragments), with a bounded metadata cache and no index cache."""
+    fragment size, a version's fragments), with a bounded metadata cache and no index cache;
+    `storage_options` are the store's (`flowmem.storage.object_store`)."""
     import lance
 
     return lance.dataset(
-        uri, version=version, metadata_cache_size_bytes=_LANCE_CACHE, index_cache_size_bytes=0
+        uri,
+        version=version,
+        storage_options=dict(storage_options) if storage_options else None,
+        metadata_cache_size_bytes=_LANCE_CACHE,
+        index_cache_size_bytes=0,
     )

@@ -127,7 +127,7 @@ class MaintenanceMixin(RunsMixin):
         of its compactions cost time in proportion to the table). A compaction moves no
         trajectory, so this store's next write does not read the table's keys again."""
         table = self._trajectories()
-        dataset = lance_dataset(table.uri)
+        dataset = lance_dataset(table.uri, storage_options=self.storage_options)
         before = int(dataset.version)
         retry_conflicts(lambda: dataset.optimize.compact_files(target_rows_per_fragment=target_rows))
         if (after := int(dataset.version)) > before:

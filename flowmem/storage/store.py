@@ -88,7 +88,8 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
             return [rows.trajectory_to_row(t, v, at) for t, v in zip(chosen, vectors, strict=True)]
 
         reopen = lambda: self.db.open_table(TRAJECTORIES)  # noqa: E731
-        return append_new(self._trajectories_for_appends(), self._known, keys, build, at, reopen)
+        table = self._trajectories_for_appends()
+        return append_new(table, self._known, keys, build, at, reopen, storage_options=self.storage_options)
 
     def namespaces(self) -> list[str]:
         """Every namespace that holds a trajectory or a workflow, sorted."""

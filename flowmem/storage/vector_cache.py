@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -23,8 +23,12 @@ class StoreVectorCache:
     serves, so the cache cannot borrow the store's.
     """
 
-    def __init__(self, uri: str, embedder: str, dim: int) -> None:
+    def __init__(
+        self, uri: str, embedder: str, dim: int, *, storage_options: Mapping[str, str] | None = None
+    ) -> None:
         self.uri, self.dim = uri, dim
+        self.storage_options = dict(storage_options) if storage_options else None
+        """The store's (`flowmem.storage.object_store.storage_options`)."""
         self.name = "embeddings__" + "".join(c if c.isalnum() else "_" for c in embedder)
         self._table: Any = None
 
@@ -33,7 +37,9 @@ class StoreVectorCache:
         if self._table is None:
             import lancedb
 
-            db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+            db = lancedb.connect(
+                self.uri, read_consistency_interval=timedelta(0), storage_options=self.storage_options
+            )
             schema = rows.vector_cache_schema(self.dim)
             try:
                 self._table = db.open_table(self.name)
