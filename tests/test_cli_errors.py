@@ -402,6 +402,7 @@ def bad_strings(tmp_path: Path) -> dict[str, str]:
         "quarantine": str(tmp_path),
         "spool": str(tmp_path / "a-file"),
         "llm_base_url": "localhost:8000",
+        "embedder_path": str(tmp_path / "a-file"),
     }
 
 
