@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowmem.induction.cluster import ClusterParams
@@ -68,13 +68,17 @@ class Settings(BaseSettings):
     (for many agent processes; the collect flow brings them in)."""
 
     # Embeddings.
-    embedder: Literal["hashing", "openai"] = "hashing"
+    embedder: Literal["hashing", "openai", "static"] = "hashing"
     """`hashing`: the offline, stateless, deterministic default; `openai`: embeddings from the
-    OpenAI-compatible endpoint of `llm_base_url` (cached by content hash in the store)."""
+    OpenAI-compatible endpoint of `llm_base_url` (cached by content hash in the store);
+    `static`: the model2vec static model in `embedder_path`, offline (docs/usage.md)."""
     embedding_dim: int = Field(384, ge=8, le=8192)
     """Vector size of the hashing embedder."""
     embedding_model: str = "text-embedding-3-small"
     """Model of the `openai` embedder."""
+    embedder_path: str | None = Field(None, validate_default=True)
+    """Directory of the `static` embedder's model (`model.safetensors`, `tokenizer.json`), as
+    model2vec's `save_pretrained` writes it; required by `static`, checked whenever set."""
 
     # LLM (optional: without one, the rule-based inducer is used).
     llm_model: str | None = None
@@ -184,6 +188,13 @@ class Settings(BaseSettings):
         if not re.fullmatch(DASK_ADDRESS, value):
             raise ValueError("a Dask scheduler address is expected, e.g. tcp://10.0.0.5:8786, or local:N")
         return value
+
+    @field_validator("embedder_path")
+    @classmethod
+    def _static_needs_a_model(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value and info.data.get("embedder") == "static":
+            raise ValueError("FLOWMEM_EMBEDDER=static needs the directory of a model2vec model here")
+        return value or None
 
     @field_validator("llm_base_url", "s3_endpoint")
     @classmethod

@@ -408,6 +408,7 @@ def bad_strings(tmp_path: Path) -> dict[str, str]:
         "dask_address": "127.0.0.1:8786",
         "s3_endpoint": "127.0.0.1:9000",
         "storage_options": "aws_region=eu-west-1",
+        "embedder_path": str(tmp_path / "a-file"),
     }
 
 

@@ -1,7 +1,8 @@
 """Can a relevance condition give a task from no known domain nothing, at no cost in-domain?
 
-Builds four memories as `flowmem eval` and `flowmem demo` do (rule inducer, offline hashing
-embedder): the three shared sets' training splits (bench/eval_sets.py) and the demo's store
+Builds four memories as `flowmem eval` and `flowmem demo` do (rule inducer, the embedder the
+settings select: FLOWMEM_EMBEDDER, the offline hashing one by default, or `static` with
+FLOWMEM_EMBEDDER_PATH): the three shared sets' training splits (bench/eval_sets.py) and the demo's store
 after its 8 rounds (`run_loop`, direct cycle). Each memory's keys are its workflows' source
 task texts, chosen as `jobs.induce.key_vectors` chooses them (<= 32, evenly spread).
 
@@ -11,12 +12,17 @@ domain these memories know), how many still get a memory; and of the in-domain t
 many lose *every* memory search serves them today (gap and ratio as the settings say) and how
 many served memories are dropped. A condition keeps or drops each served memory.
 
-Then, per size of the hashing embedder (384, the default, and larger: fewer hash collisions),
-per memory: the best score of the most similar off-domain request, and how many in-domain
-test tasks score no higher (a floor on the best score cannot give the former nothing without
-giving the latter nothing too).
+Then, with that embedder, per memory: the best score of the most similar off-domain request
+and how many in-domain test tasks score no higher (a floor on the best score cannot give the
+former nothing without giving the latter nothing too), the lowest in-domain best score; and one
+floor for all four memories, just above every off-domain best score, with the in-domain tasks
+it empties, against the floor at the lowest in-domain best score, with the off-domain requests
+it still serves.
 
-Usage: python bench/relevance_floor.py [DATA_DIR]
+Last, per size of the hashing embedder (384, the default, and larger: fewer hash collisions),
+the same separation (`--no-sizes` skips it).
+
+Usage: python bench/relevance_floor.py [DATA_DIR] [--no-sizes]
 """
 
 from __future__ import annotations
@@ -33,13 +39,13 @@ from flowmem.bench import eval_sets
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
-from flowmem.induction.embed import HashingEmbedder
+from flowmem.induction.embed import Embedder, HashingEmbedder
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.cycle import cycle
-from flowmem.jobs.factories import store_from
+from flowmem.jobs.factories import embedder_from, store_from
 from flowmem.models import Trajectory
 from flowmem.policy.serving import CANDIDATES, within_gap
 from flowmem.settings import Settings
@@ -173,9 +179,9 @@ def demo_memory() -> Memory:
     return memory
 
 
-def _served(memory: Memory, settings: Settings) -> Callable[[str], list[Candidate]]:
+def _served(memory: Memory, settings: Settings, embedder: Embedder) -> Callable[[str], list[Candidate]]:
     """What search serves a task today, each memory with the conditions' inputs."""
-    embedder, n = HashingEmbedder(), len(memory.texts)
+    n = len(memory.texts)
     key_words = [words(t) for t in memory.texts]
     df: dict[str, int] = {}
     for kw in key_words:
@@ -187,7 +193,7 @@ def _served(memory: Memory, settings: Settings) -> Callable[[str], list[Candidat
         count[o] = count.get(o, 0) + 1
         for w in kw:
             held.setdefault(o, {})[w] = held.setdefault(o, {}).get(w, 0) + 1
-    index = ExampleIndex(embedder.embed(memory.texts), memory.owners, len(count), memory.shares)
+    index = ExampleIndex(embedder.embed(memory.texts), memory.owners, max(memory.owners) + 1, memory.shares)
 
     def idf(w: str) -> float:
         return math.log((n + 1) / (df.get(w, 0) + 1))
@@ -234,10 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in argv if not a.startswith("--")]
     data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
+    embedder = embedder_from(settings)
     memories = [demo_memory(), *set_memories(data, settings)]
+    print(f"embedder: {embedder.name}\n")
     print("| condition | " + " | ".join(m.name for m in memories) + " |")
     print("|---|" + "---|" * len(memories))
-    served = {m.name: _served(m, settings) for m in memories}
+    served = {m.name: _served(m, settings, embedder) for m in memories}
     found = {
         m.name: ([served[m.name](t) for t in m.tests], [served[m.name](t) for t in OFF_DOMAIN])
         for m in memories
@@ -246,11 +254,14 @@ def main(argv: list[str] | None = None) -> int:
         cells = [cell(keep, *found[m.name]) for m in memories]
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
-    print("| embedder size | " + " | ".join(m.name for m in memories) + " |")
-    print("|---|" + "---|" * len(memories))
-    for dim in DIMS:
-        cells = [separation(m, HashingEmbedder(dim)) for m in memories]
-        print(f"| {dim} | " + " | ".join(cells) + " |")
+    print_floor(memories, embedder)
+    if "--no-sizes" not in argv:
+        print()
+        print("| hashing embedder size | " + " | ".join(m.name for m in memories) + " |")
+        print("|---|" + "---|" * len(memories))
+        for dim in DIMS:
+            cells = [separation(m, HashingEmbedder(dim)) for m in memories]
+            print(f"| {dim} | " + " | ".join(cells) + " |")
     return 0
 
 
@@ -258,17 +269,40 @@ DIMS = (384, 1024, 4096, 16384)
 """Sizes of the hashing embedder compared: the default and three larger ones."""
 
 
-def separation(memory: Memory, embedder: HashingEmbedder) -> str:
-    """The most similar off-domain request's best score, and the in-domain test tasks whose
-    best score is no higher."""
+def best_scores(memory: Memory, embedder: Embedder) -> tuple[list[float], list[float]]:
+    """Each off-domain request's and each in-domain test task's best score on a memory."""
     index = ExampleIndex(embedder.embed(memory.texts), memory.owners, max(memory.owners) + 1, memory.shares)
 
     def best(texts: list[str]) -> list[float]:
         return [next(iter(index.search(v, 1)), (0, 0.0))[1] for v in embedder.embed(texts)]
 
-    off = max(best(OFF_DOMAIN))
-    below = sum(s <= off for s in best(memory.tests))
-    return f"off-domain max {off:.3f}; {below}/{len(memory.tests)} in-domain at or below"
+    return best(OFF_DOMAIN), best(memory.tests)
+
+
+def separation(memory: Memory, embedder: Embedder) -> str:
+    """The most similar off-domain request's best score, and the in-domain test tasks whose
+    best score is no higher."""
+    off, tests = best_scores(memory, embedder)
+    below = sum(s <= max(off) for s in tests)
+    return f"off-domain max {max(off):.3f}; {below}/{len(tests)} in-domain at or below"
+
+
+def print_floor(memories: list[Memory], embedder: Embedder) -> None:
+    """Per memory, the off-domain requests' and the in-domain tasks' best scores; then one floor
+    for all memories that serves no off-domain request, against one that empties no test task."""
+    scores = {m.name: best_scores(m, embedder) for m in memories}
+    print(f"| {embedder.name} | off-domain max (request) | in-domain at or below | in-domain min |")
+    print("|---|---|---|---|")
+    for name, (off, tests) in scores.items():
+        worst = OFF_DOMAIN[off.index(max(off))]
+        below = sum(s <= max(off) for s in tests)
+        print(f"| {name} | {max(off):.3f} ({worst}) | {below}/{len(tests)} | {min(tests):.3f} |")
+    strict = max(max(off) for off, _ in scores.values()) + 0.001
+    loose = min(min(tests) for _, tests in scores.values())
+    emptied = ", ".join(f"{n} {sum(s < strict for s in t)}/{len(t)}" for n, (_, t) in scores.items())
+    served = ", ".join(f"{n} {sum(s >= loose for s in o)}/{len(o)}" for n, (o, _) in scores.items())
+    print(f"\nfloor {strict:.3f} (no off-domain request served anywhere) empties in-domain tasks: {emptied}")
+    print(f"floor {loose:.3f} (no in-domain task emptied anywhere) serves off-domain requests: {served}")
 
 
 def cell(keep: Callable[[Candidate], bool], tests: list[list[Candidate]], off: list[list[Candidate]]) -> str:

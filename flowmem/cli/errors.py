@@ -98,6 +98,7 @@ class ErrorsGroup(TyperGroup):
 
 def explain(exc: BaseException) -> str | None:
     """The one line for an error a user can cause, or None for one they cannot (a bug)."""
+    from flowmem.providers.static import ModelFileError
     from flowmem.settings import Settings
     from flowmem.storage import StoreError, StoreLocationError
     from flowmem.storage.location import os_error, os_error_line
@@ -108,6 +109,8 @@ def explain(exc: BaseException) -> str | None:
         return f"FLOWMEM_DB: {exc}"
     if isinstance(exc, StoreError):
         return str(exc)
+    if isinstance(exc, ModelFileError):  # its message starts with the path
+        return f"FLOWMEM_EMBEDDER_PATH={exc}"
     found = os_error(exc)
     if found is None or found[0] not in _USER_ERRNOS:
         return None
@@ -167,7 +170,8 @@ def path_problems(settings: Any) -> str | None:
     """The first setting that names a path that cannot serve, as one line, or None.
 
     FLOWMEM_DB must be a store location (`flowmem.storage.location`), FLOWMEM_QUARANTINE a
-    file (not a directory), FLOWMEM_SPOOL a directory (not a file). Only `stat`s are done."""
+    file (not a directory), FLOWMEM_SPOOL a directory (not a file), FLOWMEM_EMBEDDER_PATH a
+    static model's directory. Only `stat`s are done."""
     from flowmem.storage.location import ACCEPTED, location_problem
 
     if why := location_problem(settings.db):
@@ -179,4 +183,9 @@ def path_problems(settings: Any) -> str | None:
         )
     if settings.spool and Path(settings.spool).exists() and not Path(settings.spool).is_dir():
         return f"FLOWMEM_SPOOL={settings.spool!r} is a file: name the directory recording hooks leave runs in"
+    if settings.embedder_path:
+        from flowmem.providers.static import model_problem
+
+        if why := model_problem(settings.embedder_path):
+            return f"FLOWMEM_EMBEDDER_PATH={settings.embedder_path!r} {why}"
     return None

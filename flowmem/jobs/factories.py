@@ -51,9 +51,19 @@ def _openai_embedder(settings: Settings) -> Embedder:
     return CachedEmbedder(inner, MemoryCache(), cache)
 
 
+def _static_embedder(settings: Settings) -> Embedder:
+    from flowmem.providers.static import StaticEmbedder
+
+    # Settings refuse `static` without a path; a model averages a few rows per text, cheaper
+    # than a store lookup: an in-process cache only, as for hashing.
+    assert settings.embedder_path is not None
+    return CachedEmbedder(StaticEmbedder(settings.embedder_path), MemoryCache(50_000))
+
+
 EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {
     "hashing": _hashing_embedder,
     "openai": _openai_embedder,
+    "static": _static_embedder,
 }
 """Embedder name (`Settings.embedder`) -> builder, with its caches."""
 
