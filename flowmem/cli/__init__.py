@@ -4,7 +4,8 @@ Every command reads its settings from FLOWMEM_* variables (FLOWMEM_DB selects th
 FLOWMEM_NAMESPACE the tenant). One module per command or group of commands (`flowmem X` is
 `flowmem/cli/X.py`; `run` and `serve` are in `flows`, `api`, `dashboard` and `mcp` in
 `server`, `generate` in `demo`); they share `common` (consoles, `--json`, `show`, `fail`),
-`errors` (one line for a user's mistake) and `render` (tables and panels). A command imports
+`errors` (one line for a user's mistake), `render` (tables and panels) and `helptext` (help
+that names values as people type them, with whole command summaries). A command imports
 what it runs when it runs: importing this package loads no scheduler, server or inducer.
 """
 
