@@ -207,3 +207,57 @@ def test_rollback_is_refused_without_the_token_and_changes_the_store_with_it(
     )
     assert page.page.locator(f"li[id='{run}'] .undone-note").count() == 1
     assert page.problems == []
+
+
+BAD_PARAMETERS = (
+    ("/?page=abc", 400, "page: not valid; expected a page number, from 1"),
+    ("/?q=" + "x" * 2_001, 400, "q: not valid; expected a task of at most 2,000 characters"),
+    ("/learning?by=week", 400, "by: not valid; expected run or day"),
+    ("/?status=bogus", 400, "status: not valid; expected candidate, active, deprecated or retired"),
+    ("/workflows/nope", 404, "no workflow 'nope'"),
+    ("/nosuchpage", 404, "There is no page here."),
+)
+"""Bad requests to the dashboard, the status each gets and what its error page says
+(`tests/test_dashboard_errors.py` walks every page's; these are what a browser shows)."""
+
+
+def test_a_bad_parameter_shows_the_dashboards_own_error_page(
+    page: Watched, served: tuple[Seeded, str]
+) -> None:
+    seeded, base = served
+    for path, status, said in (
+        *BAD_PARAMETERS,
+        (f"/workflows/{seeded.revised}?version=abc", 400, "version:"),
+    ):
+        response = page.page.goto(base + path)
+        assert response is not None and response.status == status, path
+        assert response.headers["content-type"].startswith("text/html"), path
+        assert page.page.locator("header a.brand").inner_text() == "flowmem", path
+        assert page.page.locator("header nav a").count() == 4, path
+        assert said in page.page.locator("main").inner_text(), path
+        assert page.page.evaluate("getComputedStyle(document.querySelector('header')).display") == "flex", (
+            path
+        )
+        page.page.screenshot(path=str(SHOTS / f"error-{status}-{len(page.problems)}.png"), full_page=True)
+        # The page's own status, which Chromium also logs, is all: no stylesheet or other
+        # request failed, no script error.
+        reason = "Bad Request" if status == 400 else "Not Found"
+        assert page.problems == [
+            f"HTTP {status}: {response.url}",
+            f"console: Failed to load resource: the server responded with a status of {status} ({reason})",
+        ], path
+        page.problems.clear()
+
+
+def test_a_right_to_left_override_in_the_query_leaves_the_heading_in_order(page: Watched) -> None:
+    page.visit("/?q=%E2%80%AEdelete+the+latest+email", "search-rtl-override")
+    heading = page.page.locator("#search h2")
+    # The words after the query are laid out left to right, after it: the override stops at
+    # the end of the <bdi> (without it, they would be reversed and drawn left of the query).
+    after = heading.evaluate(
+        "h => { const t = h.lastChild, r = document.createRange(); r.setStart(t, 1);"
+        " r.setEnd(t, t.length); const b = r.getBoundingClientRect(); return [b.left, b.right]; }"
+    )
+    box = heading.locator("bdi").bounding_box()
+    assert box is not None and after[0] >= box["x"] + box["width"] - 1 and after[1] > after[0]
+    assert heading.inner_text().endswith("” is served")

@@ -4,7 +4,8 @@ Every command reads its settings from FLOWMEM_* variables (FLOWMEM_DB selects th
 FLOWMEM_NAMESPACE the tenant). One module per command or group of commands (`flowmem X` is
 `flowmem/cli/X.py`; `run` and `serve` are in `flows`, `api`, `dashboard` and `mcp` in
 `server`, `generate` in `demo`); they share `common` (consoles, `--json`, `show`, `fail`),
-`errors` (one line for a user's mistake) and `render` (tables and panels). A command imports
+`errors` (one line for a user's mistake), `render` (tables and panels) and `helptext` (help
+that names values as people type them, with whole command summaries). A command imports
 what it runs when it runs: importing this package loads no scheduler, server or inducer.
 """
 
@@ -27,6 +28,7 @@ from flowmem.cli import (
     workflows,
 )
 from flowmem.cli.errors import ErrorsGroup, check_settings
+from flowmem.cli.helptext import Command
 
 __all__ = ["app", "main"]
 
@@ -43,19 +45,19 @@ app.callback()(check_settings)  # a bad FLOWMEM_* value: one line before any com
 app.add_typer(trajectories.app, name="trajectories")
 app.add_typer(workflows.app, name="workflows")
 app.add_typer(export.app, name="export")
-app.command()(ingest.ingest)
-app.command()(induce.induce)
-app.command()(search.search)
-app.command("run")(flows.run_flow)
-app.command()(flows.serve)
-app.command()(demo.generate)
-app.command()(demo.demo)
-app.command("eval")(eval.eval_command)
-app.command("api")(server.api)
-app.command("dashboard")(server.dashboard)
-app.command("mcp")(server.mcp)
-app.command()(maintain.maintain)
-app.command()(bench.bench)
+app.command(cls=Command)(ingest.ingest)
+app.command(cls=Command)(induce.induce)
+app.command(cls=Command)(search.search)
+app.command("run", cls=Command)(flows.run_flow)
+app.command(cls=Command)(flows.serve)
+app.command(cls=Command)(demo.generate)
+app.command(cls=Command)(demo.demo)
+app.command("eval", cls=Command)(eval.eval_command)
+app.command("api", cls=Command)(server.api)
+app.command("dashboard", cls=Command)(server.dashboard)
+app.command("mcp", cls=Command)(server.mcp)
+app.command(cls=Command)(maintain.maintain)
+app.command(cls=Command)(bench.bench)
 
 
 def main() -> None:

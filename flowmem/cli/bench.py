@@ -18,7 +18,7 @@ def bench(
     full: Annotated[bool, typer.Option("--full", help="Add 1M workflows and 50k trajectories.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Quick sizes only (the default).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
-    out: Annotated[Path, typer.Option(help="Where to write the results.")] = Path(
+    out: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the results.")] = Path(
         "bench/results/latest.json"
     ),
 ) -> None:

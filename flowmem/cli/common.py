@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console, RenderableType
+from rich.progress import Progress, ProgressColumn
 
 if TYPE_CHECKING:
     from flowmem.induction.base import Inducer
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from flowmem.storage import Store
 
 __all__ = [
+    "InducerOpt",
     "JsonOpt",
     "configured_store",
     "dumped",
@@ -30,6 +32,7 @@ __all__ = [
     "out",
     "prefect_env",
     "print_json",
+    "progress_display",
     "require_namespace",
     "show",
     "show_tracebacks",
@@ -41,6 +44,12 @@ out = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, however long
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+InducerOpt = Annotated[
+    str,
+    typer.Option(metavar="[rule|llm]", help="How workflows are induced: rules, or an LLM (FLOWMEM_LLM_*)."),
+]
+"""`--inducer`: its values are those of `flowmem.jobs.factories.INDUCERS` (a test checks)."""
 
 _debug = False
 """Whether `fail` shows the traceback behind its one line (`--debug`, FLOWMEM_DEBUG=1)."""
@@ -73,6 +82,12 @@ def show(
         print_json(payload(found))
     else:
         out.print(rendered(found))
+
+
+def progress_display(*columns: ProgressColumn | str, quiet: bool, transient: bool = True) -> Progress:
+    """A progress display on stderr for long work (ingest, induce, eval): shown only on a
+    terminal and never with `--json` (`quiet`), so piped and JSON output stay as they were."""
+    return Progress(*columns, console=err, transient=transient, disable=quiet or not err.is_terminal)
 
 
 def show_tracebacks(on: bool) -> None:

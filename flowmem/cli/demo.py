@@ -53,10 +53,12 @@ def _quiet_prefect() -> None:
 
 
 def generate(
-    out_path: Annotated[Path, typer.Argument(help="Where to write (.jsonl or .jsonl.gz).")],
-    tasks: Annotated[int, typer.Option(min=1, help="Simulated tasks to run.")] = 300,
-    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agent.")] = 0,
-    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The scripted agent's skill.")] = 0.7,
+    out_path: Annotated[Path, typer.Argument(metavar="FILE", help="Where to write (.jsonl or .jsonl.gz).")],
+    tasks: Annotated[int, typer.Option(min=1, metavar="N", help="Simulated tasks to run.")] = 300,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the world, tasks and agent.")] = 0,
+    skill: Annotated[
+        float, typer.Option(min=0.0, max=1.0, metavar="X", help="The scripted agent's skill.")
+    ] = 0.7,
 ) -> None:
     """Write trajectories of flowmem's scripted agent in its simulated office (demo data)."""
     from flowmem.demo.loop import generate_file
@@ -66,14 +68,18 @@ def generate(
 
 
 def demo(
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds of tasks.")] = 8,
-    tasks: Annotated[int, typer.Option(min=1, help="Tasks per round.")] = 40,
-    seed: Annotated[int, typer.Option(help="Seed of the world, tasks and agents.")] = 0,
-    skill: Annotated[float, typer.Option(min=0.0, max=1.0, help="The agents' skill when exploring.")] = 0.5,
-    engine: Annotated[str, typer.Option(help="prefect: run the cycle flow; direct: no Prefect.")] = "prefect",
-    workdir: Annotated[Path, typer.Option(help="The demo's own store and plot (emptied first).")] = Path(
-        ".flowmem/demo"
-    ),
+    rounds: Annotated[int, typer.Option(min=1, metavar="N", help="Rounds of tasks.")] = 8,
+    tasks: Annotated[int, typer.Option(min=1, metavar="N", help="Tasks per round.")] = 40,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the world, tasks and agents.")] = 0,
+    skill: Annotated[
+        float, typer.Option(min=0.0, max=1.0, metavar="X", help="The agents' skill when exploring.")
+    ] = 0.5,
+    engine: Annotated[
+        str, typer.Option(metavar="[prefect|direct]", help="prefect: run the cycle flow; direct: no Prefect.")
+    ] = "prefect",
+    workdir: Annotated[
+        Path, typer.Option(metavar="DIR", help="The demo's own store and plot (emptied first).")
+    ] = Path(".flowmem/demo"),
     as_json: JsonOpt = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show Prefect's INFO logs (flow and task run states).")

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from flowmem.cli.common import fail, show_tracebacks
+from flowmem.cli.helptext import Group
 
 __all__ = [
     "SERVERS",
@@ -83,7 +83,7 @@ def check_settings(ctx: typer.Context, debug: DebugOpt = False) -> None:
         raise fail(problem)
 
 
-class ErrorsGroup(TyperGroup):
+class ErrorsGroup(Group):
     """The `flowmem` group: a command's error that a user can cause becomes one line."""
 
     def invoke(self, ctx: Any) -> Any:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from flowmem.cli.common import JsonOpt, err, fail, inducer_or_fail, out, show
+from flowmem.cli.common import InducerOpt, JsonOpt, fail, inducer_or_fail, out, progress_display, show
 from flowmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -29,6 +29,9 @@ ONLINE_COLUMNS = (
 
 DEFAULT_PLOT = Path("flowmem-online.png")
 
+PHASES = ("storing", "inducing", "retrieving", "scoring")
+"""The phases of the offline evaluation, as `flowmem.jobs.evaluate.evaluate` reports them."""
+
 
 def eval_command(
     files: Annotated[
@@ -37,8 +40,12 @@ def eval_command(
             metavar="FILE", help="With --online: the runs to replay (JSONL[.gz]).", show_default=False
         ),
     ] = None,
-    train: Annotated[Path | None, typer.Option("--train", help="Training trajectories (JSONL[.gz]).")] = None,
-    test: Annotated[Path | None, typer.Option("--test", help="Test trajectories (JSONL[.gz]).")] = None,
+    train: Annotated[
+        Path | None, typer.Option("--train", metavar="FILE", help="Training trajectories (JSONL[.gz]).")
+    ] = None,
+    test: Annotated[
+        Path | None, typer.Option("--test", metavar="FILE", help="Test trajectories (JSONL[.gz]).")
+    ] = None,
     demonstrations: Annotated[
         Path | None,
         typer.Option(
@@ -67,7 +74,7 @@ def eval_command(
             "--plot", metavar="PNG", help=f"With --online: where to save the curve [default: {DEFAULT_PLOT}]."
         ),
     ] = None,
-    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    inducer: InducerOpt = "rule",
     k: Annotated[
         int, typer.Option("--k", "-k", min=1, metavar="N", help="Memories retrieved per test task.")
     ] = 3,
@@ -109,13 +116,24 @@ def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, 
         raise fail(f"no such file: {', '.join(missing)}")
     settings = Settings()
     marked = [as_demonstration(t) for t in (load(demos, settings) if demos else [])]
-    report = evaluate(
-        marked + load(train, settings),
-        load(test, settings),
-        inducer_or_fail(inducer, settings),
-        settings=settings,
-        k=k,
-    )
+    columns = (TextColumn("[bold]eval[/bold] {task.description}"), BarColumn(), TimeElapsedColumn())
+    with progress_display(*columns, quiet=as_json) as bar:
+        task = bar.add_task("reading the runs", total=len(PHASES))
+
+        begun: list[str] = []
+
+        def phase(doing: str) -> None:
+            bar.update(task, description=doing, completed=len(begun), refresh=True)
+            begun.append(doing)
+
+        report = evaluate(
+            marked + load(train, settings),
+            load(test, settings),
+            inducer_or_fail(inducer, settings),
+            settings=settings,
+            k=k,
+            progress=phase,
+        )
     show(report, as_json, lambda r: offline_table(r, k), payload=lambda r: r)
 
 
@@ -144,7 +162,11 @@ def _online(
     except ValueError as e:
         raise fail(str(e)) from None
     report = report_of(
-        _replayed(runs, inducer_, settings, n, seed, k), inducer_kind=inducer_.kind, batches=n, seed=seed, k=k
+        _replayed(runs, inducer_, settings, n, seed, k, as_json),
+        inducer_kind=inducer_.kind,
+        batches=n,
+        seed=seed,
+        k=k,
     )
     png = plot_curve(report, plot)
     show(report, as_json, online_table, payload=lambda r: {**r, "plot": str(png) if png else None})
@@ -152,7 +174,9 @@ def _online(
         out.print(f"curve: {png}" if png else "no curve: install matplotlib (pip install 'flowmem[plot]')")
 
 
-def _replayed(runs: list[Any], inducer: Inducer, settings: Settings, n: int, seed: int, k: int) -> list[Any]:
+def _replayed(
+    runs: list[Any], inducer: Inducer, settings: Settings, n: int, seed: int, k: int, quiet: bool
+) -> list[Any]:
     """Every batch of the replay, with a progress bar on stderr."""
     from flowmem.jobs.online import replay
 
@@ -164,7 +188,7 @@ def _replayed(runs: list[Any], inducer: Inducer, settings: Settings, n: int, see
         TimeElapsedColumn(),
     )
     done = []
-    with Progress(*columns, console=err, transient=True) as bar:
+    with progress_display(*columns, quiet=quiet) as bar:
         current = bar.add_task("batches", total=n, last="")
         for batch in replay(runs, inducer, settings=settings, batches=n, seed=seed, k=k):
             done.append(batch)

@@ -9,18 +9,24 @@ from typing import Annotated
 import typer
 
 from flowmem.cli.common import fail, open_existing, require_namespace
+from flowmem.cli.helptext import Command, Group
 from flowmem.settings import Settings
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Export the served workflows for other tools.", no_args_is_help=True, rich_markup_mode=None
+    cls=Group,
+    help="Export the served workflows for other tools.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
-@app.command()
+@app.command(cls=Command)
 def skills(
-    directory: Annotated[Path, typer.Argument(help="Folder to write one skill folder per workflow into.")],
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIRECTORY", help="Folder to write one skill folder per workflow into.")
+    ],
 ) -> None:
     """Write each served workflow as DIRECTORY/<name>/SKILL.md (front matter name and
     description; when to use, steps, parameters, pitfalls, version). Again later: only what
@@ -39,9 +45,11 @@ def skills(
     typer.echo(f"{directory}: {report.summary()}")
 
 
-@app.command("json")
+@app.command("json", cls=Command)
 def as_json(
-    out: Annotated[Path | None, typer.Argument(help="File to write (default: standard output).")] = None,
+    out: Annotated[
+        Path | None, typer.Argument(metavar="FILE", help="File to write (default: standard output).")
+    ] = None,
 ) -> None:
     """Write the served workflows (one version each) as one JSON array."""
     settings = Settings()

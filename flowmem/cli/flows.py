@@ -8,15 +8,23 @@ from typing import Annotated
 import typer
 
 from flowmem.cli.common import JsonOpt, fail, out, prefect_env, print_json
+from flowmem.cli.helptext import choices
 
-__all__ = ["FLOWS", "run_flow", "serve"]
+__all__ = ["DEPLOYED", "FLOWS", "run_flow", "serve"]
 
 FLOWS = ("collect", "induce", "learn", "cycle")
+"""The flows `flowmem run` runs."""
+
+DEPLOYED = ("collect", "induce", "learn", "cycle", "maintain")
+"""The deployments `flowmem serve` serves (`flowmem.flows.serve.DEPLOYMENTS`, named here so
+that help needs no Prefect import; a test checks they agree)."""
 
 
 def run_flow(
-    name: Annotated[str, typer.Argument(help="collect, induce, learn or cycle.")],
-    inducer: Annotated[str, typer.Option(help="rule or llm (induce and cycle).")] = "rule",
+    name: Annotated[str, typer.Argument(metavar="FLOW", help=f"The flow: {', '.join(FLOWS)}.")],
+    inducer: Annotated[
+        str, typer.Option(metavar="[rule|llm]", help="How workflows are induced (induce and cycle).")
+    ] = "rule",
     as_json: JsonOpt = False,
 ) -> None:
     """Run one flow once, as Prefect runs it (a temporary local server when none is configured)."""
@@ -35,15 +43,23 @@ def run_flow(
 
 def serve(
     interval: Annotated[
-        float | None, typer.Option(help="Run every N seconds instead of the cron schedules (a quick check).")
+        float | None,
+        typer.Option(
+            metavar="SECONDS", help="Run every SECONDS seconds instead of the cron schedules (a quick check)."
+        ),
     ] = None,
-    only: Annotated[list[str] | None, typer.Option(help="Serve only these deployments.")] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(metavar=choices(DEPLOYED), help="Serve only this deployment (repeat for more)."),
+    ] = None,
 ) -> None:
     """Serve the scheduled flows (collect, induce, learn; cycle paused) from this process.
 
     Needs no work pool; its deployments are named <name>-served, so `prefect deploy`'s can share
     the server. Stop with Ctrl-C or SIGTERM: its schedules are paused on stop and re-activated on
     the next start."""
+    if unknown := [name for name in only or () if name not in DEPLOYED]:
+        raise fail(f"unknown deployment {unknown[0]!r}: use {', '.join(DEPLOYED)}")
     prefect_env()
     from flowmem.flows.serve import serve as serve_flows
 

@@ -7,23 +7,36 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, print_json
+from flowmem.cli.common import InducerOpt, JsonOpt, fail, inducer_or_fail, print_json, progress_display
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 
 __all__ = ["induce"]
 
+_COLUMNS = (
+    TextColumn("[bold]induce[/bold] {task.description}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TimeElapsedColumn(),
+)
+"""The progress display of `flowmem induce` (a terminal only): planning, then clusters done."""
+
 
 def induce(
-    inducer: Annotated[str, typer.Option(help="rule or llm.")] = "rule",
+    inducer: InducerOpt = "rule",
     every: Annotated[
         bool, typer.Option("--all", help="Re-induce every cluster, not only changed ones.")
     ] = False,
     demos: Annotated[
         list[Path] | None,
-        typer.Option("--from", help="Demonstrations (JSONL, optionally gzipped) to store first: offline."),
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="Demonstrations (JSONL, optionally gzipped) to store first: offline.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -44,7 +57,15 @@ def induce(
         stored = ingest_files(demos, store, settings, demonstrations=True)
         if not as_json:
             typer.echo(f"demonstrations: {stored.summary()}", err=True)
-    report = run_induction(store, settings, inducer_, namespace=settings.namespace, force=every)
+    with progress_display(*_COLUMNS, quiet=as_json) as bar:
+        task = bar.add_task("planning: which clusters changed", total=None)
+
+        def step(done: int, total: int) -> None:
+            bar.update(task, description="inducing clusters", completed=done, total=total, refresh=True)
+
+        report = run_induction(
+            store, settings, inducer_, namespace=settings.namespace, force=every, progress=step
+        )
     s = report.summary()
     if as_json:
         print_json(s)

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn
 
-from flowmem.cli.common import JsonOpt, err, fail, print_json
+from flowmem.cli.common import JsonOpt, fail, print_json, progress_display
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
@@ -17,7 +17,7 @@ __all__ = ["ingest"]
 
 
 def ingest(
-    files: Annotated[list[Path], typer.Argument(help="JSONL files, optionally gzipped.")],
+    files: Annotated[list[Path], typer.Argument(metavar="FILE", help="JSONL files, optionally gzipped.")],
     skip_existing: Annotated[
         bool,
         typer.Option("--skip-existing", help="Keep the stored run of an id sent again with other content."),
@@ -35,13 +35,13 @@ def ingest(
     settings = Settings()
     store = store_from(settings)
     sizes = {p: p.stat().st_size for p in files}
-    with Progress(
+    with progress_display(
         TextColumn("[bold]ingest[/bold] {task.description}"),
         BarColumn(),
         DownloadColumn(),
         TimeRemainingColumn(),
-        console=err,
-        disable=as_json or not err.is_terminal,
+        quiet=as_json,
+        transient=False,
     ) as progress:
         bars = {p: progress.add_task(p.name, total=sizes[p] or None) for p in files}
         report = ingest_files(

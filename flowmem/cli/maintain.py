@@ -20,6 +20,7 @@ def maintain(
         float,
         typer.Option(
             min=0,
+            metavar="SECONDS",
             help="Keep table versions younger than this many seconds (0 only when nothing else "
             "has the store open: a reader of an older version would lose its files).",
         ),

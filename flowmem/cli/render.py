@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from flowmem.demo.loop import DemoReport
 
 __all__ = [
+    "Fitted",
     "diff_text",
     "history_table",
     "runs_table",
@@ -48,9 +51,44 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
-def trajectory_table(trajectories: Sequence[Trajectory]) -> Table:
-    """One line per trajectory."""
-    table = Table("id", "agent", "task", "steps", "outcome", "created", title="trajectories")
+def _id_column(table: Table, ids: Sequence[str], header: str = "id") -> None:
+    """A column of ids that are never cut, folded or wrapped, at any terminal width: an id is
+    what the next command takes (`trajectories show`, `workflows show`, `workflows rollback`),
+    so it must copy whole; the other columns wrap around it."""
+    table.add_column(header, no_wrap=True, min_width=max((len(i) for i in ids), default=len(header)))
+
+
+class Fitted:
+    """A table where its columns fit the terminal, else the same rows as stacked records (an
+    id on a line of its own, then the rest): a long id never squeezes the others to "…"."""
+
+    def __init__(self, table: Table, stacked: Callable[[], RenderableType]) -> None:
+        self.table, self.stacked = table, stacked
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table if self._least(console, options) <= options.max_width else self.stacked()
+
+    def _least(self, console: Console, options: ConsoleOptions) -> int:
+        """The narrowest the table can be with no word of any cell cut: each column as wide as
+        its header and longest word, plus padding and rules (3 a column, 1 at the end)."""
+        widest = [
+            max(
+                len(str(c.header)),
+                c.min_width or 0,
+                *(Measurement.get(console, options, cell).minimum for cell in c.cells),
+            )
+            for c in self.table.columns
+        ]
+        return sum(widest) + 3 * len(widest) + 1
+
+
+def trajectory_table(trajectories: Sequence[Trajectory]) -> Fitted:
+    """One line per trajectory, ids whole (`_id_column`), or one record each where the
+    columns do not fit."""
+    table = Table(title="trajectories")
+    _id_column(table, [t.id for t in trajectories])
+    for name in ("agent", "task", "steps", "outcome", "created"):
+        table.add_column(name)
     for t in trajectories:
         table.add_row(
             Text(t.id),
@@ -60,7 +98,21 @@ def trajectory_table(trajectories: Sequence[Trajectory]) -> Table:
             _outcome(t.success),
             _when(t.created_at),
         )
-    return table
+    return Fitted(table, lambda: _trajectory_records(trajectories))
+
+
+def _trajectory_records(trajectories: Sequence[Trajectory]) -> Group:
+    """The trajectories as records: the id alone on its line, then its facts and its task."""
+    records: list[RenderableType] = [Text("trajectories", style="italic")]
+    for t in trajectories:
+        facts = Text.assemble(
+            t.agent, " · ", _outcome(t.success), f" · {len(t.steps)} steps · {_when(t.created_at)}"
+        )
+        records += [
+            Text(t.id, style="bold", no_wrap=True, overflow="ignore"),
+            Padding(Group(facts, Text(_short(t.task, 150))), (0, 0, 0, 2), expand=False),
+        ]
+    return Group(*records)
 
 
 def trajectory_panel(t: Trajectory) -> Panel:
@@ -110,10 +162,11 @@ def _step_text(step: WorkflowStep) -> Text:
 
 
 def workflow_table(workflows: Sequence[Workflow]) -> Table:
-    """One line per workflow (its latest version)."""
-    table = Table("id", "v", "name", "kind", "scope", "agent", "status", "steps", "served", title="workflows")
-    for column in table.columns[:3]:
-        column.overflow = "fold"
+    """One line per workflow (its latest version; ids whole, `_id_column`)."""
+    table = Table(title="workflows")
+    _id_column(table, [w.id for w in workflows])
+    for name in ("v", "name", "kind", "scope", "agent", "status", "steps", "served"):
+        table.add_column(name, overflow="fold" if name == "name" else "ellipsis")
     for w in workflows:
         table.add_row(
             Text(w.id),
@@ -188,8 +241,7 @@ def diff_text(d: WorkflowDiff) -> Group:
 def runs_table(runs: Sequence[InductionRun]) -> Table:
     """Runs and rollbacks, oldest first."""
     table = Table(title="runs")
-    # The id is what `workflows rollback` takes: never cut, so it gets a column of its own width.
-    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in runs), default=2))
+    _id_column(table, [r.id for r in runs])  # what `workflows rollback` takes
     for name in ("kind", "finished", "table version", "before", "counts", "note"):
         table.add_column(name)
     for r in runs:

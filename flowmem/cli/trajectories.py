@@ -8,15 +8,16 @@ import typer
 
 from flowmem.cli import render
 from flowmem.cli.common import JsonOpt, configured_store, open_existing, print_json, show
+from flowmem.cli.helptext import Command, Group
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True, rich_markup_mode=None)
+app = typer.Typer(cls=Group, help="Inspect stored trajectories.", no_args_is_help=True, rich_markup_mode=None)
 
 
-@app.command("count")
+@app.command("count", cls=Command)
 def trajectories_count(as_json: JsonOpt = False) -> None:
     """How many trajectories the namespace holds."""
     settings = Settings()
@@ -24,10 +25,10 @@ def trajectories_count(as_json: JsonOpt = False) -> None:
     print_json({"namespace": settings.namespace, "count": n}) if as_json else print(n)
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def trajectories_list(
-    limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="How many, newest first.")] = 20,
+    agent: Annotated[str | None, typer.Option(metavar="NAME", help="Only this agent's runs.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The newest trajectories."""
@@ -40,7 +41,12 @@ def _summaries(found: list[Trajectory]) -> list[dict[str, object]]:
     return [t.model_dump(mode="json", exclude={"steps"}) | {"n_steps": len(t.steps)} for t in found]
 
 
-@app.command("show")
-def trajectories_show(trajectory_id: str, as_json: JsonOpt = False) -> None:
+@app.command("show", cls=Command)
+def trajectories_show(
+    trajectory_id: Annotated[
+        str, typer.Argument(help="The run's id (`flowmem trajectories list` shows them).")
+    ],
+    as_json: JsonOpt = False,
+) -> None:
     """One trajectory with its steps."""
     show(configured_store().get_trajectory(trajectory_id), as_json, render.trajectory_panel)

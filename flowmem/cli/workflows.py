@@ -10,19 +10,26 @@ from rich.text import Text
 
 from flowmem.cli import lifecycle, render
 from flowmem.cli.common import JsonOpt, configured_store, require_namespace, show
+from flowmem.cli.helptext import Command, Group, choices
+from flowmem.cli.lifecycle import STATUSES, WorkflowArg
 from flowmem.models import InductionRun
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Inspect workflows, their versions and runs; roll back.", no_args_is_help=True, rich_markup_mode=None
+    cls=Group,
+    help="Inspect workflows, their versions and runs; roll back.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def workflows_list(
-    status: Annotated[str | None, typer.Option(help="candidate, active, deprecated or retired.")] = None,
-    at: Annotated[str | None, typer.Option(help="As of a run tag or table version.")] = None,
+    status: Annotated[
+        str | None, typer.Option(metavar=choices(STATUSES), help="Only the workflows in this status.")
+    ] = None,
+    at: Annotated[str | None, typer.Option(metavar="TAG", help="As of a run tag or table version.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The latest version of every workflow."""
@@ -32,18 +39,20 @@ def workflows_list(
     show(store.list_workflows(status=status, at=at_ref), as_json, render.workflow_table)
 
 
-@app.command("show")
+@app.command("show", cls=Command)
 def workflows_show(
-    workflow_id: str,
-    version: Annotated[int | None, typer.Option(help="Default: the latest.")] = None,
+    workflow_id: WorkflowArg,
+    version: Annotated[
+        int | None, typer.Option(metavar="N", help="The version (default: the latest).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One workflow version: steps with placeholders, parameters, pitfalls."""
     show(configured_store().get_workflow(workflow_id, version), as_json, render.workflow_panel)
 
 
-@app.command("history")
-def workflows_history(workflow_id: str, as_json: JsonOpt = False) -> None:
+@app.command("history", cls=Command)
+def workflows_history(workflow_id: WorkflowArg, as_json: JsonOpt = False) -> None:
     """Every version of a workflow with its parent, provenance and status transitions."""
     store = configured_store()
     show(store.history(workflow_id), as_json, render.history_table)
@@ -53,25 +62,32 @@ def workflows_history(workflow_id: str, as_json: JsonOpt = False) -> None:
         typer.echo(f"{t['at']:%Y-%m-%d %H:%M:%S}  v{t['version']}: {t['old']} -> {t['new']} ({t['reason']})")
 
 
-@app.command("diff")
-def workflows_diff(workflow_id: str, old: int, new: int, as_json: JsonOpt = False) -> None:
+@app.command("diff", cls=Command)
+def workflows_diff(
+    workflow_id: WorkflowArg,
+    old: Annotated[int, typer.Argument(help="The version to compare from.")],
+    new: Annotated[int, typer.Argument(help="The version to compare to.")],
+    as_json: JsonOpt = False,
+) -> None:
     """Step-level diff between two versions of a workflow."""
     show(configured_store().diff(workflow_id, old, new), as_json, render.diff_text)
 
 
-@app.command("runs")
+@app.command("runs", cls=Command)
 def workflows_runs(as_json: JsonOpt = False) -> None:
     """Induction runs and rollbacks, with their tags."""
     show(configured_store().list_runs(), as_json, render.runs_table)
 
 
-@app.command("rollback")
+@app.command("rollback", cls=Command)
 def workflows_rollback(
-    run_id: str,
-    note: Annotated[str | None, typer.Option(help="Why (kept with the rollback).")] = None,
+    run_id: Annotated[str, typer.Argument(help="The run to undo (`flowmem workflows runs` lists them).")],
+    why: Annotated[str | None, typer.Option(metavar="TEXT", help="Why: recorded with the rollback.")] = None,
+    note: Annotated[str | None, typer.Option(hidden=True, help="Deprecated: --why.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore the workflows to the table version before a run (recorded as a new version)."""
+    why = lifecycle.reason(why, note)
     store = configured_store()
     target = store.get_run(run_id)
 
@@ -81,9 +97,9 @@ def workflows_rollback(
             f"as new version {r.table_version} (tag {r.tag})"
         )
 
-    show(store.rollback(run_id, note=note), as_json, done)
+    show(store.rollback(run_id, note=why), as_json, done)
 
 
-app.command("promote")(lifecycle.promote)
-app.command("deprecate")(lifecycle.deprecate)
-app.command("retire")(lifecycle.retire)
+app.command("promote", cls=Command)(lifecycle.promote)
+app.command("deprecate", cls=Command)(lifecycle.deprecate)
+app.command("retire", cls=Command)(lifecycle.retire)

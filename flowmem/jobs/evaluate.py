@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,10 +135,16 @@ def evaluate(
     *,
     settings: Settings,
     k: int = 3,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the evaluation; returns {"flowmem": {...}, "raw": {...}, "timing": {...}}."""
+    """Run the evaluation; returns {"flowmem": {...}, "raw": {...}, "timing": {...}}.
+
+    `progress(phase)` is called as each of its four phases starts (storing, inducing,
+    retrieving, scoring), with what it works on."""
+    say = progress or (lambda phase: None)
     timing: dict[str, float] = {}
     t0 = time.perf_counter()
+    say(f"storing {len(train)} training runs")
     with tempfile.TemporaryDirectory(prefix="flowmem-eval-") as tmp:
         ns = settings.namespace
         run_settings = settings.model_copy(update={"db": str(Path(tmp) / "db")})
@@ -148,6 +154,7 @@ def evaluate(
         timing["store_s"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
+        say(f"inducing from {len(train)} runs")
         result = induce_drafts(
             train, inducer, params=settings.cluster_params, subroutines=settings.subroutines
         )
@@ -158,6 +165,7 @@ def evaluate(
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
+        say(f"retrieving for {len(test)} test tasks")
         served = retrieve(
             store,
             test,
@@ -168,6 +176,7 @@ def evaluate(
         timing["retrieve_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
+    say("scoring")
     report = score(served, train, settings, memories=len(versions))
     labels: list[str | None] = []
     groups: list[str] = []

@@ -302,8 +302,22 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
 
 
 def run_induction(
-    store: Store, settings: Settings, inducer: Inducer, *, namespace: str, force: bool = False
+    store: Store,
+    settings: Settings,
+    inducer: Inducer,
+    *,
+    namespace: str,
+    force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RunReport:
-    """One whole induction run of `namespace` in this process (the flow runs the same steps as tasks)."""
+    """One whole induction run of `namespace` in this process (the flow runs the same steps as
+    tasks). `progress(done, total)` is called once the run is planned and after each cluster."""
     plan = prepare_run(store, settings, namespace=namespace, force=force)
-    return commit_outcomes(store, plan, [induce_cluster(c, inducer) for c in plan.changed])
+    outcomes = []
+    for done, cluster in enumerate(plan.changed):
+        if progress is not None:
+            progress(done, len(plan.changed))
+        outcomes.append(induce_cluster(cluster, inducer))
+    if progress is not None:
+        progress(len(plan.changed), len(plan.changed))
+    return commit_outcomes(store, plan, outcomes)

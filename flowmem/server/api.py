@@ -24,7 +24,7 @@ from flowmem import __version__
 from flowmem.interchange import RecordError, loads
 from flowmem.server.api_docs import add_docs
 from flowmem.server.api_manage import manage_routes
-from flowmem.server.dashboard import dashboard_router
+from flowmem.server.dashboard import add_dashboard
 from flowmem.server.payloads import workflow_payload
 from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
@@ -125,7 +125,7 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
     _read_routes(app, svc, Depends(read))
     _write_routes(app, svc, Depends(write))
     manage_routes(app, svc, Depends(read), Depends(write))
-    app.include_router(dashboard_router(svc))  # the dashboard's pages: /, /workflows/..., /runs
+    add_dashboard(app, svc)  # the dashboard's pages: /, /workflows/..., /runs; HTML errors off the API
     return app
 
 

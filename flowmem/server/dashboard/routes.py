@@ -2,23 +2,32 @@
 
 Every page is server-rendered HTML that works without JavaScript; the routes are left out of
 the API's OpenAPI schema. Rollback goes through `Store.rollback`, as `flowmem workflows
-rollback` does.
+rollback` does. Whatever goes wrong — a bad parameter (400), an unknown id or version (404), a
+path no page has (404) — answers with the dashboard's own error page, never FastAPI's JSON
+body; the API's routes keep their JSON errors.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Coroutine
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 from urllib.parse import parse_qs, quote, urlencode
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup, escape
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flowmem.agents.retrieval import ServedIndex
-from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER
+from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER, Workflow
+from flowmem.policy.lifecycle import Status
 from flowmem.server.dashboard import charts
 from flowmem.server.dashboard.detail import pitfall_sources, version_points
 from flowmem.server.dashboard.security import Guard
@@ -26,22 +35,55 @@ from flowmem.server.dashboard.views import HomeCache, cluster_map, learning_curv
 from flowmem.server.service import Service
 from flowmem.storage import NotFoundError, StoreError, pick_version
 
-__all__ = ["PAGE_SIZE", "dashboard_router"]
+__all__ = ["API_PATHS", "PAGE_SIZE", "PageError", "PageRoute", "add_dashboard"]
 
 PAGE_SIZE = 50
 """Workflows per home page."""
 
 _ROOT = files("flowmem.server.dashboard")
 _FILTERS = ("agent", "status", "kind")
-Ns = Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)]
+Ns = Annotated[
+    str | None, Query(pattern=NAMESPACE_PATTERN, description="a namespace: up to 64 letters, digits, _ or -")
+]
+_VERSION = "a version number, from 1"
+_STATUSES: tuple[str, ...] = get_args(Status)
+_KINDS: tuple[str, ...] = get_args(Workflow.model_fields["kind"].annotation)
+
+
+def _either(choices: tuple[str, ...]) -> str:
+    """`a, b or c`."""
+    return ", ".join(choices[:-1]) + " or " + choices[-1] if len(choices) > 1 else choices[0]
+
+
+def _one_of(choices: tuple[str, ...]) -> str:
+    """The pattern of a filter: one of `choices`, or empty (the form's "any")."""
+    return f"^({'|'.join(map(re.escape, choices))})?$"
+
+
+API_PATHS = ("/v1/", "/health", "/docs", "/redoc", "/openapi.json")
+"""Where the API's routes are: a path under these that no route has keeps FastAPI's JSON 404."""
 
 
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(_ROOT / "templates")), autoescape=True)
     env.filters["args"] = _args
+    env.filters["bdi"] = _bdi
+    env.filters["isolated"] = _isolated
     env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0%}"
     env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"
     return env
+
+
+def _bdi(text: Any) -> Markup:
+    """Text someone else wrote (a task, a query, a name), isolated from the page around it: a
+    right-to-left character in it cannot reorder the heading or line it sits in."""
+    return Markup(f"<bdi>{escape(text)}</bdi>")
+
+
+def _isolated(text: Any) -> str:
+    """`_bdi` for where no element can go (the page's title): the text between FIRST STRONG
+    ISOLATE and POP DIRECTIONAL ISOLATE."""
+    return f"\u2068{text}\u2069"
 
 
 def _args(args: dict[str, Any]) -> Markup:
@@ -94,9 +136,19 @@ class _Pages:
             href=self.href(ns),
             signed_in=self.guard.signed_in(request),
             read_token=self.guard.read_token,
+            status=status,
             **ctx,
         )
         return HTMLResponse(html, status_code=status)
+
+    def error(
+        self, request: Request, status: int, message: str, *, details: list[str] | None = None
+    ) -> HTMLResponse:
+        """The dashboard's error page: `message`, then `details` as a list; the namespace shown is
+        the one asked for when it is valid (a bad `ns` is itself the error)."""
+        asked = request.query_params.get("ns")
+        ns = asked if asked and re.fullmatch(NAMESPACE_PATTERN, asked) else self.svc.namespace
+        return self.render(request, "error.html", ns, status=status, message=message, details=details or [])
 
     def form(self, request: Request, template: str, ns: str, **ctx: Any) -> HTMLResponse:
         """A page with a form, its CSRF token rendered in and set as a cookie."""
@@ -114,19 +166,83 @@ class _Pages:
             )
 
 
+class PageError(Exception):
+    """What a page answers instead of itself: the dashboard's error page, with a status."""
+
+    def __init__(self, status: int, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.details = status, message, details or []
+
+
+def _bad_parameters(route: APIRoute, exc: RequestValidationError) -> list[str]:
+    """One line per bad parameter: its name and what it accepts (the `description` of its
+    `Query`), never the value sent (it may be long, or a secret)."""
+    expected = {p.alias: p.field_info.description for p in route.dependant.query_params}
+    lines = []
+    for e in exc.errors():
+        name = str(e.get("loc", ("", "?"))[-1])
+        what = "missing" if e.get("type") == "missing" else "not valid"
+        hint = expected.get(name) or str(e.get("msg", ""))
+        lines.append(f"{name}: {what}; expected {hint}")
+    return lines
+
+
+class PageRoute(APIRoute):
+    """A dashboard page: a bad parameter answers with the error page (400), an unknown id or
+    version with it too (404), never with FastAPI's JSON body."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                raise PageError(
+                    400, "A parameter of this page is not valid.", _bad_parameters(self, exc)
+                ) from None
+            except NotFoundError as exc:
+                raise PageError(404, str(exc)) from None
+
+        return answer
+
+
+def add_dashboard(app: FastAPI, service: Service) -> None:
+    """Serve the dashboard's pages on `app`. Their errors answer with the dashboard's error
+    page, and so does an HTTP error on a path no API route has (no page there: 404; a method
+    the page does not take: 405); the API's routes keep FastAPI's JSON errors."""
+    pages = _Pages(service)
+    app.include_router(_router(pages))
+
+    async def page_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, PageError)
+        return pages.error(request, exc.status, exc.message, details=exc.details)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        route = request.scope.get("route")
+        unrouted = route is None and not request.url.path.startswith(API_PATHS)
+        if exc.status_code >= 400 and (isinstance(route, PageRoute) or unrouted):
+            message = "There is no page here." if exc.status_code == 404 else str(exc.detail)
+            return pages.error(request, exc.status_code, message)
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(PageError, page_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+
+
 async def _form(request: Request) -> dict[str, str]:
     body = (await request.body())[:65_536].decode("utf-8", "replace")
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
-def dashboard_router(service: Service) -> APIRouter:
-    """The dashboard's routes on a service's store."""
-    pages = _Pages(service)
-    router = APIRouter(include_in_schema=False, dependencies=[Depends(pages.reader)])
+def _router(pages: _Pages) -> APIRouter:
+    """The dashboard's routes: the pages behind the read check, the login form before it."""
+    router = APIRouter(include_in_schema=False, dependencies=[Depends(pages.reader)], route_class=PageRoute)
     _list_routes(router, pages)
     _workflow_routes(router, pages)
     _run_routes(router, pages)
-    open_router = APIRouter(include_in_schema=False)
+    open_router = APIRouter(include_in_schema=False, route_class=PageRoute)
     _login_routes(open_router, pages)
     open_router.include_router(router)
     return open_router
@@ -138,10 +254,14 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
         request: Request,
         ns: Ns = None,
         agent: str | None = None,
-        status: str | None = None,
-        kind: str | None = None,
-        q: Annotated[str | None, Query(max_length=2_000)] = None,
-        page: Annotated[int, Query(ge=1)] = 1,
+        status: Annotated[
+            str | None, Query(pattern=_one_of(_STATUSES), description=_either(_STATUSES))
+        ] = None,
+        kind: Annotated[str | None, Query(pattern=_one_of(_KINDS), description=_either(_KINDS))] = None,
+        q: Annotated[
+            str | None, Query(max_length=2_000, description="a task of at most 2,000 characters")
+        ] = None,
+        page: Annotated[int, Query(ge=1, description="a page number, from 1")] = 1,
     ) -> HTMLResponse:
         space = pages.ns(ns)
         rows = pages.home_cache.rows(space)
@@ -169,7 +289,9 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
 
     @router.get("/learning", response_class=HTMLResponse)
     def learning(
-        request: Request, ns: Ns = None, by: Annotated[str, Query(pattern="^(run|day)$")] = "run"
+        request: Request,
+        ns: Ns = None,
+        by: Annotated[str, Query(pattern="^(run|day)$", description="run or day")] = "run",
     ) -> HTMLResponse:
         space = pages.ns(ns)
         buckets = learning_curve(pages.store, space, by=by)
@@ -203,7 +325,10 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
 def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
     @router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
     def workflow(
-        request: Request, workflow_id: str, ns: Ns = None, version: Annotated[int | None, Query(ge=1)] = None
+        request: Request,
+        workflow_id: str,
+        ns: Ns = None,
+        version: Annotated[int | None, Query(ge=1, description=_VERSION)] = None,
     ) -> HTMLResponse:
         space = pages.ns(ns)
         try:
@@ -240,8 +365,8 @@ def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
     def diff(
         request: Request,
         workflow_id: str,
-        old: Annotated[int, Query(ge=1)],
-        new: Annotated[int, Query(ge=1)],
+        old: Annotated[int, Query(ge=1, description=_VERSION)],
+        new: Annotated[int, Query(ge=1, description=_VERSION)],
         ns: Ns = None,
     ) -> HTMLResponse:
         space = pages.ns(ns)
