@@ -145,3 +145,47 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     [run] = store.list_runs()  # one cycle, between the two rounds
     assert run.counts["versions_created"] > 0 and store.list_workflows()
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
+
+
+@pytest.mark.slow
+def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(tmp_path: Path) -> None:
+    """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
+    server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
+    with its task runs, and leaves no server behind."""
+    import sqlite3
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
+    env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(int(READY_LIMIT))
+    options = ["--rounds", "3", "--tasks", "4", "--workdir", str(tmp_path / "demo")]
+    done = Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path).result(
+        READY_LIMIT
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "learning curve" in done.stdout, output[-3000:]
+    assert not [line for line in output.splitlines() if "INFO" in line or "error" in line.lower()]
+    with sqlite3.connect(tmp_path / "prefect" / "prefect.db") as db:
+        flows = db.execute("SELECT f.name, r.state_type FROM flow_run r JOIN flow f ON f.id = r.flow_id")
+        assert flows.fetchall() == [("flowmem-cycle", "COMPLETED")] * 2  # one flow run per cycle
+        tasks = db.execute("SELECT name, state_type FROM task_run").fetchall()
+    assert {name.rsplit("-", 1)[0] for name, _ in tasks} >= {
+        "collect_files",
+        "plan_run",
+        "commit",
+        "fold_outcomes",
+    }
+    assert {state for _, state in tasks} == {"COMPLETED"}
+    assert not _processes_with(f"PREFECT_HOME={tmp_path / 'prefect'}")  # the server stopped with it
+
+
+def _processes_with(variable: str) -> list[int]:
+    """The processes whose environment holds `variable` (NAME=value)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if variable.encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found

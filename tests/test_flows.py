@@ -377,3 +377,74 @@ def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
     listed = run("deployment", "ls")
     for name in ("collect", "induce", "learn", "cycle"):
         assert f"flowmem-{name}/{name}" in listed
+
+
+def _recorded(db: str, since: float) -> list[tuple[str, set[str], set[str]]]:
+    """Every flow run on the current Prefect API whose `db` parameter is `db`, in the order
+    they started, once its task runs and its events are stored (the server records both from
+    the events the flow run sends, a little after it ends): (flow name, names of its Completed
+    task runs, names of the events about it)."""
+    from datetime import UTC, datetime
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.events.filters import EventAnyResourceFilter, EventFilter, EventOccurredFilter
+
+    start = datetime.fromtimestamp(since, UTC)
+    deadline = time.monotonic() + READY_LIMIT
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = [r for r in client.read_flow_runs(limit=200) if r.parameters.get("db") == db]
+            flows = {f.id: f.name for f in client.read_flows(limit=200)}
+            found = []
+            for run in sorted(runs, key=lambda r: str(r.start_time)):
+                ids = FlowRunFilter(id=FlowRunFilterId(any_=[run.id]))
+                tasks = client.read_task_runs(flow_run_filter=ids)
+                done = {
+                    t.name.rsplit("-", 1)[0] for t in tasks if t.state is not None and t.state.is_completed()
+                }
+                about = EventAnyResourceFilter(id=[f"prefect.flow-run.{run.id}"])
+                page = client.read_events(
+                    EventFilter(occurred=EventOccurredFilter(since=start), any_resource=about), 50
+                )
+                found.append((flows[run.flow_id], done, {e.event for e in page.events}))
+            if (runs and all(done and "prefect.flow-run.Completed" in names for _, done, names in found)) or (
+                time.monotonic() > deadline
+            ):
+                return found
+            time.sleep(0.5)
+
+
+def test_the_demo_engine_runs_one_flow_run_per_cycle_with_its_tasks_and_no_heartbeat(
+    settings: Settings,
+) -> None:
+    """The demo's Prefect engine on the configured server: each cycle is one flow run of
+    `flowmem-cycle` whose task runs are collect's, induce's and learn's (no subflow run for
+    each), and it sends no heartbeat (a flow run's end waits up to 1 s for its heartbeat
+    thread)."""
+    from flowmem.flows.engine import prefect_cycle
+    from flowmem.jobs.cycle import cycle
+
+    engine = prefect_cycle()
+    assert engine.server is None  # the harness's server is the configured one
+    since = time.time()
+    store = store_from(settings)
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
+    first = engine(store, settings)
+    assert first["induce"]["versions_created"] == 2 and set(first) == {"collect", "induce", "learn"}
+    assert engine(store, settings)["induce"]["new_trajectories"] == 0
+    runs = _recorded(settings.db, since)
+    assert [name for name, _, _ in runs] == ["flowmem-cycle", "flowmem-cycle"]
+    tasks = {"collect_files", "plan_run", "induce_batch", "commit", "fold_outcomes"}
+    assert [done for _, done, _ in runs] == [tasks, tasks - {"induce_batch"}]  # nothing new to induce
+    for _, _, events in runs:
+        assert "prefect.flow-run.Completed" in events and "prefect.flow-run.heartbeat" not in events
+    # The same cycle without Prefect gives the same figures on a copy of the store.
+    other = Settings(db=settings.db + "-direct")
+    store_trajectories(
+        store_from(other), [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], other.scrub
+    )
+    direct = cycle(store_from(other), other)
+    assert {k: v for k, v in direct["induce"].items() if k not in ("run", "tag")} == {
+        k: v for k, v in first["induce"].items() if k not in ("run", "tag")
+    }

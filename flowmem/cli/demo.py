@@ -14,16 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from flowmem.cli import render
 from flowmem.cli.common import JsonOpt, err, fail, out, prefect_env, print_json
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
-__all__ = ["demo", "generate", "prefect_cycle"]
-
-
-def prefect_cycle(store: Store, settings: Settings) -> dict[str, Any]:
-    """The Prefect `cycle` flow on the settings' store and namespace (the demo's default)."""
-    from flowmem.flows.pipeline import cycle_flow
-
-    return cycle_flow(db=settings.db, namespace=settings.namespace)
+__all__ = ["demo", "generate"]
 
 
 def _cli_command() -> str:
@@ -91,15 +83,19 @@ def demo(
     the memory arm's runs are recorded through the hooks and the cycle flow (collect, induce,
     learn) runs between rounds. Prints success rate and mean tool calls per round and saves a
     learning-curve PNG. The agent is simulated (flowmem.demo), not an LLM."""
-    from flowmem.demo.loop import plot, run_loop
+    from flowmem.demo.loop import Cycle, plot, run_loop
     from flowmem.jobs.cycle import cycle as direct_cycle
 
     if engine not in ("prefect", "direct"):
         raise fail(f"unknown engine {engine!r}: use prefect or direct")
+    cycle: Cycle = direct_cycle
     if engine == "prefect":
         prefect_env()
         if not verbose:
             _quiet_prefect()
+        from flowmem.flows.engine import prefect_cycle
+
+        cycle = prefect_cycle()  # a temporary Prefect server, if one is needed, starts now
     settings = Settings(db=str(workdir / "db"))
     columns = (
         TextColumn("round {task.fields[round]}/{task.fields[rounds]}"),
@@ -130,7 +126,7 @@ def demo(
             tasks=tasks,
             seed=seed,
             skill=skill,
-            cycle=prefect_cycle if engine == "prefect" else direct_cycle,
+            cycle=cycle,
             progress=progress,
             on_task=on_task,
         )

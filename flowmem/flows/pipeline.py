@@ -184,7 +184,11 @@ def induce_flow(
     """Incremental induction: only clusters whose runs changed are induced, one task each. The
     plan and the inductions run on the Dask cluster of `FLOWMEM_DASK_ADDRESS` when one is set
     (`flows/runners.py`); the commit runs here."""
-    settings = _settings(db, namespace)
+    return _induce(_settings(db, namespace), inducer, force)
+
+
+def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
+    """The induce flow's tasks, in the flow run that calls this (induce's own, or cycle's)."""
     timings: dict[str, float] = {}
     with task_runner(settings) as runner:  # on the Dask cluster of `settings.dask_address`, if any
         start = time.perf_counter()
@@ -216,11 +220,14 @@ def learn_flow(db: str | None = None, namespace: str | None = None) -> dict[str,
 
 @flow(name="flowmem-cycle", log_prints=True)
 def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str = "rule") -> dict[str, Any]:
-    """collect → induce → learn: what a schedule normally runs."""
+    """collect → induce → learn: what a schedule normally runs. One flow run whose tasks are
+    those of the three flows: a subflow run for each, wrapping them, cost more API round trips
+    than collect or learn take on the demo's store."""
+    settings = _settings(db, namespace)
     return {
-        "collect": collect_flow(db, namespace),
-        "induce": induce_flow(db, namespace, inducer),
-        "learn": learn_flow(db, namespace),
+        "collect": collect_files(settings),
+        "induce": _induce(settings, inducer, force=False),
+        "learn": fold_outcomes(settings),
     }
 
 
