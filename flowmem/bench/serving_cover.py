@@ -30,19 +30,13 @@ import numpy.typing as npt
 from flowmem.bench.eval_sets import SPLITS, agent_split
 from flowmem.bench.online_sets import BATCHES, JUDGED_FROM, sets
 from flowmem.bench.paths import SHARED_DATA
+from flowmem.bench.serving_frontier import induced_store
 from flowmem.induction.align import lcs_pairs
-from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce_drafts, plan_versions
-from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
-from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import key_vectors
-from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.online import split_batches
-from flowmem.models import InductionRun, Trajectory
+from flowmem.models import Trajectory
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
 Actions = list[str]
 WEIGHTS = (0.2, 0.25, 0.3)
@@ -102,19 +96,9 @@ def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Se
     ns = settings.namespace
     scored = [t for t in test if t.success and t.actions]
     with tempfile.TemporaryDirectory() as tmp:
-        local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
-        store = store_from(local)
-        store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
-        result = induce_drafts(
-            train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines
-        )
-        run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
-        keys, shares = key_vectors(store, result.key_shares())
-        store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)
-        ws, matrix, owners, k_shares = store.workflow_index(namespace=ns)
+        store, ws, index = induced_store(train, settings, Path(tmp) / "db")
         examples, t_matrix = store.trajectory_index(namespace=ns, success=True)
         queries = store.embedder.embed([t.task for t in scored])
-    index = ExampleIndex(matrix, owners, len(ws), k_shares)
     tests = [t.actions for t in scored]
     raw, now = [], []
     choices: dict[float, list[list[Actions]]] = {w: [] for w in WEIGHTS}

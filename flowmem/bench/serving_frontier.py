@@ -80,22 +80,28 @@ def oracle(t: Trajectory, ranked: Ranked, ws: list[Workflow]) -> list[int]:
     return [max(range(len(ws)), key=fit)]
 
 
+def induced_store(
+    train: Sequence[Trajectory], settings: Settings, db: Path
+) -> tuple[Store, list[Workflow], ExampleIndex]:
+    """A store at `db` holding `train` and one full rule induction of it, as `flowmem eval`
+    builds its memory; its workflows and their index over the stored retrieval keys."""
+    ns = settings.namespace
+    local = settings.model_copy(update={"db": str(db)})
+    store = store_from(local)
+    store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
+    result = induce_drafts(train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines)
+    run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
+    keys, shares = key_vectors(store, result.key_shares())
+    store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)
+    ws, matrix, owners, k_shares = store.workflow_index(namespace=ns)
+    return store, ws, ExampleIndex(matrix, owners, len(ws), k_shares)
+
+
 def replay(
     train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings
 ) -> dict[str, dict[str, Any]]:
-    ns = settings.namespace
     with tempfile.TemporaryDirectory() as tmp:
-        local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
-        store = store_from(local)
-        store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
-        result = induce_drafts(
-            train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines
-        )
-        run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
-        keys, shares = key_vectors(store, result.key_shares())
-        store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)
-        ws, matrix, owners, k_shares = store.workflow_index(namespace=ns)
-        index = ExampleIndex(matrix, owners, len(ws), k_shares)
+        store, ws, index = induced_store(train, settings, Path(tmp) / "db")
         scored = [t for t in test if t.success and t.actions]
         queries = store.embedder.embed([t.task for t in scored])
         rankings = [index.search(q, 30) for q in queries]
