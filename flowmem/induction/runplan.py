@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, cluster_key
@@ -247,11 +247,8 @@ def placed_plan(
     induces the `inputs` of the clusters `placement` chose, keeps the last fit and records
     the clusters deferred. `current`: the latest version of every workflow."""
     state = opening.last.state if opening.last else RunState()
-    return RunPlan(
-        run=opening.run,
-        total=opening.total,
-        new_trajectories=opening.new_trajectories,
-        last=opening.last,
+    return replace(
+        skipped_plan(opening),
         revive=_revived(opening, current),
         current=current,
         clusters=ClusterPlan(list(inputs), memberships=thaw(state.clusters) or {}),
@@ -304,11 +301,8 @@ def refitted_plan(
     before = opening.last.state if opening.last and not opening.force else None
     redo = to_induce_after_refit(fingerprints, before, pending=opening.pending)
     texts = sum(len(c.texts) for c in clusters.clusterings.values())
-    return RunPlan(
-        run=opening.run,
-        total=opening.total,
-        new_trajectories=opening.new_trajectories,
-        last=opening.last,
+    return replace(
+        skipped_plan(opening),
         revive=_revived(opening, current),
         current=current,
         clusters=clusters,
