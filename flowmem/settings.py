@@ -114,6 +114,15 @@ class Settings(BaseSettings):
     """k is a maximum: a search also leaves out a memory scoring below this share of the
     first's score (`policy.serving.within_gap`; None: no such bound). Measured on the three
     shared sets in docs/induction.md ("Ranking")."""
+    cover_weight: float | None = Field(0.35, ge=0)
+    """When a task recurs (a successful stored run is of the very same task), what is served
+    is chosen with its nearest successful stored runs as evidence: the first-ranked memory,
+    then the best-ranked ones that most raise those runs' joint coverage plus this weight times
+    their joint precision (`induction.cover`). None, or a task not seen before: the memories
+    within the relevance gap and ratio. Measured in docs/metrics.md."""
+    evidence_limit: int = Field(100_000, ge=0)
+    """The newest successful runs of a namespace that search keeps as that evidence (their task
+    vectors, texts and actions: ~2 KB a run)."""
     relevance_floor: float = Field(0.0, ge=0, le=1)
     """A memory keyed by example tasks whose nearest example is less similar to the task than
     this (cosine, less the share penalty) is not served, so a task from no known domain gets

@@ -32,11 +32,13 @@ import numpy.typing as npt
 
 from flowmem.agents.ranking import ANN_MIN, AnnSlot, Snapshot
 from flowmem.induction.ann import build_ann
+from flowmem.induction.cover import cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from flowmem.storage.evidence import newest_successes
 from flowmem.storage.served import ServedRows
 
 __all__ = ["Hit", "ServedIndex"]
@@ -70,12 +72,21 @@ class ServedIndex:
         floor: float | None = None,
         ann_min: int = ANN_MIN,
         ann_wait: bool = False,
+        cover_weight: float | None = None,
+        evidence_limit: int = 0,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.gap = gap
         """A memory scoring more than this below the first is not served (`within_gap`)."""
         self.ratio = ratio
         """A memory scoring below this share of the first's score is not served (`within_gap`)."""
+        self.cover_weight = cover_weight
+        """When a task recurs, what is served is chosen with its nearest successful stored runs
+        as evidence (`induction.cover`, `Settings.cover_weight`); None: never."""
+        self.evidence_limit = evidence_limit if cover_weight is not None else 0
+        """The newest successful runs kept as that evidence."""
+        self._evidence = newest_successes(store, namespace, 0)
+        self._evidence_of: int | None = None
         self.floor = floor
         """A memory less similar to the task than this is not served: a task from no known
         domain gets nothing (`Settings.relevance_floor`)."""
@@ -101,6 +112,8 @@ class ServedIndex:
             gap=settings.relevance_gap,
             ratio=settings.relevance_ratio,
             floor=settings.relevance_floor,
+            cover_weight=settings.cover_weight,
+            evidence_limit=settings.evidence_limit,
         )
 
     def due(self) -> bool:
@@ -124,6 +137,9 @@ class ServedIndex:
             snap.slot = old.slot  # usage or status changed, not the keys: the same ANN holds
         elif snap.wants_ann():
             self._build_ann(snap.slot, snap.index.vectors)
+        if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
+            self._evidence = newest_successes(self.store, self.namespace, self.evidence_limit)
+            self._evidence_of = version[0]
         self._snapshot, self._version = snap, version
         self.reloads += 1
 
@@ -152,7 +168,7 @@ class ServedIndex:
         """The k best served workflows for a task (optionally of one agent or scope)."""
         with self._lock:
             self._refresh()
-            snap = self._snapshot
+            snap, evidence = self._snapshot, self._evidence
         if not len(snap):
             return []
         query = self.store.embedder.embed([task])[0]
@@ -163,8 +179,12 @@ class ServedIndex:
             # The floor is a task-to-task similarity: a memory keyed by its own text is not held to it.
             keep = (similarity >= self.floor) | ~snap.rows.by_example[ranked]
             ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
+        runs = evidence.runs_for(task, query) if self.cover_weight is not None and len(ranked) else []
         n = within_gap(scores.tolist(), self.gap, self.ratio)
-        if snap.rows.subroutine[ranked[:n]].any():
+        if runs:  # a task seen before: what covers what worked for it (`induction.cover`)
+            candidates = [snap.rows.actions(int(i)) for i in ranked]
+            top = cover(candidates, runs, k, self.cover_weight or 0.0, keep=[0])
+        elif snap.rows.subroutine[ranked[:n]].any():
             top = compose(_Lazy(snap, ranked[:n].tolist()), k)
         else:  # what compose gives task-level workflows, without building them
             top = list(range(min(k, n)))

@@ -32,6 +32,7 @@ from flowmem.bench.online_sets import BATCHES, JUDGED_FROM, sets
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.bench.serving_frontier import induced_store
 from flowmem.induction.align import lcs_pairs
+from flowmem.induction.cover import cover
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.online import split_batches
 from flowmem.models import Trajectory
@@ -58,28 +59,6 @@ def figures(test: Sequence[Actions], served: Sequence[Sequence[Actions]]) -> tup
         coverage += len(matched) / len(actions)
         precision += hits / shown if shown else 0.0
     return coverage / len(test), precision / len(test)
-
-
-def covering(
-    candidates: Sequence[Actions], evidence: Sequence[Actions], weight: float, k: int = 3
-) -> list[int]:
-    """The candidates, greedily, that most raise coverage + weight x precision of `evidence`."""
-    chosen: list[int] = []
-    best = 0.0
-    while len(chosen) < k:
-        options = []
-        for i in range(len(candidates)):
-            if i not in chosen:
-                c, p = figures(evidence, [[candidates[j] for j in [*chosen, i]]] * len(evidence))
-                options.append((c + weight * p, -i))
-        if not options:
-            break
-        value, minus_i = max(options)
-        if value <= best:
-            break
-        chosen.append(-minus_i)
-        best = value
-    return chosen
 
 
 def nearest_runs(scores: npt.NDArray[np.float32], runs: Sequence[Trajectory], k: int = 3) -> list[Actions]:
@@ -112,7 +91,7 @@ def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Se
         now.append([shown[p].actions for p in compose(shown, 3)])
         candidates = [ws[i].actions for i, _ in ranked]
         for w in WEIGHTS:
-            picked = covering(candidates, evidence, w) if evidence else list(range(min(1, len(candidates))))
+            picked = cover(candidates, evidence, 3, w) if evidence else list(range(min(1, len(candidates))))
             choices[w].append([candidates[i] for i in picked])
     cells = [figures(tests, raw), figures(tests, now), *(figures(tests, choices[w]) for w in WEIGHTS)]
     return [f"{c:.3f}/{p:.3f}" for c, p in cells]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.induction.base import Inducer
+from flowmem.induction.cover import choose
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
     LeakChecker,
@@ -30,9 +31,10 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory, Workflow
-from flowmem.policy.serving import CANDIDATES, compose, within_gap
+from flowmem.policy.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from flowmem.storage.evidence import evidence_of
 
 __all__ = ["Served", "evaluate", "load", "retrieve", "score"]
 
@@ -75,14 +77,24 @@ def retrieve(
     index = ExampleIndex(k_matrix, owners, len(workflows), k_shares)
     examples, t_matrix = store.trajectory_index(namespace=namespace, success=True)
     raw_index = ExampleIndex(t_matrix, range(len(examples)), len(examples))
+    runs = evidence_of(store, namespace, settings)  # as `memory.search` reads them
     flow: list[Retrieval] = []
     raw: list[Retrieval] = []
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
         near = [(i, s) for i, s in near if s >= settings.relevance_floor]  # as `memory.search`
-        near = near[: within_gap([s for _, s in near], settings.relevance_gap, settings.relevance_ratio)]
+        evidence = runs.runs_for(t.task, q)
         ranked = [workflows[i] for i, _ in near]
-        hits = [ranked[p] for p in compose(ranked, k)]  # what `memory.search` serves
+        chosen = choose(
+            ranked,
+            [s for _, s in near],
+            evidence,
+            k,
+            gap=settings.relevance_gap,
+            ratio=settings.relevance_ratio,
+            weight=settings.cover_weight,
+        )
+        hits = [ranked[p] for p in chosen]  # what `memory.search` serves
         # As `memory.context` renders them together: a workflow composed of a sub-routine
         # shown beside it names it instead of repeating its steps (`render_block`).
         shown = subroutines_shown(hits)

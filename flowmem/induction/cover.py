@@ -1,0 +1,161 @@
+"""What to serve together, with the nearest past runs as evidence of what a task needs (pure).
+
+A task's nearest successful stored runs (by task similarity: `nearest`) show which actions a
+task like it took. Among the best-ranked memories, `cover` chooses greedily the ones that most
+raise, over those runs, their mean joint coverage (the share of a run's steps that the chosen
+memories hold, in order) plus `COVER_WEIGHT` times their joint precision (the share of the
+chosen memories' steps that the run took), and stops when no memory raises it (at most k).
+Both figures are the ones `flowmem eval` scores (docs/metrics.md), computed on past runs
+instead of the task's own, which has not run yet.
+
+Why it helps where the relevance gap alone does not: raw memory serves a recurring task's own
+earlier runs, and three real runs cover more of a new run than the one workflow the gap
+leaves; the choice here serves the workflows that hold what those runs did, and leaves out
+one that adds nothing they did. Measured in docs/metrics.md ("Serving chosen by the nearest
+runs").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from flowmem.induction.align import lcs_pairs
+from flowmem.induction.nearest import snap_cosines
+from flowmem.models import Workflow
+from flowmem.policy.serving import compose, within_gap
+
+__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "same_task"]
+
+COVER_WEIGHT = 0.35
+"""What a step shown that the run did not take costs, against a step of the run that no
+memory shows: a quarter. An agent given a needless step reads past it; an agent missing one
+has to find it. The weight does not depend on the data set, only on the two figures being
+shares in [0, 1]; 0.2 and 0.3 are measured beside it in docs/metrics.md."""
+
+EVIDENCE = 3
+"""How many nearest runs are evidence (and any tied with the last): raw memory's k."""
+
+
+def nearest(scores: npt.NDArray[np.floating], k: int = EVIDENCE) -> list[int]:
+    """Positions of the k best scores, best first (ties by position), and of any tied with
+    the k-th."""
+    if not len(scores):
+        return []
+    order = np.lexsort((np.arange(len(scores)), -np.asarray(scores)))
+    tie = scores[order[min(k, len(order)) - 1]]
+    return [int(i) for i in order if scores[i] >= tie]
+
+
+class _Choice:
+    """Memories chosen so far, with what they match of each evidence run."""
+
+    def __init__(self, runs: Sequence[Sequence[str]], weight: float) -> None:
+        self.runs, self.weight = runs, weight
+        self.covered: list[set[int]] = [set() for _ in runs]
+        self.hits = [0] * len(runs)
+        self.shown = 0
+
+    def value(self, found: Sequence[set[int]] = (), size: int = 0) -> float:
+        """Mean coverage + weight × precision over the runs, with one more memory (`found`:
+        the steps of each run it matches; `size`: its steps) or as it is."""
+        shown = self.shown + size
+        total = 0.0
+        for r, run in enumerate(self.runs):
+            extra = found[r] if found else set()
+            precision = (self.hits[r] + len(extra)) / shown if shown else 0.0
+            total += len(self.covered[r] | extra) / len(run) + self.weight * precision
+        return total / len(self.runs)
+
+    def add(self, found: Sequence[set[int]], size: int) -> None:
+        for r, steps in enumerate(found):
+            self.covered[r] |= steps
+            self.hits[r] += len(steps)
+        self.shown += size
+
+
+def cover(
+    candidates: Sequence[Sequence[str]],
+    evidence: Sequence[Sequence[str]],
+    k: int,
+    weight: float = COVER_WEIGHT,
+    *,
+    keep: Sequence[int] = (),
+) -> list[int]:
+    """Positions of the at most k candidates (action sequences, best-ranked first) that
+    together most raise coverage + weight × precision of the `evidence` runs, chosen greedily
+    after those in `keep` (served whatever they add); ties go to the better-ranked."""
+    runs = [list(e) for e in evidence if e]
+    if not runs:
+        return list(keep)
+    matches: dict[tuple[str, ...], list[set[int]]] = {}  # per distinct candidate, per run
+    for c in candidates:
+        matches.setdefault(tuple(c), [{i for i, _ in lcs_pairs(run, c)} for run in runs])
+    choice = _Choice(runs, weight)
+    chosen = list(keep)
+    for p in chosen:
+        choice.add(matches[tuple(candidates[p])], len(candidates[p]))
+    best = choice.value() if chosen else 0.0
+    while len(chosen) < k:
+        values = [
+            (choice.value(matches[tuple(c)], len(c)), -i)
+            for i, c in enumerate(candidates)
+            if c and i not in chosen
+        ]
+        value, minus = max(values, default=(best, 0))
+        if value <= best:
+            break
+        chosen.append(-minus)
+        choice.add(matches[tuple(candidates[-minus])], len(candidates[-minus]))
+        best = value
+    return chosen
+
+
+def choose(
+    ranked: Sequence[Workflow],
+    scores: Sequence[float],
+    evidence: Sequence[Sequence[str]],
+    k: int,
+    *,
+    gap: float | None,
+    ratio: float | None,
+    weight: float | None = COVER_WEIGHT,
+) -> list[int]:
+    """Positions, among memories ranked best first (with their scores), of those to serve
+    together: `cover`ed by the evidence runs when there are some (and `weight` is not None);
+    without, those within the relevance gap and ratio of the first, `compose`d."""
+    if weight is not None and any(evidence):
+        return cover([w.actions for w in ranked], evidence, k, weight, keep=[0] if ranked else [])
+    return compose(ranked[: within_gap(scores, gap, ratio)], k)
+
+
+def same_task(a: str, b: str) -> bool:
+    """Whether two task texts are the same task: equal but for case and spacing."""
+    return a.casefold().split() == b.casefold().split()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Successful stored runs of a namespace, as evidence of what a recurring task needs:
+    their task texts, actions and task vectors (unit rows), newest first."""
+
+    tasks: Sequence[str]
+    actions: Sequence[Sequence[str]]
+    vectors: npt.NDArray[np.float32]
+
+    def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
+        """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the
+        `nearest` runs when the task recurs, i.e. when a run among the most similar is of the
+        very same task (`same_task`); otherwise none, and the relevance gap decides. A task
+        seen before is served what covers what worked for it; a new one, what resembles it."""
+        if not len(self.tasks):
+            return []
+        scores = snap_cosines(self.vectors @ query)
+        found = nearest(scores)
+        top = scores[found[0]]
+        if not any(same_task(task, self.tasks[i]) for i in found if scores[i] >= top):
+            return []
+        return [self.actions[i] for i in found]

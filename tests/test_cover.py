@@ -1,0 +1,76 @@
+"""Serving chosen with the nearest past runs when a task recurs (`flowmem.induction.cover`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flowmem.agents import WorkflowMemory
+from flowmem.agents.retrieval import ServedIndex
+from flowmem.induction.cover import Evidence, cover, nearest, same_task
+from flowmem.jobs.evaluate import retrieve
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.models import Trajectory
+from flowmem.settings import Settings
+from tests.factories import induced, run
+
+SEARCH, LOOKUP, FORWARD = "mail.search", "contacts.lookup", "mail.forward"
+FIND, CANCEL = "calendar.find_events", "calendar.cancel_event"
+
+
+def test_cover_adds_what_the_runs_did_and_stops_when_nothing_helps() -> None:
+    forward, cancel, noise = [SEARCH, LOOKUP, FORWARD], [FIND, CANCEL], ["tasks.create"]
+    both = [SEARCH, LOOKUP, FORWARD, FIND, CANCEL]
+    assert cover([forward, noise, cancel], [both], k=3) == [0, 2]  # the noise adds nothing
+    assert cover([forward, noise, cancel], [both], k=1) == [0]
+    assert cover([noise, forward, cancel], [both], k=3, keep=[0]) == [0, 1, 2]
+    # Ties go to the better-ranked; no evidence: only what is kept.
+    assert cover([cancel, cancel], [both], k=3) == [0]
+    assert cover([forward], [], k=3, keep=[0]) == [0]
+    # Precision counts: a memory holding the run's steps among many others loses to an exact one.
+    padded = [SEARCH, "x.a", "x.b", "x.c", LOOKUP, "x.d", FORWARD]
+    assert cover([padded, forward], [forward], k=1) == [1]
+
+
+def test_evidence_only_for_a_task_seen_before() -> None:
+    assert same_task("Cancel my  meeting", "cancel my meeting") and not same_task("cancel", "cancel it")
+    vectors = np.eye(4, dtype=np.float32)
+    evidence = Evidence(["a b", "c d", "e f", "g h"], [["x"], ["y"], ["z"], ["w"]], vectors)
+    query = np.array([1.0, 0.5, 0.2, 0.0], dtype=np.float32)
+    assert nearest(vectors @ query) == [0, 1, 2]
+    assert evidence.runs_for("A  B", query) == [["x"], ["y"], ["z"]]
+    assert evidence.runs_for("something new", query) == []
+
+
+TASK = "Forward the latest email about 'budget review' to olga"
+"""A task of `induced`'s runs (forward(0)): it names no meeting."""
+
+
+def _both_run(i: int) -> Trajectory:
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        (SEARCH, {"query": "budget review"}, None),
+        (LOOKUP, {"name": "olga"}, None),
+        (FORWARD, {"email_id": f"e{i}", "to": "olga@corp.test"}, None),
+        (FIND, {"query": "olga"}, None),
+        (CANCEL, {"event_id": f"ev{i}"}, None),
+    ]
+    return run(TASK, steps, True, id=f"both-{i}")
+
+
+def test_a_recurring_task_is_served_what_covers_its_past_runs(settings: Settings) -> None:
+    store = induced(settings)  # forwarding and cancelling workflows
+    # The task done again, and that time a meeting cancelled after it: the forwarding
+    # workflow alone no longer covers what was done for it.
+    store_trajectories(store, [_both_run(0)], settings.scrub)
+    with WorkflowMemory.open(settings) as memory:
+        served = [h.workflow.actions for h in memory.search(TASK)]
+        fresh = [h.workflow.actions for h in memory.search(TASK + " today")]
+    assert any(CANCEL in a for a in served) and any(FORWARD in a for a in served)
+    # A task never seen is served by the relevance gap alone, as with no evidence at all.
+    off = ServedIndex(store, settings.namespace, gap=settings.relevance_gap, ratio=settings.relevance_ratio)
+    assert fresh == [h.workflow.actions for h in off.search(TASK + " today")]
+    assert len(off.search(TASK)) < len(served)
+    # `flowmem eval` serves its test runs exactly as search does.
+    evaluated = retrieve(store, [_both_run(1)], namespace=settings.namespace, k=3, settings=settings)
+    assert [m[1] for m in evaluated.flowmem[0].memories] == served
