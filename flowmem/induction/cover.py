@@ -18,7 +18,7 @@ runs").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +28,7 @@ from flowmem.induction.nearest import snap_cosines
 from flowmem.models import Workflow
 from flowmem.policy.serving import compose, within_gap
 
-__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "same_task"]
+__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "same_task", "task_form"]
 
 COVER_WEIGHT = 0.35
 """What a step shown that the run did not take costs, against a step of the run that no
@@ -132,9 +132,14 @@ def choose(
     return compose(ranked[: within_gap(scores, gap, ratio)], k)
 
 
+def task_form(task: str) -> str:
+    """A task text as `same_task` compares it: case and spacing left out."""
+    return " ".join(task.casefold().split())
+
+
 def same_task(a: str, b: str) -> bool:
     """Whether two task texts are the same task: equal but for case and spacing."""
-    return a.casefold().split() == b.casefold().split()
+    return task_form(a) == task_form(b)
 
 
 @dataclass(frozen=True)
@@ -145,13 +150,18 @@ class Evidence:
     tasks: Sequence[str]
     actions: Sequence[Sequence[str]]
     vectors: npt.NDArray[np.float32]
+    forms: frozenset[str] = field(init=False)
+    """Every task's `task_form`: a task seen before is looked up without a product."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "forms", frozenset(map(task_form, self.tasks)))
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the
         `nearest` runs when the task recurs, i.e. when a run among the most similar is of the
         very same task (`same_task`); otherwise none, and the relevance gap decides. A task
         seen before is served what covers what worked for it; a new one, what resembles it."""
-        if not len(self.tasks):
+        if task_form(task) not in self.forms:
             return []
         scores = snap_cosines(self.vectors @ query)
         found = nearest(scores)
