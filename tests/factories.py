@@ -392,3 +392,51 @@ def docs_check_module() -> Any:
     from flowmem.bench import docs_check
 
     return docs_check
+
+
+# -- tests/test_dashboard_charts.py, tests/test_dashboard_browser_charts.py ---------------------
+
+
+CHARTS_NEW_TASK = "Archive every newsletter from the last quarter"
+"""A task recorded after the induction run: in no cluster on the map."""
+
+
+def seed_charts(settings: Settings) -> Store:
+    """The demo office's runs of five agents, induced once (each agent's clusters numbered from
+    0); then runs served one email workflow, with outcomes, and two failed runs of a new task."""
+    from flowmem.demo import simulate
+
+    store = store_from(settings)
+    ns = settings.namespace
+    store_trajectories(store, simulate(120, seed=0), settings.scrub)
+    run_induction(store, settings, RuleInducer(), namespace=ns)
+    chosen = max(
+        (w for w in store.list_workflows(namespace=ns) if w.agent == "email_agent" and w.kind == "task"),
+        key=lambda w: len(w.source_trajectory_ids),
+    )
+    used = [WorkflowRef(id=chosen.id, version=chosen.version)]
+    sources = store.get_trajectories(chosen.source_trajectory_ids, namespace=ns)
+    served = [
+        t.model_copy(
+            update={
+                "id": f"{t.id}/served{i}",
+                "workflows_used": used,
+                "success": i % 3 != 0,
+                "created_at": now(),
+            }
+        )
+        for i, t in enumerate(sources)
+    ]
+    new = [
+        Trajectory(
+            id=f"new-{i}",
+            task=CHARTS_NEW_TASK,
+            agent="email_agent",
+            steps=[Step(action="email.search_emails", args={"query": "newsletter"})],
+            success=False,
+        )
+        for i in range(2)
+    ]
+    store_trajectories(store, [*served, *new], settings.scrub)
+    learn(store, namespace=ns)
+    return store

@@ -102,14 +102,13 @@ def trajectory_outcomes(store: Store, *, namespace: str) -> list[dict[str, Any]]
 
 def task_vectors(store: Store, *, namespace: str) -> tuple[list[dict[str, Any]], Vector]:
     """The trajectories of a namespace (`id`, `task`, `agent`, `success`) and their task vectors."""
-    found = rows.rows_of(
-        select(
-            store._trajectories(),
-            f"namespace = {quote(namespace)}",
-            ["id", "task", "agent", "success", "vector"],
-        )
+    table = select(
+        store._trajectories(),
+        f"namespace = {quote(namespace)}",
+        ["id", "task", "agent", "success", "vector"],
     )
-    matrix = np.array([r.pop("vector") for r in found], dtype=np.float32).reshape(
-        len(found), store.embedder.dim
-    )
+    found = rows.rows_of(table, ["id", "task", "agent", "success"])
+    # Straight from Arrow's flat buffer: a list per row first took ~0.2 s for 4,000 runs.
+    flat = pc.list_flatten(table.column("vector").combine_chunks()) if len(found) else []
+    matrix = np.asarray(flat, dtype=np.float32).reshape(len(found), store.embedder.dim)
     return found, matrix

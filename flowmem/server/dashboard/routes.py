@@ -29,9 +29,10 @@ from flowmem.agents.retrieval import ServedIndex
 from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER, Workflow
 from flowmem.policy.lifecycle import Status
 from flowmem.server.dashboard import charts
+from flowmem.server.dashboard.clustermap import cluster_map
 from flowmem.server.dashboard.detail import pitfall_sources, version_points
 from flowmem.server.dashboard.security import Guard
-from flowmem.server.dashboard.views import HomeCache, cluster_map, learning_curve
+from flowmem.server.dashboard.views import HomeCache, learning_curve
 from flowmem.server.service import Service
 from flowmem.storage import NotFoundError, StoreError, pick_version
 
@@ -295,21 +296,32 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
     ) -> HTMLResponse:
         space = pages.ns(ns)
         buckets = learning_curve(pages.store, space, by=by)
+        x_title = "day" if by == "day" else "induction run (the runs recorded after it)"
         return pages.render(
-            request, "learning.html", space, buckets=buckets, by=by, chart=charts.learning_svg(buckets)
+            request,
+            "learning.html",
+            space,
+            buckets=buckets,
+            by=by,
+            chart=charts.learning_svg(buckets, x_title=x_title),
+            induced=any(r.kind == "induce" for r in pages.store.list_runs(namespace=space)),
         )
 
     @router.get("/clusters", response_class=HTMLResponse)
-    def clusters(request: Request, ns: Ns = None) -> HTMLResponse:
+    def clusters(
+        request: Request,
+        ns: Ns = None,
+        agent: Annotated[
+            str | None, Query(max_length=200, description="an agent of this namespace (the menu lists them)")
+        ] = None,
+    ) -> HTMLResponse:
         space = pages.ns(ns)
-        points = cluster_map(pages.store, space)
+        found = cluster_map(pages.store, space, agent=agent or None)
         href = pages.href(space)
-        chart = charts.cluster_svg(points, lambda wid: href(f"/workflows/{wid}"))
-        legend = sorted(
-            {(p.cluster, p.workflow_id) for p in points if p.cluster is not None}, key=lambda c: c[0] or 0
-        )
+        colours = charts.cluster_colours([c.id for c in found.clusters])
+        chart = charts.cluster_svg(found, colours, lambda wid: href(f"/workflows/{wid}"))
         return pages.render(
-            request, "clusters.html", space, chart=chart, points=points, legend=legend, palette=charts.PALETTE
+            request, "clusters.html", space, map=found, chart=chart, colours=colours, noise=charts.NOISE
         )
 
     @router.get("/trajectories/{trajectory_id:path}", response_class=HTMLResponse)

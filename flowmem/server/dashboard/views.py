@@ -1,5 +1,5 @@
 """What the dashboard's list pages show, read from the store: the workflows table (cached per
-store version), the learning curve and the 2-D map of the task embeddings."""
+store version) and the learning curve (the cluster map is `clustermap`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.orchestrate import task_key
@@ -18,7 +17,6 @@ from flowmem.models import InductionRun
 from flowmem.storage import Store
 from flowmem.storage.listings import (
     data_version,
-    task_vectors,
     trajectory_outcomes,
     workflow_summaries,
 )
@@ -26,9 +24,7 @@ from flowmem.storage.listings import (
 __all__ = [
     "Bucket",
     "HomeCache",
-    "Point",
     "WorkflowRow",
-    "cluster_map",
     "learning_curve",
     "memberships",
 ]
@@ -168,6 +164,8 @@ class Bucket(_Frozen):
 
     label: str
     """The run id or the day."""
+    tick: str
+    """Its name on the chart's x axis: `before`, `run 3` (the third induction run), or `11-26`."""
     served_runs: int
     """Runs served at least one workflow, with an outcome."""
     served_rate: float | None
@@ -182,7 +180,7 @@ class Bucket(_Frozen):
     """Their mean number of steps."""
 
 
-def _bucket(label: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
+def _bucket(label: str, tick: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
     served = [r for r in runs if r["success"] is not None and r["used"]]
     other = [r for r in runs if r["success"] is not None and not r["used"]]
 
@@ -191,6 +189,7 @@ def _bucket(label: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
 
     return Bucket(
         label=label,
+        tick=tick,
         served_runs=len(served),
         served_rate=mean([int(r["success"]) for r in served]),
         served_steps=mean([r["n_steps"] for r in served]),
@@ -204,76 +203,16 @@ def learning_curve(store: Store, namespace: str, *, by: str = "run") -> list[Buc
     """Success rate and steps per task of served vs not-served runs, per induction run (the
     runs recorded after it and before the next one) or per day, oldest first."""
     found = sorted(trajectory_outcomes(store, namespace=namespace), key=lambda t: t["created_at"])
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if by == "day":
         for t in found:
-            groups.setdefault(t["created_at"].strftime("%Y-%m-%d"), []).append(t)
+            day = t["created_at"]
+            groups.setdefault((day.strftime("%Y-%m-%d"), day.strftime("%m-%d")), []).append(t)
     else:
         runs = [r for r in store.list_runs(namespace=namespace) if r.kind == "induce"]
         starts = [r.finished_at or r.started_at for r in runs]
         for t in found:
             i = sum(1 for s in starts if s <= t["created_at"]) - 1
-            groups.setdefault("before any run" if i < 0 else f"after {runs[i].id}", []).append(t)
-    return [_bucket(label, runs) for label, runs in groups.items()]
-
-
-class Point(_Frozen):
-    """One trajectory on the 2-D map."""
-
-    x: float
-    """First principal component, scaled to 0..1."""
-    y: float
-    """Second principal component, scaled to 0..1."""
-    id: str
-    """The trajectory's id."""
-    task: str
-    """Its task text (shown on hover)."""
-    cluster: int | None
-    """Its cluster (None: noise, or not clustered yet)."""
-    failed: bool
-    """True when the run failed."""
-    workflow_id: str | None
-    """The workflow induced from its cluster, if any."""
-
-
-def _project(matrix: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """PCA to two dimensions, each scaled to 0..1."""
-    if len(matrix) == 0:
-        return np.zeros((0, 2))
-    centred = matrix - matrix.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    xy = centred @ vt[:2].T if vt.shape[0] >= 2 else np.zeros((len(matrix), 2))
-    xy = np.pad(xy, ((0, 0), (0, 2 - xy.shape[1])))
-    span = xy.max(axis=0) - xy.min(axis=0)
-    return np.asarray((xy - xy.min(axis=0)) / np.where(span > 0, span, 1.0))
-
-
-def cluster_map(store: Store, namespace: str, *, limit: int = 2_000) -> list[Point]:
-    """The task embeddings of a namespace's runs (at most `limit`, evenly sampled), projected
-    to 2-D with PCA, with their cluster, outcome and their cluster's workflow."""
-    found, matrix = task_vectors(store, namespace=namespace)
-    if len(found) > limit:
-        keep = np.linspace(0, len(found) - 1, limit).astype(int)
-        found, matrix = [found[i] for i in keep], matrix[keep]
-    cluster_of = _cluster_of(memberships(store.list_runs(namespace=namespace)))
-    owner: dict[Cluster, tuple[int, str]] = {}
-    for s in workflow_summaries(store, namespace=namespace):
-        if s["cluster_id"] is not None and s["kind"] == "task":
-            key = (s["agent"], s["cluster_id"])
-            if key not in owner or s["support"] > owner[key][0]:
-                owner[key] = (s["support"], s["id"])
-    points = []
-    for t, (x, y) in zip(found, _project(matrix), strict=True):
-        cluster = cluster_of.get((t["agent"], task_key(t["task"])))
-        points.append(
-            Point(
-                x=float(x),
-                y=float(y),
-                id=t["id"],
-                task=t["task"],
-                cluster=cluster[1] if cluster else None,
-                failed=t["success"] is False,
-                workflow_id=owner[cluster][1] if cluster in owner else None,
-            )
-        )
-    return points
+            key = ("before any run", "before") if i < 0 else (f"after {runs[i].id}", f"run {i + 1}")
+            groups.setdefault(key, []).append(t)
+    return [_bucket(label, tick, runs) for (label, tick), runs in groups.items()]
