@@ -136,7 +136,7 @@ def _run_routes(router: APIRouter, pages: _Pages) -> None:
         try:
             plan = pages.store.rollback_plan(run_id, namespace=space)
         except NotFoundError:
-            raise
-        except StoreError as e:
+            raise  # the page's 404
+        except StoreError as e:  # no base version, or already rolled back: nothing to confirm
             return pages.render(request, "error.html", space, status=409, message=str(e))
         return pages.form(request, "rollback.html", space, run=plan.run, plan=plan)
