@@ -440,3 +440,37 @@ def seed_charts(settings: Settings) -> Store:
     store_trajectories(store, [*served, *new], settings.scrub)
     learn(store, namespace=ns)
     return store
+
+
+# -- the dashboard's trace pages: the demo's own store ----------------------------------------
+
+
+@dataclass
+class DemoTraces:
+    """The store of the demo's learning loop: an orchestrator's runs with their subtask runs,
+    runs served workflows, and induction runs (the second creates, changes and retires)."""
+
+    settings: Settings
+    store: Store
+    orchestrator: str
+    """An orchestrator's run with at least two subtask runs."""
+    runs: list[str]
+    """The induction runs, oldest first."""
+
+
+def seed_demo_traces(settings: Settings, *, rounds: int = 3, tasks: int = 40) -> DemoTraces:
+    """Run the demo's loop (seed 0, its in-process cycle between rounds) on the settings' store."""
+    from flowmem.demo.loop import run_loop
+
+    run_loop(settings, rounds=rounds, tasks=tasks, seed=0)
+    store = store_from(settings)
+    found = store.list_trajectories(namespace=settings.namespace, limit=None)
+    parents = [t.parent_id for t in found if t.parent_id]
+    orchestrator = max(sorted(set(parents)), key=parents.count)
+    runs = [r.id for r in store.list_runs(namespace=settings.namespace) if r.kind == "induce"]
+    last = store.list_runs(namespace=settings.namespace)[-1]
+    made = store.run_versions(last.id, namespace=settings.namespace)
+    assert any(w.version == 1 for w in made) and any(w.version > 1 for w in made) and last.state.retired, (
+        "the demo's last induction run should create, change and retire workflows"
+    )
+    return DemoTraces(settings, store, orchestrator, runs)

@@ -189,8 +189,11 @@ def test_rollback_needs_the_token_and_a_csrf_token_from_this_server(settings: Se
     assert done.status_code == 200 and "Rolled back" in done.text
     assert store.list_workflows() == [] and store.list_runs()[-1].rolled_back_run == run.id
     assert api.post(url, data={"csrf": csrf, "token": TOKEN}).status_code == 409  # already rolled back
+    assert api.get(url).status_code == 409  # nor is it offered again
     no_token = client(settings)  # a server without FLOWMEM_API_TOKEN accepts no writes
-    assert no_token.post(url, data={"csrf": _confirm(no_token, run.id), "token": TOKEN}).status_code == 403
+    undo = store.list_runs()[-1].id  # the rollback, which can itself be rolled back
+    csrf = _confirm(no_token, undo)
+    assert no_token.post(f"/runs/{undo}/rollback", data={"csrf": csrf, "token": TOKEN}).status_code == 403
 
 
 def test_dashboard_routes_stay_out_of_the_api_schema(settings: Settings) -> None:

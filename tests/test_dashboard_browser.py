@@ -235,7 +235,7 @@ def test_a_bad_parameter_shows_the_dashboards_own_error_page(
         assert response is not None and response.status == status, path
         assert response.headers["content-type"].startswith("text/html"), path
         assert page.page.locator("header a.brand").inner_text() == "flowmem", path
-        assert page.page.locator("header nav a").count() == 4, path
+        assert page.page.locator("header nav a").count() == 5, path
         assert said in page.page.locator("main").inner_text(), path
         assert page.page.evaluate("getComputedStyle(document.querySelector('header')).display") == "flex", (
             path

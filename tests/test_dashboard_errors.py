@@ -47,6 +47,17 @@ def bad_requests(seeded: Seeded) -> dict[str, list[tuple[str, int]]]:
         "/learning": [("/learning?by=week", 400), ("/learning?by=", 400), ("/learning?ns=!", 400)],
         "/clusters": [("/clusters?ns=!", 400)],
         "/trajectories/{trajectory_id:path}": [("/trajectories/nope", 404), (f"/trajectories/{t}?ns=!", 400)],
+        "/trajectories": [
+            ("/trajectories?page=abc", 400),
+            ("/trajectories?success=maybe", 400),
+            ("/trajectories?since=2024-13-01", 400),
+            ("/trajectories?until=yesterday", 400),
+            ("/trajectories?since=2024-02-01&until=2024-01-01", 400),
+            ("/trajectories?workflow=a%20b", 400),
+            ("/trajectories?agent=" + "x" * 201, 400),
+            ("/trajectories?ns=!", 400),
+        ],
+        "/runs/{run_id}": [("/runs/nope", 404), (f"/runs/{run}?ns=!", 400)],
         "/workflows/{workflow_id}": [
             ("/workflows/nope", 404),
             (f"/workflows/{w}?version=abc", 400),

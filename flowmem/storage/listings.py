@@ -18,7 +18,14 @@ from flowmem.storage.base import Vector
 from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.store import Store
 
-__all__ = ["data_version", "task_vectors", "trajectory_outcomes", "workflow_summaries"]
+__all__ = [
+    "data_version",
+    "run_listing",
+    "subtask_ids",
+    "task_vectors",
+    "trajectory_outcomes",
+    "workflow_summaries",
+]
 
 _SUMMARY_COLUMNS = (
     "id",
@@ -112,3 +119,33 @@ def task_vectors(store: Store, *, namespace: str) -> tuple[list[dict[str, Any]],
     flat = pc.list_flatten(table.column("vector").combine_chunks()) if len(found) else []
     matrix = np.asarray(flat, dtype=np.float32).reshape(len(found), store.embedder.dim)
     return found, matrix
+
+
+def run_listing(store: Store, *, namespace: str, agent: str | None = None) -> list[dict[str, Any]]:
+    """Every trajectory of a namespace (of one agent) without its steps, newest first: the
+    keys of `trajectory_outcomes` and `parent_id`."""
+    columns = ["id", "task", "agent", "parent_id", "success", "n_steps", "workflows_used", "created_at"]
+    where = f"namespace = {quote(namespace)}"
+    if agent is not None:
+        where += f" AND agent = {quote(agent)}"
+    found = select(store._trajectories(), where, columns)
+    found = found.sort_by([("created_at", "descending"), ("id", "ascending")])
+    out = []
+    for r in rows.rows_of(found):
+        used = json.loads(r.pop("workflows_used") or "[]")
+        out.append({**r, "used": [(u["id"], int(u["version"])) for u in used]})
+    return out
+
+
+def subtask_ids(store: Store, parent_ids: list[str], *, namespace: str) -> dict[str, list[str]]:
+    """The ids of the runs recorded as subtasks of each of these runs (`parent_id`), in the
+    order they were recorded."""
+    if not parent_ids:
+        return {}
+    listed = ", ".join(quote(i) for i in parent_ids)
+    where = f"namespace = {quote(namespace)} AND parent_id IN ({listed})"
+    found = select(store._trajectories(), where, ["id", "parent_id", "created_at"])
+    out: dict[str, list[str]] = {}
+    for r in sorted(rows.rows_of(found), key=lambda r: (r["created_at"], r["id"])):
+        out.setdefault(r["parent_id"], []).append(r["id"])
+    return out

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+from pydantic import BaseModel, ConfigDict
 
 from flowmem.models import InductionRun, Workflow, now
 from flowmem.policy.lifecycle import Transition
@@ -16,7 +18,39 @@ from flowmem.storage.lance_ops import quote, retry_conflicts, select
 if TYPE_CHECKING:
     from flowmem.storage.version_state import VersionStateMixin
 
-__all__ = ["RunsMixin"]
+__all__ = ["RollbackPlan", "RunsMixin", "VersionKey"]
+
+
+class VersionKey(NamedTuple):
+    """One stored workflow version, as a listing of the table shows it."""
+
+    workflow_id: str
+    version: int
+    name: str
+    run_id: str | None
+    """The run that committed it (None: stored outside any run)."""
+
+
+class RollbackPlan(BaseModel):
+    """What `Store.rollback` of a run does, decided before it does it: the preview of a
+    rollback is this, and the rollback applies this."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    run: InductionRun
+    """The run to undo."""
+    restore_to: int
+    """The table version the restore goes back to: the run's base version."""
+    removed: list[VersionKey]
+    """Versions in the table now that the restore takes out (the run's, and any later run's),
+    by run, then workflow id and version."""
+    returned: list[VersionKey]
+    """Versions the restore puts back: ones stored before the run that left the table since
+    (none, unless something deleted them)."""
+    restored: list[Transition]
+    """The versions the run retired, given back their status from before it."""
+    later: list[InductionRun]
+    """Runs committed after it whose versions leave too."""
 
 
 class RunsMixin(StoreBase):
@@ -115,8 +149,96 @@ class RunsMixin(StoreBase):
                 return run
         raise NotFoundError(f"no run {run_id!r} in namespace {self._ns(namespace)!r}")
 
+    def version_keys(
+        self, *, namespace: str | None = None, at: int | str | None = None
+    ) -> dict[tuple[str, int], VersionKey]:
+        """Every committed workflow version of the table now (or at a table version or run
+        tag), by (id, version): three columns, never the steps.
+
+        Raises:
+            NotFoundError: if the table has no such version or tag.
+        """
+        ns = self._ns(namespace)
+        table = self._workflows(ns)
+        if at is not None:
+            table = self.db.open_table(f"workflows__{ns}")
+            try:
+                table.checkout(at)
+            except Exception as err:
+                raise NotFoundError(f"no table version or run tag {at!r} in namespace {ns!r}") from err
+        found = rows.rows_of(select(table, None, ["id", "version", "name", "run_id"]))
+        return {
+            (r["id"], r["version"]): VersionKey(r["id"], r["version"], r["name"], r["run_id"])
+            for r in self.committed_rows(found, namespace=ns)
+        }
+
+    def version_change(
+        self, *, namespace: str | None = None, before: int | str | None, after: int | str | None
+    ) -> tuple[list[VersionKey], list[VersionKey]]:
+        """Going from one table version (or run tag; None: now) to another: the versions that
+        leave the table and those that come into it, each by run, workflow id and version.
+
+        Raises:
+            NotFoundError: if the table has no such version or tag.
+        """
+        old = self.version_keys(namespace=namespace, at=before)
+        new = self.version_keys(namespace=namespace, at=after)
+        order = lambda k: (k.run_id or "", k.workflow_id, k.version)  # noqa: E731 (run ids sort by time)
+        return (
+            sorted((old[k] for k in old.keys() - new.keys()), key=order),
+            sorted((new[k] for k in new.keys() - old.keys()), key=order),
+        )
+
+    def run_versions(self, run_id: str, *, namespace: str | None = None) -> list[Workflow]:
+        """The workflow versions a run committed, as its tag holds them (so also after a
+        rollback took them out of the table), by workflow id.
+
+        Raises:
+            NotFoundError: if the namespace has no such run.
+        """
+        ns = self._ns(namespace)
+        run = self.get_run(run_id, namespace=ns)
+        table = self._workflows(ns)
+        if run.tag is not None and run.tag in table.tags.list():
+            table = self.db.open_table(f"workflows__{ns}")
+            table.checkout(run.tag)
+        found = rows.rows_of(select(table, f"run_id = {quote(run_id)}"))
+        return sorted((rows.workflow_from_row(r) for r in found), key=lambda w: (w.id, w.version))
+
+    def rollback_plan(self, run_id: str, *, namespace: str | None = None) -> RollbackPlan:
+        """What `rollback(run_id)` would change, without changing anything.
+
+        Raises:
+            NotFoundError: if there is no such run.
+            StoreError: if the run has no base version or was already rolled back.
+        """
+        ns = self._ns(namespace)
+        runs = self.list_runs(namespace=ns)
+        target = next((r for r in runs if r.id == run_id), None)
+        if target is None:
+            raise NotFoundError(f"no run {run_id!r} in namespace {ns!r}")
+        if target.base_version is None:
+            raise StoreError(f"run {run_id!r} has no base version to restore")
+        for other in runs:
+            if other.rolled_back_run == run_id:
+                raise StoreError(f"run {run_id!r} was already rolled back by {other.id!r}")
+        removed, returned = self.version_change(namespace=ns, before=None, after=target.base_version)
+        leaving = {k.run_id for k in removed} - {run_id}
+        return RollbackPlan(
+            run=target,
+            restore_to=target.base_version,
+            removed=removed,
+            returned=returned,
+            restored=[
+                Transition(wid, v, "retired", old, f"rollback of run {run_id}", "manual")
+                for wid, v, old in target.state.retired
+            ],
+            later=[r for r in runs if r.id in leaving],
+        )
+
     def rollback(self, run_id: str, *, namespace: str | None = None, note: str | None = None) -> InductionRun:
-        """Restore the namespace's workflows table to the version before a run.
+        """Restore the namespace's workflows table to the version before a run
+        (`rollback_plan` says what that changes).
 
         The restore is itself a new table version (LanceDB `restore`), tagged and recorded as a
         `rollback` run, so the versions it undid stay reachable by their run tags.
@@ -126,15 +248,10 @@ class RunsMixin(StoreBase):
             StoreError: if the run has no base version or was already rolled back.
         """
         ns = self._ns(namespace)
-        target = self.get_run(run_id, namespace=ns)
-        if target.base_version is None:
-            raise StoreError(f"run {run_id!r} has no base version to restore")
-        for other in self.list_runs(namespace=ns):
-            if other.rolled_back_run == run_id:
-                raise StoreError(f"run {run_id!r} was already rolled back by {other.id!r}")
+        plan = self.rollback_plan(run_id, namespace=ns)
         table = self._workflows(ns)
         before = int(table.version)
-        retry_conflicts(lambda: table.restore(target.base_version))
+        retry_conflicts(lambda: table.restore(plan.restore_to))
         version = int(table.version)
         rollback = InductionRun(
             id=self.new_run_id("rollback"),
@@ -152,12 +269,8 @@ class RunsMixin(StoreBase):
         retry_conflicts(lambda: self._runs().add([rows.run_to_row(rollback)]))
         self.writes += 1
         # What the run retired is served again, as it was before the run.
-        restored = [
-            Transition(wid, v, "retired", old, f"rollback of run {run_id}", "manual")
-            for wid, v, old in target.state.retired
-        ]
         # The lifecycle log is the sibling mixin's: every `Store` has both.
-        cast("VersionStateMixin", self).record_transitions(restored, namespace=ns)
+        cast("VersionStateMixin", self).record_transitions(plan.restored, namespace=ns)
         return rollback
 
     def table_versions(self, *, namespace: str | None = None) -> list[dict[str, Any]]:

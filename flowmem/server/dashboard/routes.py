@@ -32,6 +32,7 @@ from flowmem.server.dashboard import charts
 from flowmem.server.dashboard.clustermap import cluster_map
 from flowmem.server.dashboard.detail import pitfall_sources, version_points
 from flowmem.server.dashboard.security import Guard
+from flowmem.server.dashboard.traces import add_trace_routes
 from flowmem.server.dashboard.views import HomeCache, learning_curve
 from flowmem.server.service import Service
 from flowmem.storage import NotFoundError, StoreError, pick_version
@@ -243,6 +244,7 @@ def _router(pages: _Pages) -> APIRouter:
     _list_routes(router, pages)
     _workflow_routes(router, pages)
     _run_routes(router, pages)
+    add_trace_routes(router, pages)
     open_router = APIRouter(include_in_schema=False, route_class=PageRoute)
     _login_routes(open_router, pages)
     open_router.include_router(router)
@@ -324,15 +326,6 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
             request, "clusters.html", space, map=found, chart=chart, colours=colours, noise=charts.NOISE
         )
 
-    @router.get("/trajectories/{trajectory_id:path}", response_class=HTMLResponse)
-    def trajectory(request: Request, trajectory_id: str, ns: Ns = None) -> HTMLResponse:
-        space = pages.ns(ns)
-        try:
-            t = pages.store.get_trajectory(trajectory_id, namespace=space)
-        except NotFoundError as e:
-            return pages.render(request, "error.html", space, status=404, message=str(e))
-        return pages.render(request, "trajectory.html", space, t=t)
-
 
 def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
     @router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
@@ -390,26 +383,6 @@ def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
 
 
 def _run_routes(router: APIRouter, pages: _Pages) -> None:
-    @router.get("/runs", response_class=HTMLResponse)
-    def runs(request: Request, ns: Ns = None, done: str | None = None) -> HTMLResponse:
-        space = pages.ns(ns)
-        found = pages.store.list_runs(namespace=space)
-        undone = {r.rolled_back_run: r for r in found if r.rolled_back_run}
-        result = next((r for r in found if r.id == done), None)
-        return pages.render(
-            request, "runs.html", space, runs=list(reversed(found)), undone=undone, result=result
-        )
-
-    @router.get("/runs/{run_id}/rollback", response_class=HTMLResponse)
-    def confirm(request: Request, run_id: str, ns: Ns = None) -> HTMLResponse:
-        space = pages.ns(ns)
-        try:
-            run = pages.store.get_run(run_id, namespace=space)
-        except NotFoundError as e:
-            return pages.render(request, "error.html", space, status=404, message=str(e))
-        later = [r for r in pages.store.list_runs(namespace=space) if r.started_at > run.started_at]
-        return pages.form(request, "rollback.html", space, run=run, later=later)
-
     @router.post("/runs/{run_id}/rollback", response_class=HTMLResponse)
     async def rollback(request: Request, run_id: str, ns: Ns = None) -> Response:
         space = pages.ns(ns)

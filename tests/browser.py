@@ -1,0 +1,120 @@
+"""Headless Chromium for the dashboard's browser tests: Debian's chromium driven by Playwright's
+sync API, the dashboard under uvicorn on 127.0.0.1, and a page that records every console
+error, page error and failed request. Screenshots go to tests/screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from flowmem.server.api import create_app
+from flowmem.settings import Settings
+from tests.processes import READY_LIMIT
+
+CHROMIUM = shutil.which("chromium")
+SHOTS = Path(__file__).parent / "screenshots"
+ARGS = [
+    "--no-sandbox",  # we run as root
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
+"""Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
+happens, not a speed budget."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(settings: Settings) -> Iterator[str]:
+    """The dashboard of `settings` under uvicorn in a thread; yields its base URL."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + READY_LIMIT  # a bound, not a budget: it waits while it starts
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def chromium(sync_playwright: Any) -> Iterator[Any]:
+    """Debian's chromium, headless."""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Watched:
+    """A page with every console error, page error and failed request it saw."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page, self.base = page, base
+        self.problems: list[str] = []
+
+        def console(m: Any) -> None:
+            if m.type == "error":
+                self.problems.append(f"console: {m.text}")
+
+        def response(r: Any) -> None:
+            if r.status >= 400:
+                self.problems.append(f"HTTP {r.status}: {r.url}")
+
+        page.on("console", console)
+        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
+        page.on("response", response)
+
+    def visit(self, path: str, shot: str) -> Any:
+        """Open `path`, check it answered 200 and nothing failed, keep its screenshot."""
+        response = self.page.goto(self.base + path)
+        assert response is not None and response.status == 200, path
+        self.shot(shot)
+        return response
+
+    def shot(self, name: str) -> None:
+        """Keep a screenshot of the whole page; nothing may have failed so far."""
+        SHOTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        assert self.problems == [], self.page.url
+
+
+@contextmanager
+def watched_page(browser: Any, base: str) -> Iterator[Watched]:
+    """A fresh browser context at a desktop size, its page watched."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(BROWSER_LIMIT_MS)  # Playwright's 30 s can pass on a loaded machine
+    context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
+    try:
+        yield Watched(context.new_page(), base)
+    finally:
+        context.close()
