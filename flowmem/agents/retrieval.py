@@ -39,7 +39,11 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.served import ServedRows
 
-__all__ = ["Hit", "ServedIndex"]
+__all__ = ["CONTEXT_K", "Hit", "ServedIndex"]
+
+CONTEXT_K = 3
+"""How many workflows `WorkflowMemory.context` serves an agent at most, unless told otherwise
+(the dashboard's search box shows the same)."""
 
 
 @dataclass(frozen=True)
