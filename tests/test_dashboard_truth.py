@@ -124,7 +124,12 @@ def test_retired_workflows_are_listed_only_when_asked_for(truth: tuple[Settings,
     default = api.get("/").text
     assert "retired" not in home_rows(default) and 'id="hidden-retired"' in default
     assert "1 retired workflow not listed" in default
-    assert "retired" in home_rows(api.get("/", params={"retired": "true"}).text)
+    assert '<a href="/?retired=true">show them</a>' in default
+    listed = api.get("/", params={"retired": "true", "sort": "-served"}).text
+    assert "retired" in home_rows(listed)
+    # Sorting by another column keeps the filter (and a second click reverses the sort).
+    assert 'data-sort="name" href="/?sort=name&amp;retired=true"' in listed
+    assert 'data-sort="served" href="/?sort=served&amp;retired=true"' in listed
     assert list(home_rows(api.get("/", params={"status": "retired"}).text)) == ["retired"]
 
 
