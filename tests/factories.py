@@ -20,7 +20,17 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.jobs.learn import learn
-from flowmem.models import Step, Trajectory, Workflow, WorkflowRef, WorkflowStep, now
+from flowmem.jobs.status import Verb, set_status
+from flowmem.models import (
+    InductionRun,
+    Step,
+    Trajectory,
+    UsageStats,
+    Workflow,
+    WorkflowRef,
+    WorkflowStep,
+    now,
+)
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -474,3 +484,55 @@ def seed_demo_traces(settings: Settings, *, rounds: int = 3, tasks: int = 40) ->
         "the demo's last induction run should create, change and retire workflows"
     )
     return DemoTraces(settings, store, orchestrator, runs)
+
+
+# -- the dashboard's truth: workflows after promotions, demotions and rollbacks -----------------
+
+
+TRUTH_NAME = "forward_email"
+"""The name two workflows of `seed_truth` share (their steps differ)."""
+
+
+def seed_truth(settings: Settings) -> Store:
+    """Induce forwarding and cancelling runs, serve the forwarding workflow to 26 runs (24 ok)
+    and learn (its v1 becomes active), then store two newer candidates of it that are never
+    served: the home page once listed such a workflow as "candidate, v3, served 0". Beside it,
+    workflows changed by hand and by runs: promoted twice, deprecated with stored stats,
+    retired, rolled back, and two that share a name."""
+    store = store_from(settings)
+    ns = settings.namespace
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
+    run_induction(store, settings, RuleInducer(), namespace=ns)
+    fwd = next(w for w in store.list_workflows(namespace=ns) if "mail.forward" in w.actions)
+    served = [
+        forward(100 + i, success=i % 13 != 0).model_copy(
+            update={"id": f"served-{i}", "workflows_used": [WorkflowRef(id=fwd.id, version=1)]}
+        )
+        for i in range(26)
+    ]
+    store_trajectories(store, served, settings.scrub)
+    learn(store, namespace=ns)
+    for v in (2, 3):
+        store.put_workflow(
+            fwd.model_copy(
+                update={"version": v, "parent_version": v - 1, "status": "candidate", "stats": UsageStats()}
+            )
+        )
+
+    def change(wid: str, verb: Verb) -> None:
+        set_status(store, wid, verb, namespace=ns, why="tested", by="tests")
+
+    store.put_workflow(make_workflow("promoted", 1))
+    change("promoted", "promote")
+    store.put_workflow(make_workflow("promoted", 2, steps=3))
+    change("promoted", "promote")
+    store.put_workflow(make_workflow("demoted", 1, stats=UsageStats(served=5, successes=1, failures=4)))
+    change("demoted", "deprecate")
+    store.put_workflow(make_workflow("retired", 1))
+    change("retired", "retire")
+    store.commit_run(InductionRun(id="truth-run-1"), [make_workflow("rolled", 1)])
+    store.commit_run(InductionRun(id="truth-run-2"), [make_workflow("rolled", 2, steps=3)])
+    store.rollback("truth-run-2")
+    store.put_workflow(make_workflow("fw-short", 1, steps=2, name=TRUTH_NAME))
+    store.put_workflow(make_workflow("fw-long", 1, steps=4, name=TRUTH_NAME))
+    return store

@@ -43,6 +43,8 @@ def bad_requests(seeded: Seeded) -> dict[str, list[tuple[str, int]]]:
             ("/?status=bogus", 400),
             ("/?kind=bogus", 400),
             ("/?ns=bad%20ns!", 400),
+            ("/?sort=bogus", 400),
+            ("/?retired=perhaps", 400),
         ],
         "/learning": [("/learning?by=week", 400), ("/learning?by=", 400), ("/learning?ns=!", 400)],
         "/clusters": [("/clusters?ns=!", 400)],

@@ -21,9 +21,9 @@ from typing import Any, TypeVar, cast, overload
 
 from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, current_run
-from flowmem.agents.retrieval import Hit, ServedIndex
+from flowmem.agents.retrieval import CONTEXT_K, Hit, ServedIndex
 from flowmem.agents.writer import Writer, journal_run, open_journal, take_back_spill
-from flowmem.induction.render import render_block
+from flowmem.induction.render import render_context
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import WorkflowRef
@@ -247,7 +247,7 @@ class WorkflowMemory:
         return self.index_of(namespace or self.settings.namespace).search(task, k=k, agent=agent, scope=scope)
 
     def context(
-        self, task: str, k: int = 3, *, agent: str | None = None, namespace: str | None = None
+        self, task: str, k: int = CONTEXT_K, *, agent: str | None = None, namespace: str | None = None
     ) -> str:
         """The text block to put in an agent's instructions: the fitting workflows, each with
         when to use it, its steps with `{placeholders}`, where derived values come from, and
@@ -256,13 +256,7 @@ class WorkflowMemory:
         run = current_run()
         if run is not None:
             run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
-        if not hits:
-            return ""
-        blocks = render_block([h.workflow for h in hits])
-        return (
-            "Workflows that worked for similar tasks. Follow one if it fits, filling each "
-            "{placeholder} from the task or from the result named:\n\n" + blocks
-        )
+        return render_context([h.workflow for h in hits])
 
     # -- the familiar workflow-memory API (`agents/procedures.py`) -----------------------
 

@@ -41,7 +41,11 @@ from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
 from flowmem.storage.served import ServedRows
 
-__all__ = ["Hit", "ServedIndex"]
+__all__ = ["CONTEXT_K", "Hit", "ServedIndex"]
+
+CONTEXT_K = 3
+"""How many workflows `WorkflowMemory.context` serves an agent at most, unless told otherwise
+(the dashboard's search box shows the same)."""
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,13 @@ from flowmem.induction.literals import mask
 from flowmem.models import PROCEDURE, Trajectory
 
 __all__ = [
+    "EVIDENCE",
     "IGNORED",
     "Divergence",
     "Finding",
     "Kind",
     "findings",
+    "pitfall_statement",
     "first_divergence",
     "one_sided_fisher",
     "pitfalls",
@@ -331,3 +333,13 @@ def standalone_pitfalls(
         common = Counter(a for run in failures for a in dict.fromkeys(run.actions)).most_common(2)
         found.update({f"do not rely on {a} alone: no run that called it succeeded": n for a, n in common})
     return [f"{f} ({n}×)" for f, n in found.most_common(limit)]
+
+
+EVIDENCE = re.compile(r"\s*\((?:\d+/\d+ failures|\d+×)\)$")
+"""The evidence a stored pitfall ends with: `(3/7 failures)` (`Finding.text`) or `(4×)`
+(`standalone_pitfalls`)."""
+
+
+def pitfall_statement(text: str) -> str:
+    """A stored pitfall without its evidence: what the failed runs did."""
+    return EVIDENCE.sub("", text)

@@ -9,7 +9,21 @@ from typing import Any
 from flowmem.induction.prose import is_prose, render_prose
 from flowmem.models import Trajectory, Workflow
 
-__all__ = ["render_block", "render_call", "render_trajectory", "render_workflow", "subroutines_shown"]
+__all__ = [
+    "CONTEXT_HEADER",
+    "render_block",
+    "render_call",
+    "render_context",
+    "render_trajectory",
+    "render_workflow",
+    "subroutines_shown",
+]
+
+CONTEXT_HEADER = (
+    "Workflows that worked for similar tasks. Follow one if it fits, filling each "
+    "{placeholder} from the task or from the result named:\n\n"
+)
+"""What the block an agent is given starts with (`render_context`)."""
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -92,3 +106,10 @@ def render_block(memories: Sequence[Workflow | Trajectory]) -> str:
     return "\n\n".join(
         render_workflow(m, shown=shown) if isinstance(m, Workflow) else render_trajectory(m) for m in memories
     )
+
+
+def render_context(workflows: Sequence[Workflow]) -> str:
+    """The block `WorkflowMemory.context` puts in an agent's instructions for the workflows it
+    serves, best first: `CONTEXT_HEADER`, then `render_block`; "" when none is served. The
+    dashboard shows the same text."""
+    return CONTEXT_HEADER + render_block(workflows) if workflows else ""

@@ -8,22 +8,27 @@ only those, keep the same visibility rules (`committed_rows`, `with_live_state`)
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 
+from flowmem.models import UsageStats
 from flowmem.storage import rows
 from flowmem.storage.base import Vector
 from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.store import Store
 
 __all__ = [
+    "Served",
     "data_version",
     "run_listing",
+    "served_summaries",
     "subtask_ids",
     "task_vectors",
     "trajectory_outcomes",
+    "workflow_shapes",
     "workflow_summaries",
 ]
 
@@ -31,6 +36,7 @@ _SUMMARY_COLUMNS = (
     "id",
     "version",
     "name",
+    "description",
     "agent",
     "status",
     "kind",
@@ -38,6 +44,7 @@ _SUMMARY_COLUMNS = (
     "run_id",
     "source_trajectory_ids",
     "created_at",
+    "stats",
 )
 
 
@@ -53,9 +60,10 @@ def data_version(store: Store, *, namespace: str) -> tuple[int, ...]:
 
 def workflow_summaries(store: Store, *, namespace: str) -> list[dict[str, Any]]:
     """The latest committed version of every workflow of a namespace, as dicts of `id`,
-    `version`, `versions` (how many), `name`, `agent`, `status` (live), `kind`, `cluster_id`,
-    `support` (source trajectories), `served`, `successes`, `failures` (live usage of that
-    version) and `created_at`."""
+    `version`, `versions` (how many), `name`, `description`, `agent`, `status` (live), `kind`,
+    `cluster_id`, `support` (source trajectories), `served`, `successes`, `failures` (the
+    version's live usage, else its stored stats, as `Store.with_live_state` merges them) and
+    `created_at`."""
     table = store._workflows(namespace)
     columns = [c for c in _SUMMARY_COLUMNS if c in table.schema.names]
     found = select(table, f"namespace = {quote(namespace)}", columns)
@@ -75,23 +83,88 @@ def workflow_summaries(store: Store, *, namespace: str) -> list[dict[str, Any]]:
     for wid in sorted(latest):
         r = latest[wid]
         stats = usage.get((wid, r["version"]))
+        if stats is None:  # no outcome since it was stored: the stats it was stored with
+            stats = UsageStats.model_validate_json(r.get("stats") or "{}")
         out.append(
             {
                 "id": wid,
                 "version": r["version"],
                 "versions": counts[wid],
                 "name": r["name"],
+                "description": r.get("description") or "",
                 "agent": r["agent"],
                 "status": status.get((wid, r["version"]), r["status"]),
                 "kind": r.get("kind") or "task",
                 "cluster_id": r["cluster_id"],
                 "support": r["support"],
-                "served": stats.served if stats else 0,
-                "successes": stats.successes if stats else 0,
-                "failures": stats.failures if stats else 0,
+                "served": stats.served,
+                "successes": stats.successes,
+                "failures": stats.failures,
                 "created_at": r["created_at"],
             }
         )
+    return out
+
+
+Served = dict[str, Any]
+"""One served version's figures: `version`, `status`, `name`, `description`, `support`,
+`served`, `successes`, `failures`."""
+
+
+def served_summaries(store: Store, *, namespace: str) -> dict[str, tuple[Served, Served | None]]:
+    """Per workflow id that agents are served: the version they are served (its active one,
+    else its candidate) and a newer candidate on trial beside it (or None), each as a dict
+    of `Served`'s keys. Read by `Store.served_rows`, which the agents' search index is built
+    from: the same versions, statuses and live stats."""
+    found = store.served_rows(namespace=namespace)
+    if not len(found):
+        return {}
+    table = found.table
+    names = table.column("name").to_pylist()
+    descriptions = table.column("description").to_pylist()
+    support = pc.fill_null(pc.list_value_length(table.column("source_trajectory_ids")), 0).to_pylist()
+    by_id: dict[str, list[Served]] = {}
+    for i, wid in enumerate(found.ids):  # newest first within a workflow
+        stats = found.stats[i]
+        by_id.setdefault(wid, []).append(
+            {
+                "version": int(found.versions[i]),
+                "status": found.statuses[i],
+                "name": names[i],
+                "description": descriptions[i] or "",
+                "support": support[i],
+                "served": stats.served,
+                "successes": stats.successes,
+                "failures": stats.failures,
+            }
+        )
+    out: dict[str, tuple[Served, Served | None]] = {}
+    for wid, versions in by_id.items():
+        shown = next((v for v in versions if v["status"] == "active"), versions[0])
+        trial = versions[0] if versions[0] is not shown else None
+        out[wid] = (shown, trial)
+    return out
+
+
+def workflow_shapes(
+    store: Store, keys: Sequence[tuple[str, int]], *, namespace: str
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """What a workflow does, for the versions `keys` names (id, version): `steps` (each
+    `action` and `args`), `parameters` (names) and `pitfalls`, read in one query."""
+    if not keys:
+        return {}
+    wanted = set(keys)
+    listed = ", ".join(quote(i) for i in sorted({i for i, _ in wanted}))
+    where = f"namespace = {quote(namespace)} AND id IN ({listed})"
+    found = select(store._workflows(namespace), where, ["id", "version", "steps", "parameters", "pitfalls"])
+    out = {}
+    for r in rows.rows_of(found):
+        if (r["id"], r["version"]) in wanted:
+            out[(r["id"], r["version"])] = {
+                "steps": [{"action": s["action"], "args": s.get("args", {})} for s in json.loads(r["steps"])],
+                "parameters": sorted(json.loads(r["parameters"])),
+                "pitfalls": json.loads(r["pitfalls"]),
+            }
     return out
 
 

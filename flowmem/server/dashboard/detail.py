@@ -3,11 +3,9 @@ failed runs they came from, source runs, and served / success per version."""
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.failures import first_divergence, states
+from flowmem.induction.failures import first_divergence, pitfall_statement, states
 from flowmem.induction.orchestrate import task_key
 from flowmem.models import Trajectory, Workflow
 from flowmem.server.dashboard.views import memberships
@@ -15,9 +13,6 @@ from flowmem.storage import Store
 from flowmem.storage.listings import trajectory_outcomes
 
 __all__ = ["Pitfall", "VersionPoint", "pitfall_sources", "version_points"]
-
-_EVIDENCE = re.compile(r"\s*\((?:\d+/\d+ failures|\d+×)\)$")
-"""The evidence a pitfall ends with: `(3/7 failures)` or `(4×)`."""
 
 MAX_FAILED = 300
 """Most failed runs read to link pitfalls to their runs."""
@@ -90,7 +85,7 @@ def pitfall_sources(store: Store, workflow: Workflow) -> list[Pitfall]:
     found: list[Pitfall] = []
     divergences = [(t, first_divergence(workflow.actions, t, set())) for t in runs]
     for text in workflow.pitfalls:
-        statement = _EVIDENCE.sub("", text)
+        statement = pitfall_statement(text)
         linked = [(t.id, t.task) for t, d in divergences if d is not None and states(statement, d)]
         found.append(Pitfall(text=text, runs=linked))
     return found

@@ -9,7 +9,6 @@ body; the API's routes keep their JSON errors.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Coroutine
 from importlib.resources import files
@@ -25,12 +24,15 @@ from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.retrieval import CONTEXT_K, ServedIndex
+from flowmem.induction.render import render_context
 from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER, Workflow
 from flowmem.policy.lifecycle import Status
+from flowmem.policy.serving import served_versions
 from flowmem.server.dashboard import charts
 from flowmem.server.dashboard.clustermap import cluster_map
 from flowmem.server.dashboard.detail import pitfall_sources, version_points
+from flowmem.server.dashboard.home import DEFAULT_SORT, PAGE_SIZE, SORT_HELP, SORT_PATTERN, home_view
 from flowmem.server.dashboard.security import Guard
 from flowmem.server.dashboard.traces import add_trace_routes
 from flowmem.server.dashboard.views import HomeCache, learning_curve
@@ -39,11 +41,7 @@ from flowmem.storage import NotFoundError, StoreError, pick_version
 
 __all__ = ["API_PATHS", "PAGE_SIZE", "PageError", "PageRoute", "add_dashboard"]
 
-PAGE_SIZE = 50
-"""Workflows per home page."""
-
 _ROOT = files("flowmem.server.dashboard")
-_FILTERS = ("agent", "status", "kind")
 Ns = Annotated[
     str | None, Query(pattern=NAMESPACE_PATTERN, description="a namespace: up to 64 letters, digits, _ or -")
 ]
@@ -265,28 +263,32 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
             str | None, Query(max_length=2_000, description="a task of at most 2,000 characters")
         ] = None,
         page: Annotated[int, Query(ge=1, description="a page number, from 1")] = 1,
+        sort: Annotated[str, Query(pattern=SORT_PATTERN, description=SORT_HELP)] = DEFAULT_SORT,
+        retired: Annotated[bool, Query(description="true or false: list retired workflows too")] = False,
     ) -> HTMLResponse:
         space = pages.ns(ns)
-        rows = pages.home_cache.rows(space)
-        options = {f: sorted({getattr(r, f) for r in rows}) for f in _FILTERS}
         chosen = {"agent": agent, "status": status, "kind": kind}
-        shown = [r for r in rows if all(not v or getattr(r, f) == v for f, v in chosen.items())]
-        pages_total = max(1, math.ceil(len(shown) / PAGE_SIZE))
-        page = min(page, pages_total)
-        hits = pages.index(space).search(q, k=10, agent=agent or None) if q and q.strip() else []
+        view = home_view(
+            pages.home_cache.rows(space),
+            pages.index(space),
+            chosen=chosen,
+            retired=retired,
+            q=q or "",
+            sort=sort,
+            page=page,
+        )
         return pages.render(
             request,
             "home.html",
             space,
-            rows=shown[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
-            total=len(shown),
-            all_total=len(rows),
-            page=page,
-            pages_total=pages_total,
-            options=options,
+            view=view,
             chosen=chosen,
+            retired=retired,
             q=q or "",
-            hits=hits,
+            sort=sort,
+            default_sort=DEFAULT_SORT,
+            k=CONTEXT_K,
+            index=pages.index(space),
             namespaces=sorted({*pages.store.namespaces(), space}),
         )
 
@@ -352,6 +354,9 @@ def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
             sources=sources,
             more_sources=max(0, len(w.source_trajectory_ids) - len(sources)),
             chart=charts.versions_svg(version_points(history)),
+            block=render_context([w]),
+            serving=sorted(served_versions(history), key=lambda v: v.status != "active"),
+            share=pages.index(space).params.candidate_share,
         )
 
     @router.get("/workflows/{workflow_id}/history", response_class=HTMLResponse)

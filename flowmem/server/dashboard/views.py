@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -14,10 +14,13 @@ from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.orchestrate import task_key
 from flowmem.models import InductionRun
+from flowmem.server.dashboard.compare import differences
 from flowmem.storage import Store
 from flowmem.storage.listings import (
     data_version,
+    served_summaries,
     trajectory_outcomes,
+    workflow_shapes,
     workflow_summaries,
 )
 
@@ -43,21 +46,34 @@ class WorkflowRow(_Frozen):
     id: str
     """The workflow's id."""
     name: str
-    """Its latest version's name."""
+    """The shown version's name."""
+    description: str
+    """The shown version's description (when to use it)."""
     kind: str
     """`task` or `subroutine`."""
     agent: str
     """The agent role it is for."""
     status: str
-    """The latest version's live status."""
+    """The shown version's live status."""
     version: int
+    """The shown version: the one agents are served (its active version, else the candidate
+    search serves: `Store.served_rows`), or the latest when none is served."""
+    serving: bool
+    """Whether agents are served a version of it (False: every version deprecated or retired)."""
+    latest: int
     """The latest version."""
+    latest_status: str
+    """The latest version's live status."""
+    trial: int | None
+    """A newer candidate served to a share of requests beside `version` (None: none)."""
+    trial_served: int
+    """Runs the candidate on trial was served to."""
     versions: int
     """How many versions are stored."""
     support: int
-    """Source trajectories of the latest version."""
+    """Source trajectories of the shown version."""
     served: int
-    """Runs the latest version was served to."""
+    """Runs the shown version was served to."""
     served_rate: float | None
     """Success rate of the runs it was served to (None: no outcome yet)."""
     unserved_runs: int
@@ -66,6 +82,9 @@ class WorkflowRow(_Frozen):
     """Their success rate (None: none)."""
     changed_at: datetime
     """When the latest version was created."""
+    differs: str | None = None
+    """What tells it apart from the workflows that share its name, those not retired when it
+    is not (`compare.differences`; None: no other has its name)."""
 
 
 def _rate(successes: int, total: int) -> float | None:
@@ -100,31 +119,53 @@ def workflow_rows(store: Store, namespace: str) -> list[WorkflowRow]:
         for wid in {wid for wid, _ in t["used"]}:
             served_it[(cluster, wid)][0] += 1
             served_it[(cluster, wid)][1] += int(t["success"])
+    served = served_summaries(store, namespace=namespace)
     out = []
     for s in summaries:
         cluster = (s["agent"], s["cluster_id"])
         total, ok = known.get(cluster, [0, 0])
         mine = served_it.get((cluster, s["id"]), [0, 0])
+        shown, trial = served.get(s["id"], (None, None))
+        v = shown or s  # the version agents are served, else the latest
         # model_construct: 10,000 rows from the store's own columns need no validation (~3x faster).
         out.append(
             WorkflowRow.model_construct(
                 id=s["id"],
-                name=s["name"],
+                name=v["name"],
+                description=v["description"],
                 kind=s["kind"],
                 agent=s["agent"],
-                status=s["status"],
-                version=s["version"],
+                status=v["status"],
+                version=v["version"],
+                serving=shown is not None,
+                latest=s["version"],
+                latest_status=s["status"],
+                trial=trial["version"] if trial else None,
+                trial_served=trial["served"] if trial else 0,
                 versions=s["versions"],
-                support=s["support"],
-                served=s["served"],
-                served_rate=_rate(s["successes"], s["successes"] + s["failures"]),
+                support=v["support"],
+                served=v["served"],
+                served_rate=_rate(v["successes"], v["successes"] + v["failures"]),
                 unserved_runs=total - mine[0],
                 unserved_rate=_rate(ok - mine[1], total - mine[0]),
                 changed_at=s["created_at"],
             )
         )
     out.sort(key=lambda r: (r.changed_at, r.id), reverse=True)
-    return out
+    return _told_apart(store, namespace, out)
+
+
+def _told_apart(store: Store, namespace: str, found: list[WorkflowRow]) -> list[WorkflowRow]:
+    """The rows, those that share a name with what tells each apart (`compare.differences`):
+    a workflow not retired from the others not retired (the home page lists those), a retired
+    one from all; only these versions' steps are read."""
+    names = Counter(r.name for r in found)
+    shared = [r for r in found if names[r.name] > 1]
+    shapes = workflow_shapes(store, [(r.id, r.version) for r in shared], namespace=namespace)
+    retired = {r.id for r in shared if r.status == "retired"}
+    lines = {wid: line for wid, line in differences(shared, shapes).items() if wid in retired}
+    lines.update(differences([r for r in shared if r.id not in retired], shapes))
+    return [r.model_copy(update={"differs": lines[r.id]}) if r.id in lines else r for r in found]
 
 
 class HomeCache:
