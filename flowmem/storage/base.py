@@ -21,7 +21,13 @@ from flowmem.induction.embed import Embedder
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from flowmem.storage import rows
-from flowmem.storage.errors import StoreAccessError, StoreError, StoreLocationError, VersionConflictError
+from flowmem.storage.errors import (
+    NotFoundError,
+    StoreAccessError,
+    StoreError,
+    StoreLocationError,
+    VersionConflictError,
+)
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
 from flowmem.storage.migrations import migrate
@@ -195,6 +201,21 @@ class StoreBase:
     def _workflows(self, namespace: str) -> Any:
         e = self.embedder
         return self._table(f"workflows__{namespace}", rows.workflow_schema(e.dim, e.name))
+
+    def _workflows_at(self, namespace: str, at: str | int | None) -> Any:
+        """The namespace's workflows table, now or checked out at a run tag or table version.
+
+        Raises:
+            NotFoundError: if the table has no such version or tag.
+        """
+        if at is None:
+            return self._workflows(namespace)
+        table = self.db.open_table(f"workflows__{namespace}")
+        try:
+            table.checkout(at)
+        except Exception as err:
+            raise NotFoundError(f"no table version or run tag {at!r} in namespace {namespace!r}") from err
+        return table
 
     def _runs(self) -> Any:
         return self._table(RUNS, rows.run_schema())

@@ -159,13 +159,7 @@ class RunsMixin(StoreBase):
             NotFoundError: if the table has no such version or tag.
         """
         ns = self._ns(namespace)
-        table = self._workflows(ns)
-        if at is not None:
-            table = self.db.open_table(f"workflows__{ns}")
-            try:
-                table.checkout(at)
-            except Exception as err:
-                raise NotFoundError(f"no table version or run tag {at!r} in namespace {ns!r}") from err
+        table = self._workflows_at(ns, at)
         found = rows.rows_of(select(table, None, ["id", "version", "name", "run_id"]))
         return {
             (r["id"], r["version"]): VersionKey(r["id"], r["version"], r["name"], r["run_id"])

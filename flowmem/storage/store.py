@@ -234,13 +234,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         if status is not None and status not in STATUSES:
             raise StoreError(f"unknown workflow status {status!r}: use {', '.join(STATUSES)}")
         ns = self._ns(namespace)
-        table = self._workflows(ns)
-        if at is not None:
-            table = self.db.open_table(f"workflows__{ns}")
-            try:
-                table.checkout(at)
-            except Exception as err:
-                raise NotFoundError(f"no table version or run tag {at!r} in namespace {ns!r}") from err
+        table = self._workflows_at(ns, at)
         latest: dict[str, Workflow] = {}
         found_rows = rows.rows_of(select(table, f"namespace = {quote(ns)}"))
         for r in self.committed_rows(found_rows, namespace=ns):
