@@ -17,7 +17,7 @@ import pytest
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import WORKBENCH
+from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
 from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background
 
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -33,6 +33,31 @@ def settings(tmp_path: Path) -> Settings:
 def store(settings: Settings) -> Store:
     """A fresh, empty store."""
     return store_from(settings)
+
+
+# The dashboard's seeded stores, each built once for the session (a build takes seconds: induction
+# runs, the demo's loop); a module opens its own copy (`Seeded.copied`, `copy_store`), which its
+# tests may change, with its own settings (the seeds read none but the namespace and scrubbing).
+
+
+@pytest.fixture(scope="session")
+def dashboard_seed(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    """tests/factories.py's `seed_dashboard`: a WorkBench slice induced twice, served, learned."""
+    return seed_dashboard(Settings(db=str(tmp_path_factory.mktemp("dashboard-seed") / "db")))
+
+
+@pytest.fixture(scope="session")
+def demo_traces_seed(tmp_path_factory: pytest.TempPathFactory) -> DemoTraces:
+    """tests/factories.py's `seed_demo_traces`: the demo's loop, three rounds of 40 tasks."""
+    return seed_demo_traces(Settings(db=str(tmp_path_factory.mktemp("demo-traces-seed") / "db")))
+
+
+@pytest.fixture(scope="session")
+def charts_seed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """tests/factories.py's `seed_charts` (the demo office's runs induced, served): its settings."""
+    settings = Settings(db=str(tmp_path_factory.mktemp("charts-seed") / "db"))
+    seed_charts(settings)
+    return settings
 
 
 AHEAD = {

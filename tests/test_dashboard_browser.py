@@ -20,7 +20,6 @@ from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, SCRIPT_TASK, Seeded
-from tests.factories import seed_dashboard as seed
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
@@ -54,11 +53,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, str]]:
+def served(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Iterator[tuple[Seeded, str]]:
     """The seeded store behind uvicorn in a thread: (the seed, the base URL)."""
     import uvicorn
 
-    seeded = seed(Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN))
+    seeded = dashboard_seed.copied(
+        Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN)
+    )
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(seeded.settings), host="127.0.0.1", port=port, log_level="warning")

@@ -23,7 +23,7 @@ from flowmem.server.api import create_app
 from flowmem.server.dashboard.charts import NOISE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import seed_charts
+from tests.factories import copy_store
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
@@ -67,12 +67,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, str]]:
+def served(tmp_path_factory: pytest.TempPathFactory, charts_seed: Settings) -> Iterator[tuple[Store, str]]:
     """The demo office's store behind uvicorn in a thread: (the store, the base URL)."""
     import uvicorn
 
     settings = Settings(db=str(tmp_path_factory.mktemp("browser-charts") / "db"))
-    store = seed_charts(settings)
+    store = copy_store(charts_seed, settings)
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")

@@ -27,7 +27,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import WORKBENCH, seed_dashboard
+from tests.factories import WORKBENCH, Seeded, copy_store
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
@@ -67,11 +67,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _seed(kind: str, settings: Settings) -> Store:
+def _seed(request: pytest.FixtureRequest, kind: str, settings: Settings) -> Store:
     if kind == "workbench":
         if not WORKBENCH.exists():
             pytest.skip(f"no WorkBench data at {WORKBENCH}")
-        return seed_dashboard(settings).store
+        dashboard_seed: Seeded = request.getfixturevalue("dashboard_seed")  # built only with the data
+        return copy_store(dashboard_seed.settings, settings)
     run_loop(settings, rounds=4, tasks=20)  # the demo's loop, smaller: retired and trial versions
     return store_from(settings)
 
@@ -89,7 +90,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
     kind = str(request.param)
     settings = Settings(db=str(tmp_path_factory.mktemp(f"find-{kind}") / "db"), relevance_floor=FLOOR)
-    store = _seed(kind, settings)
+    store = _seed(request, kind, settings)
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
