@@ -60,6 +60,21 @@ def charts_seed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return settings
 
 
+@pytest.fixture(scope="session")
+def workbench_ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """`flowmem ingest` of the whole WorkBench file into an empty store, run once (in this
+    process; tests/test_cli.py checks what it printed, tests/test_retrieval.py induces from it):
+    the store's directory, the exit code and the output. A test copies the store to change it."""
+    from typer.testing import CliRunner
+
+    from flowmem.cli import app
+
+    db = tmp_path_factory.mktemp("workbench-ingested") / "db"
+    env = {"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"}
+    result = CliRunner().invoke(app, ["ingest", str(WORKBENCH)], env=env)
+    return db, result.exit_code, result.output
+
+
 AHEAD = {
     "concurrency_writers": 70,
     "concurrency_inducers": 70,
