@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import socket
@@ -223,7 +224,7 @@ def concurrency_inducers(
     yield from _spawned(tmp_path_factory, "inducers", BACKGROUND_NICENESS + 2)
 
 
-STOP_AFTER_LAST_USE = ("harness_server", "coexist_server")
+STOP_AFTER_LAST_USE = ("harness_server", "coexist_server", "chromium_browser")
 """Session fixtures whose server is stopped right after the last test that uses it, itself or
 through another fixture (`prefect_harness` and `prefect_demo` use `harness_server`; see
 `stop_after_last_use`), not at the end of the session: an idle Prefect server keeps using CPU
@@ -269,6 +270,23 @@ def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     for name, last in stash[_LAST_USE].items():
         if last == request.node.nodeid and name in stops:
             stops.pop(name)()
+
+
+@pytest.fixture(scope="session")
+def chromium_browser(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Headless chromium (tests/browser.py), launched once for the dashboard's browser tests
+    (a launch, with Playwright's driver, takes a second or two); each test opens a browser
+    context of its own (its own cookies and storage, as a fresh browser has). Closed after the
+    last test that uses it (STOP_AFTER_LAST_USE): Playwright's loop leaves the thread with it."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import chromium
+
+    launched = contextlib.ExitStack()
+    browser = launched.enter_context(chromium(sync_playwright))
+    stop_after_last_use(request, "chromium_browser", launched.close)
+    yield browser
+    launched.close()
 
 
 @pytest.fixture(scope="session")

@@ -24,15 +24,6 @@ from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
-ARGS = [
-    "--no-sandbox",  # we run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
 """Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
 happens, not a speed budget."""
@@ -76,13 +67,9 @@ def served(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> 
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
-        )
-        yield chromium
-        chromium.close()
+def browser(chromium_browser: Any) -> Any:
+    """The session's chromium (tests/conftest.py); each test opens a context of its own."""
+    return chromium_browser
 
 
 class Watched:

@@ -16,7 +16,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.server.dashboard.traces import RUNS_PAGE_SIZE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.browser import CHROMIUM, SHOTS, Watched, chromium, serving, watched_page
+from tests.browser import CHROMIUM, SHOTS, Watched, serving, watched_page
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import WORKBENCH, DemoTraces, Seeded
 
@@ -30,9 +30,9 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(playwright_api.sync_playwright) as found:
-        yield found
+def browser(chromium_browser: Any) -> Any:
+    """The session's chromium (tests/conftest.py); each test opens a context of its own."""
+    return chromium_browser
 
 
 @pytest.fixture(scope="module")
