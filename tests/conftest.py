@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import socket
@@ -17,7 +18,7 @@ import pytest
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import WORKBENCH
+from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
 from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background
 
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -33,6 +34,46 @@ def settings(tmp_path: Path) -> Settings:
 def store(settings: Settings) -> Store:
     """A fresh, empty store."""
     return store_from(settings)
+
+
+# The dashboard's seeded stores, each built once for the session (a build takes seconds: induction
+# runs, the demo's loop); a module opens its own copy (`Seeded.copied`, `copy_store`), which its
+# tests may change, with its own settings (the seeds read none but the namespace and scrubbing).
+
+
+@pytest.fixture(scope="session")
+def dashboard_seed(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    """tests/factories.py's `seed_dashboard`: a WorkBench slice induced twice, served, learned."""
+    return seed_dashboard(Settings(db=str(tmp_path_factory.mktemp("dashboard-seed") / "db")))
+
+
+@pytest.fixture(scope="session")
+def demo_traces_seed(tmp_path_factory: pytest.TempPathFactory) -> DemoTraces:
+    """tests/factories.py's `seed_demo_traces`: the demo's loop, three rounds of 40 tasks."""
+    return seed_demo_traces(Settings(db=str(tmp_path_factory.mktemp("demo-traces-seed") / "db")))
+
+
+@pytest.fixture(scope="session")
+def charts_seed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """tests/factories.py's `seed_charts` (the demo office's runs induced, served): its settings."""
+    settings = Settings(db=str(tmp_path_factory.mktemp("charts-seed") / "db"))
+    seed_charts(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def workbench_ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """`flowmem ingest` of the whole WorkBench file into an empty store, run once (in this
+    process; tests/test_cli.py checks what it printed, tests/test_retrieval.py induces from it):
+    the store's directory, the exit code and the output. A test copies the store to change it."""
+    from typer.testing import CliRunner
+
+    from flowmem.cli import app
+
+    db = tmp_path_factory.mktemp("workbench-ingested") / "db"
+    env = {"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"}
+    result = CliRunner().invoke(app, ["ingest", str(WORKBENCH)], env=env)
+    return db, result.exit_code, result.output
 
 
 AHEAD = {
@@ -183,7 +224,7 @@ def concurrency_inducers(
     yield from _spawned(tmp_path_factory, "inducers", BACKGROUND_NICENESS + 2)
 
 
-STOP_AFTER_LAST_USE = ("harness_server", "coexist_server")
+STOP_AFTER_LAST_USE = ("harness_server", "coexist_server", "chromium_browser")
 """Session fixtures whose server is stopped right after the last test that uses it, itself or
 through another fixture (`prefect_harness` and `prefect_demo` use `harness_server`; see
 `stop_after_last_use`), not at the end of the session: an idle Prefect server keeps using CPU
@@ -229,6 +270,23 @@ def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     for name, last in stash[_LAST_USE].items():
         if last == request.node.nodeid and name in stops:
             stops.pop(name)()
+
+
+@pytest.fixture(scope="session")
+def chromium_browser(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Headless chromium (tests/browser.py), launched once for the dashboard's browser tests
+    (a launch, with Playwright's driver, takes a second or two); each test opens a browser
+    context of its own (its own cookies and storage, as a fresh browser has). Closed after the
+    last test that uses it (STOP_AFTER_LAST_USE): Playwright's loop leaves the thread with it."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import chromium
+
+    launched = contextlib.ExitStack()
+    browser = launched.enter_context(chromium(sync_playwright))
+    stop_after_last_use(request, "chromium_browser", launched.close)
+    yield browser
+    launched.close()
 
 
 @pytest.fixture(scope="session")

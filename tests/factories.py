@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 WORKBENCH = ROOT.parent / "shared" / "data" / "workbench_trajectories.jsonl.gz"
+
+
+def copy_store(source: Settings, to: Settings) -> Store:
+    """The store at `source.db` copied to `to.db`, opened with `to`: a module seeds its own copy
+    of a store built once for the session (tests/conftest.py), which it may change."""
+    shutil.copytree(source.db, to.db)
+    return store_from(to)
 
 
 def make_workflow(
@@ -333,6 +341,10 @@ class Seeded:
     runs: list[str]
     """The two induction runs, oldest first."""
 
+    def copied(self, settings: Settings) -> Seeded:
+        """The same seed in a copy of its store at `settings.db`, opened with `settings`."""
+        return replace(self, settings=settings, store=copy_store(self.settings, settings))
+
 
 def dashboard_slice(settings: Settings, per_group: int = 30) -> list[Trajectory]:
     """A WorkBench slice (four email templates), or simulated office runs without the data."""
@@ -466,6 +478,10 @@ class DemoTraces:
     """An orchestrator's run with at least two subtask runs."""
     runs: list[str]
     """The induction runs, oldest first."""
+
+    def copied(self, settings: Settings) -> DemoTraces:
+        """The same store copied to `settings.db`, opened with `settings`."""
+        return replace(self, settings=settings, store=copy_store(self.settings, settings))
 
 
 def seed_demo_traces(settings: Settings, *, rounds: int = 3, tasks: int = 40) -> DemoTraces:

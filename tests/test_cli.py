@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -118,10 +119,13 @@ def test_workflow_commands(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
-def test_ingest_workbench_twice_counts_4197(tmp_path: Path) -> None:
-    db = tmp_path / "wb"
-    code, output = invoke(db, "ingest", str(WORKBENCH))
+def test_ingest_workbench_twice_counts_4197(
+    tmp_path: Path, workbench_ingested: tuple[Path, int, str]
+) -> None:
+    ingested, code, output = workbench_ingested  # the first ingest, into an empty store
     assert code == 0 and "stored 4197, rejected 0" in output
+    db = tmp_path / "wb"
+    shutil.copytree(ingested, db)
     assert invoke(db, "trajectories", "count") == (0, "4197\n")
     code, output = invoke(db, "ingest", str(WORKBENCH))
     assert code == 0 and "stored 0 (4197 already stored)" in output

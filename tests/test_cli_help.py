@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -178,26 +175,21 @@ def test_trajectories_list_shows_whole_ids_at_80_columns(tmp_path: Path) -> None
         Trajectory.model_validate({"id": "short-1", "agent": "email_agent", "task": "Email Sam", "steps": []})
     ]
     store_trajectories(store_from(settings), runs, settings.scrub)
-    env = os.environ | {"FLOWMEM_DB": settings.db, "COLUMNS": "80", "FLOWMEM_NAMESPACE": "default"}
-    shown = subprocess.run(
-        [sys.executable, "-m", "flowmem.cli", "trajectories", "list"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    # In this process (rich reads COLUMNS when it draws; the output is no terminal, as a pipe's).
+    env = {"FLOWMEM_DB": settings.db, "COLUMNS": "80", "FLOWMEM_NAMESPACE": "default"}
+
+    def shown_by(*args: str) -> str:
+        result = runner.invoke(app, ["trajectories", "list", *args], env=env)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    shown = shown_by()
     lines = shown.splitlines()
     assert all(len(line) <= 80 for line in lines)
     for i in [*LONG_IDS, "short-1"]:
         assert any(line.strip() == i for line in lines), i  # alone on its line, whole: it can be copied
     assert "crm_agent · ? · 0 steps" in shown and "Delete the latest email about the roadmap" in shown
-    table = subprocess.run(
-        [sys.executable, "-m", "flowmem.cli", "trajectories", "list", "--agent", "email_agent"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    table = shown_by("--agent", "email_agent")
     assert re.search(r"│ short-1 +│ email_agent +│ Email Sam", table)  # the columns fit: a table
 
 

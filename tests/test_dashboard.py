@@ -20,13 +20,12 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, Seeded, forward, induced, make_workflow
-from tests.factories import seed_dashboard as seed
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+def seeded(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Seeded:
     settings = Settings(db=str(tmp_path_factory.mktemp("dash") / "db"), api_token=TOKEN)
-    return seed(settings)
+    return dashboard_seed.copied(settings)
 
 
 def client(settings: Settings, **kw: Any) -> TestClient:

@@ -20,20 +20,10 @@ from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, SCRIPT_TASK, Seeded
-from tests.factories import seed_dashboard as seed
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
-ARGS = [
-    "--no-sandbox",  # we run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
 """Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
 happens, not a speed budget."""
@@ -54,11 +44,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, str]]:
+def served(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Iterator[tuple[Seeded, str]]:
     """The seeded store behind uvicorn in a thread: (the seed, the base URL)."""
     import uvicorn
 
-    seeded = seed(Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN))
+    seeded = dashboard_seed.copied(
+        Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN)
+    )
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(seeded.settings), host="127.0.0.1", port=port, log_level="warning")
@@ -75,13 +67,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, s
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
-        )
-        yield chromium
-        chromium.close()
+def browser(chromium_browser: Any) -> Any:
+    """The session's chromium (tests/conftest.py); each test opens a context of its own."""
+    return chromium_browser
 
 
 class Watched:

@@ -23,20 +23,11 @@ from flowmem.server.api import create_app
 from flowmem.server.dashboard.charts import NOISE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import seed_charts
+from tests.factories import copy_store
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
-ARGS = [
-    "--no-sandbox",  # we run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
 """Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
 happens, not a speed budget."""
@@ -67,12 +58,12 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, str]]:
+def served(tmp_path_factory: pytest.TempPathFactory, charts_seed: Settings) -> Iterator[tuple[Store, str]]:
     """The demo office's store behind uvicorn in a thread: (the store, the base URL)."""
     import uvicorn
 
     settings = Settings(db=str(tmp_path_factory.mktemp("browser-charts") / "db"))
-    store = seed_charts(settings)
+    store = copy_store(charts_seed, settings)
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
@@ -89,34 +80,30 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, st
 
 
 @pytest.fixture
-def page(served: tuple[Store, str]) -> Iterator[tuple[Any, list[str]]]:
-    """A Chromium page and the console errors, page errors and failed requests it saw."""
+def page(served: tuple[Store, str], chromium_browser: Any) -> Iterator[tuple[Any, list[str]]]:
+    """A Chromium page (in a context of its own, of the session's chromium: tests/conftest.py)
+    and the console errors, page errors and failed requests it saw."""
     SHOTS.mkdir(exist_ok=True)
     problems: list[str] = []
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
-        )
-        context = chromium.new_context(viewport={"width": 1280, "height": 800})
-        context.set_default_timeout(BROWSER_LIMIT_MS)
-        context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
-        tab = context.new_page()
+    context = chromium_browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(BROWSER_LIMIT_MS)
+    context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
+    tab = context.new_page()
 
-        def console(m: Any) -> None:
-            if m.type == "error":
-                problems.append(f"console: {m.text}")
+    def console(m: Any) -> None:
+        if m.type == "error":
+            problems.append(f"console: {m.text}")
 
-        def response(r: Any) -> None:
-            if r.status >= 400:
-                problems.append(f"HTTP {r.status}: {r.url}")
+    def response(r: Any) -> None:
+        if r.status >= 400:
+            problems.append(f"HTTP {r.status}: {r.url}")
 
-        tab.on("console", console)
-        tab.on("response", response)
-        tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        tab.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
-        yield tab, problems
-        context.close()
-        chromium.close()
+    tab.on("console", console)
+    tab.on("response", response)
+    tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    tab.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
+    yield tab, problems
+    context.close()
 
 
 def _rgb(colour: str) -> str:

@@ -27,20 +27,11 @@ from flowmem.jobs.factories import store_from
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import WORKBENCH, seed_dashboard
+from tests.factories import WORKBENCH, Seeded, copy_store
 from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
-ARGS = [
-    "--no-sandbox",  # we run as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
 """Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
 happens, not a speed budget."""
@@ -67,11 +58,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _seed(kind: str, settings: Settings) -> Store:
+def _seed(request: pytest.FixtureRequest, kind: str, settings: Settings) -> Store:
     if kind == "workbench":
         if not WORKBENCH.exists():
             pytest.skip(f"no WorkBench data at {WORKBENCH}")
-        return seed_dashboard(settings).store
+        dashboard_seed: Seeded = request.getfixturevalue("dashboard_seed")  # built only with the data
+        return copy_store(dashboard_seed.settings, settings)
     run_loop(settings, rounds=4, tasks=20)  # the demo's loop, smaller: retired and trial versions
     return store_from(settings)
 
@@ -89,7 +81,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
     kind = str(request.param)
     settings = Settings(db=str(tmp_path_factory.mktemp(f"find-{kind}") / "db"), relevance_floor=FLOOR)
-    store = _seed(kind, settings)
+    store = _seed(request, kind, settings)
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
@@ -106,13 +98,9 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM, args=ARGS, headless=True, timeout=BROWSER_LIMIT_MS
-        )
-        yield chromium
-        chromium.close()
+def browser(chromium_browser: Any) -> Any:
+    """The session's chromium (tests/conftest.py); each test opens a context of its own."""
+    return chromium_browser
 
 
 class Watched:

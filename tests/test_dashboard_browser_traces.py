@@ -16,9 +16,9 @@ from flowmem.jobs.factories import store_from
 from flowmem.server.dashboard.traces import RUNS_PAGE_SIZE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.browser import CHROMIUM, SHOTS, Watched, chromium, serving, watched_page
+from tests.browser import CHROMIUM, SHOTS, Watched, serving, watched_page
 from tests.factories import DASHBOARD_TOKEN as TOKEN
-from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_dashboard, seed_demo_traces
+from tests.factories import WORKBENCH, DemoTraces, Seeded
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
@@ -30,23 +30,30 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium(playwright_api.sync_playwright) as found:
-        yield found
+def browser(chromium_browser: Any) -> Any:
+    """The session's chromium (tests/conftest.py); each test opens a context of its own."""
+    return chromium_browser
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DemoTraces, str]]:
-    seeded = seed_demo_traces(Settings(db=str(tmp_path_factory.mktemp("demo") / "db"), api_token=TOKEN))
+def demo(
+    tmp_path_factory: pytest.TempPathFactory, demo_traces_seed: DemoTraces
+) -> Iterator[tuple[DemoTraces, str]]:
+    seeded = demo_traces_seed.copied(
+        Settings(db=str(tmp_path_factory.mktemp("demo") / "db"), api_token=TOKEN)
+    )
     with serving(seeded.settings) as base:
         yield seeded, base
 
 
 @pytest.fixture(scope="module")
-def workbench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Seeded, str]]:
+def workbench(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Seeded, str]]:
     if not WORKBENCH.exists():
         pytest.skip(f"no WorkBench data at {WORKBENCH}")
-    seeded = seed_dashboard(Settings(db=str(tmp_path_factory.mktemp("wb") / "db"), api_token=TOKEN))
+    dashboard_seed: Seeded = request.getfixturevalue("dashboard_seed")  # built only with the data
+    seeded = dashboard_seed.copied(Settings(db=str(tmp_path_factory.mktemp("wb") / "db"), api_token=TOKEN))
     with serving(seeded.settings) as base:
         yield seeded, base
 

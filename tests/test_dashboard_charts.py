@@ -21,16 +21,16 @@ from flowmem.server.dashboard import charts, clustermap
 from flowmem.server.dashboard.detail import VersionPoint
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.factories import CHARTS_NEW_TASK, make_workflow, seed_charts
+from tests.factories import CHARTS_NEW_TASK, copy_store, make_workflow
 
 AGENTS = ("board_agent", "calendar_agent", "crm_agent", "email_agent", "orchestrator")
 """The agents of the demo office's runs."""
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Store]:
+def seeded(tmp_path_factory: pytest.TempPathFactory, charts_seed: Settings) -> tuple[Settings, Store]:
     settings = Settings(db=str(tmp_path_factory.mktemp("charts") / "db"))
-    return settings, seed_charts(settings)
+    return settings, copy_store(charts_seed, settings)
 
 
 @pytest.fixture(scope="module")

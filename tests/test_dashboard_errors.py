@@ -15,15 +15,14 @@ from flowmem.server.dashboard.routes import PageRoute
 from flowmem.settings import Settings
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import Seeded
-from tests.factories import seed_dashboard as seed
 
 RLO = "\u202e"
 """RIGHT-TO-LEFT OVERRIDE: without isolation, everything after it on the line reads backwards."""
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    return seed(Settings(db=str(tmp_path_factory.mktemp("errors") / "db"), api_token=TOKEN))
+def seeded(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Seeded:
+    return dashboard_seed.copied(Settings(db=str(tmp_path_factory.mktemp("errors") / "db"), api_token=TOKEN))
 
 
 @pytest.fixture(scope="module")

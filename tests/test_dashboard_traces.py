@@ -22,15 +22,17 @@ from flowmem.server.dashboard.traces import RUNS_PAGE_SIZE
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import DASHBOARD_TOKEN as TOKEN
-from tests.factories import DemoTraces, seed_demo_traces
+from tests.factories import DemoTraces
 
 DAY = datetime(2024, 3, 1, 9, tzinfo=UTC)
 AGENTS = ("mail", "calendar", "crm")
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoTraces:
-    return seed_demo_traces(Settings(db=str(tmp_path_factory.mktemp("traces") / "db"), api_token=TOKEN))
+def demo(tmp_path_factory: pytest.TempPathFactory, demo_traces_seed: DemoTraces) -> DemoTraces:
+    return demo_traces_seed.copied(
+        Settings(db=str(tmp_path_factory.mktemp("traces") / "db"), api_token=TOKEN)
+    )
 
 
 def _copy(demo: DemoTraces, tmp_path: Path) -> tuple[Settings, Store]:

@@ -127,7 +127,7 @@ def test_a_scheduler_that_does_not_answer_fails_the_run_before_it_reads_or_write
     store_trajectories(store_from(settings), simulate(40, seed=5), settings.scrub)
     monkeypatch.setenv("FLOWMEM_DASK_ADDRESS", "tcp://127.0.0.1:9")  # the discard port: nothing listens
     with (
-        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+        dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
         pytest.raises(OSError, match="127.0.0.1:9"),
     ):
         induce_flow(db=settings.db)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -140,10 +141,12 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
-def test_cli_search_on_workbench(tmp_path: Path) -> None:
+def test_cli_search_on_workbench(tmp_path: Path, workbench_ingested: tuple[Path, int, str]) -> None:
+    ingested, code, _ = workbench_ingested  # `flowmem ingest` of WorkBench
+    assert code == 0
+    shutil.copytree(ingested, tmp_path / "db")
     env = {"FLOWMEM_DB": str(tmp_path / "db")}
     runner = CliRunner()
-    assert runner.invoke(app, ["ingest", str(WORKBENCH)], env=env).exit_code == 0
     assert runner.invoke(app, ["induce"], env=env).exit_code == 0
     result = runner.invoke(
         app, ["search", "forward the latest email about the budget to olga", "--json"], env=env

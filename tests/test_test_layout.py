@@ -50,7 +50,7 @@ def test_no_module_of_the_tests_imports_a_test_module_or_the_conftest() -> None:
     assert found == []
 
 
-PROCESS_FIXTURES = {"prefect_harness", "harness_server", "bench_run"}
+PROCESS_FIXTURES = {"prefect_harness", "harness_server", "bench_run", "chromium_browser"}
 """Session fixtures of tests/conftest.py that run a server or a command in a process of its own,
 beside those of its `AHEAD` (read from it below)."""
 
