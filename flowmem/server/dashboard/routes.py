@@ -11,37 +11,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine
-from importlib.resources import files
 from typing import Annotated, Any, get_args
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
-from jinja2 import Environment, FileSystemLoader
-from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowmem.agents.retrieval import CONTEXT_K, ServedIndex
+from flowmem.agents.retrieval import CONTEXT_K
 from flowmem.induction.render import render_context
-from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER, Workflow
+from flowmem.models import NAMESPACE_PATTERN, Workflow
 from flowmem.policy.lifecycle import Status
 from flowmem.policy.serving import served_versions
 from flowmem.server.dashboard import charts
 from flowmem.server.dashboard.clustermap import cluster_map
 from flowmem.server.dashboard.detail import pitfall_sources, version_points
 from flowmem.server.dashboard.home import DEFAULT_SORT, PAGE_SIZE, SORT_HELP, SORT_PATTERN, home_view
-from flowmem.server.dashboard.security import Guard
+from flowmem.server.dashboard.pages import ROOT, Pages
 from flowmem.server.dashboard.traces import add_trace_routes
-from flowmem.server.dashboard.views import HomeCache, learning_curve
+from flowmem.server.dashboard.views import learning_curve
 from flowmem.server.service import Service
 from flowmem.storage import NotFoundError, StoreError, pick_version
 
 __all__ = ["API_PATHS", "PAGE_SIZE", "PageError", "PageRoute", "add_dashboard"]
 
-_ROOT = files("flowmem.server.dashboard")
 Ns = Annotated[
     str | None, Query(pattern=NAMESPACE_PATTERN, description="a namespace: up to 64 letters, digits, _ or -")
 ]
@@ -62,108 +58,6 @@ def _one_of(choices: tuple[str, ...]) -> str:
 
 API_PATHS = ("/v1/", "/health", "/docs", "/redoc", "/openapi.json")
 """Where the API's routes are: a path under these that no route has keeps FastAPI's JSON 404."""
-
-
-def _environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(str(_ROOT / "templates")), autoescape=True)
-    env.filters["args"] = _args
-    env.filters["bdi"] = _bdi
-    env.filters["isolated"] = _isolated
-    env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0%}"
-    env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"
-    return env
-
-
-def _bdi(text: Any) -> Markup:
-    """Text someone else wrote (a task, a query, a name), isolated from the page around it: a
-    right-to-left character in it cannot reorder the heading or line it sits in."""
-    return Markup(f"<bdi>{escape(text)}</bdi>")
-
-
-def _isolated(text: Any) -> str:
-    """`_bdi` for where no element can go (the page's title): the text between FIRST STRONG
-    ISOLATE and POP DIRECTIONAL ISOLATE."""
-    return f"\u2068{text}\u2069"
-
-
-def _args(args: dict[str, Any]) -> Markup:
-    """Step arguments as `key=value` text, every `{placeholder}` highlighted."""
-    parts = []
-    for key, value in args.items():
-        text = str(escape(value if isinstance(value, str) else repr(value)))
-        # A placeholder survives escaping unchanged (it holds no character HTML escapes).
-        text = PLACEHOLDER.sub(lambda m: f'<mark class="ph">{m.group(0)}</mark>', text)
-        parts.append(f'<span class="arg">{escape(key)}=<code>{text}</code></span>')
-    return Markup(", ".join(parts))
-
-
-class _Pages:
-    """The dashboard of one service: its store, caches, guard and templates."""
-
-    def __init__(self, service: Service) -> None:
-        self.svc = service
-        self.store = service.store
-        self.guard = Guard(service.settings)
-        self.home_cache = HomeCache(service.store)
-        self.env = _environment()
-        self._indexes: dict[str, ServedIndex] = {}
-
-    def ns(self, given: str | None) -> str:
-        return given or self.svc.namespace
-
-    def index(self, ns: str) -> ServedIndex:
-        if ns == self.svc.namespace:
-            return self.svc.index
-        if ns not in self._indexes:
-            self._indexes[ns] = ServedIndex.serving(self.store, ns, self.svc.settings)
-        return self._indexes[ns]
-
-    def href(self, ns: str) -> Any:
-        def make(path: str, **params: Any) -> str:
-            if ns != self.svc.namespace:
-                params["ns"] = ns
-            kept = {k: v for k, v in params.items() if v is not None and v != ""}
-            return quote(path, safe="/") + ("?" + urlencode(kept) if kept else "")
-
-        return make
-
-    def render(
-        self, request: Request, template: str, ns: str, *, status: int = 200, **ctx: Any
-    ) -> HTMLResponse:
-        html = self.env.get_template(template).render(
-            request=request,
-            ns=ns,
-            href=self.href(ns),
-            signed_in=self.guard.signed_in(request),
-            read_token=self.guard.read_token,
-            status=status,
-            **ctx,
-        )
-        return HTMLResponse(html, status_code=status)
-
-    def error(
-        self, request: Request, status: int, message: str, *, details: list[str] | None = None
-    ) -> HTMLResponse:
-        """The dashboard's error page: `message`, then `details` as a list; the namespace shown is
-        the one asked for when it is valid (a bad `ns` is itself the error)."""
-        asked = request.query_params.get("ns")
-        ns = asked if asked and re.fullmatch(NAMESPACE_PATTERN, asked) else self.svc.namespace
-        return self.render(request, "error.html", ns, status=status, message=message, details=details or [])
-
-    def form(self, request: Request, template: str, ns: str, **ctx: Any) -> HTMLResponse:
-        """A page with a form, its CSRF token rendered in and set as a cookie."""
-        token = self.guard.csrf_value(request)
-        page = self.render(request, template, ns, csrf=token, error=None, **ctx)
-        self.guard.set_csrf(page, request, token)
-        return page
-
-    def reader(self, request: Request) -> None:
-        """Send a browser that must sign in to the login form first."""
-        if not self.guard.may_read(request):
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            raise HTTPException(
-                303, "sign in first", headers={"Location": "/login?" + urlencode({"next": target})}
-            )
 
 
 class PageError(Exception):
@@ -211,7 +105,7 @@ def add_dashboard(app: FastAPI, service: Service) -> None:
     """Serve the dashboard's pages on `app`. Their errors answer with the dashboard's error
     page, and so does an HTTP error on a path no API route has (no page there: 404; a method
     the page does not take: 405); the API's routes keep FastAPI's JSON errors."""
-    pages = _Pages(service)
+    pages = Pages(service)
     app.include_router(_router(pages))
 
     async def page_error(request: Request, exc: Exception) -> Response:
@@ -236,7 +130,7 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
-def _router(pages: _Pages) -> APIRouter:
+def _router(pages: Pages) -> APIRouter:
     """The dashboard's routes: the pages behind the read check, the login form before it."""
     router = APIRouter(include_in_schema=False, dependencies=[Depends(pages.reader)], route_class=PageRoute)
     _list_routes(router, pages)
@@ -249,7 +143,7 @@ def _router(pages: _Pages) -> APIRouter:
     return open_router
 
 
-def _list_routes(router: APIRouter, pages: _Pages) -> None:
+def _list_routes(router: APIRouter, pages: Pages) -> None:
     @router.get("/", response_class=HTMLResponse)
     def home(
         request: Request,
@@ -329,7 +223,7 @@ def _list_routes(router: APIRouter, pages: _Pages) -> None:
         )
 
 
-def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
+def _workflow_routes(router: APIRouter, pages: Pages) -> None:
     @router.get("/workflows/{workflow_id}", response_class=HTMLResponse)
     def workflow(
         request: Request,
@@ -387,7 +281,7 @@ def _workflow_routes(router: APIRouter, pages: _Pages) -> None:
         return pages.render(request, "diff.html", space, d=d)
 
 
-def _run_routes(router: APIRouter, pages: _Pages) -> None:
+def _run_routes(router: APIRouter, pages: Pages) -> None:
     @router.post("/runs/{run_id}/rollback", response_class=HTMLResponse)
     async def rollback(request: Request, run_id: str, ns: Ns = None) -> Response:
         space = pages.ns(ns)
@@ -421,7 +315,7 @@ def _run_routes(router: APIRouter, pages: _Pages) -> None:
         return RedirectResponse(pages.href(space)("/runs", done=done.id), status_code=303)
 
 
-def _login_routes(router: APIRouter, pages: _Pages) -> None:
+def _login_routes(router: APIRouter, pages: Pages) -> None:
     @router.get("/login", response_class=HTMLResponse)
     def login_form(request: Request, next: str = "/") -> HTMLResponse:
         return pages.form(request, "login.html", pages.svc.namespace, next=next)
@@ -447,5 +341,5 @@ def _login_routes(router: APIRouter, pages: _Pages) -> None:
 
     @router.get("/static/dashboard.css")
     def css() -> Response:
-        body = (_ROOT / "static" / "dashboard.css").read_text(encoding="utf-8")
+        body = (ROOT / "static" / "dashboard.css").read_text(encoding="utf-8")
         return Response(body, media_type="text/css", headers={"Cache-Control": "max-age=300"})

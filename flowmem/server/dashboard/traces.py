@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import math
 from datetime import date
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BeforeValidator
 
 from flowmem.models import NAMESPACE_PATTERN
+from flowmem.server.dashboard.pages import Pages
 from flowmem.server.dashboard.tracedata import RunCache, RunFilter, rollback_effect, run_changes, trace_tree
 from flowmem.storage import NotFoundError, StoreError
-
-if TYPE_CHECKING:
-    from flowmem.server.dashboard.routes import _Pages
 
 __all__ = ["RUNS_PAGE_SIZE", "add_trace_routes"]
 
@@ -44,14 +42,14 @@ WorkflowId = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_.:-]{0,200}$", de
 Page = Annotated[int, Query(ge=1, description="a page number, from 1")]
 
 
-def add_trace_routes(router: APIRouter, pages: _Pages) -> None:
+def add_trace_routes(router: APIRouter, pages: Pages) -> None:
     """Add the runs table, the run (trajectory) page, the induction runs' pages and the
     rollback confirmation to the dashboard's router."""
     _trajectory_routes(router, pages)
     _run_routes(router, pages)
 
 
-def _trajectory_routes(router: APIRouter, pages: _Pages) -> None:
+def _trajectory_routes(router: APIRouter, pages: Pages) -> None:
     cache = RunCache(pages.store)
 
     @router.get("/trajectories", response_class=HTMLResponse)
@@ -99,7 +97,7 @@ def _trajectory_routes(router: APIRouter, pages: _Pages) -> None:
         return pages.render(request, "trajectory.html", space, t=t, tree=tree, missing_parent=missing)
 
 
-def _run_routes(router: APIRouter, pages: _Pages) -> None:
+def _run_routes(router: APIRouter, pages: Pages) -> None:
     @router.get("/runs", response_class=HTMLResponse)
     def runs(request: Request, ns: Ns = None, done: str | None = None) -> HTMLResponse:
         space = pages.ns(ns)
