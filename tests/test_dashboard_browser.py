@@ -6,27 +6,15 @@ used. Each page's screenshot goes to tests/screenshots/ (git-ignored) for a revi
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flowmem.server.api import create_app
 from flowmem.settings import Settings
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, Watched, serving
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, SCRIPT_TASK, Seeded
-from tests.processes import READY_LIMIT
-
-CHROMIUM = shutil.which("chromium")
-SHOTS = Path(__file__).parent / "screenshots"
-BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
-"""Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
-happens, not a speed budget."""
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
@@ -37,67 +25,20 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Iterator[tuple[Seeded, str]]:
     """The seeded store behind uvicorn in a thread: (the seed, the base URL)."""
-    import uvicorn
-
     seeded = dashboard_seed.copied(
         Settings(db=str(tmp_path_factory.mktemp("browser") / "db"), api_token=TOKEN)
     )
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(seeded.settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + READY_LIMIT  # a bound, not a budget: it waits while it starts
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield seeded, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(seeded.settings) as base:
+        yield seeded, base
 
 
 @pytest.fixture(scope="module")
 def browser(chromium_browser: Any) -> Any:
     """The session's chromium (tests/conftest.py); each test opens a context of its own."""
     return chromium_browser
-
-
-class Watched:
-    """A page with every console error, page error and failed request it saw."""
-
-    def __init__(self, page: Any, base: str) -> None:
-        self.page, self.base = page, base
-        self.problems: list[str] = []
-
-        def console(m: Any) -> None:
-            if m.type == "error":
-                self.problems.append(f"console: {m.text}")
-
-        def response(r: Any) -> None:
-            if r.status >= 400:
-                self.problems.append(f"HTTP {r.status}: {r.url}")
-
-        page.on("console", console)
-        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", response)
-
-    def visit(self, path: str, shot: str) -> Any:
-        response = self.page.goto(self.base + path)
-        assert response is not None and response.status == 200, path
-        self.page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
-        assert self.problems == [], path
-        return response
 
 
 @pytest.fixture

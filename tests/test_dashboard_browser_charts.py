@@ -9,28 +9,16 @@ used. Each page's screenshot goes to tests/screenshots/ (git-ignored) for a revi
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flowmem.server.api import create_app
 from flowmem.server.dashboard.charts import NOISE
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, Watched, serving
 from tests.factories import copy_store
-from tests.processes import READY_LIMIT
-
-CHROMIUM = shutil.which("chromium")
-SHOTS = Path(__file__).parent / "screenshots"
-BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
-"""Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
-happens, not a speed budget."""
 
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
@@ -51,32 +39,13 @@ TEXT_INSIDE = """svg => {
 """The texts of an SVG chart drawn (even partly) outside it: cut off on the page."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, charts_seed: Settings) -> Iterator[tuple[Store, str]]:
     """The demo office's store behind uvicorn in a thread: (the store, the base URL)."""
-    import uvicorn
-
     settings = Settings(db=str(tmp_path_factory.mktemp("browser-charts") / "db"))
     store = copy_store(charts_seed, settings)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + READY_LIMIT  # a bound, not a budget: it waits while it starts
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield store, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(settings) as base:
+        yield store, base
 
 
 @pytest.fixture
@@ -84,25 +53,11 @@ def page(served: tuple[Store, str], chromium_browser: Any) -> Iterator[tuple[Any
     """A Chromium page (in a context of its own, of the session's chromium: tests/conftest.py)
     and the console errors, page errors and failed requests it saw."""
     SHOTS.mkdir(exist_ok=True)
-    problems: list[str] = []
     context = chromium_browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(BROWSER_LIMIT_MS)
     context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
-    tab = context.new_page()
-
-    def console(m: Any) -> None:
-        if m.type == "error":
-            problems.append(f"console: {m.text}")
-
-    def response(r: Any) -> None:
-        if r.status >= 400:
-            problems.append(f"HTTP {r.status}: {r.url}")
-
-    tab.on("console", console)
-    tab.on("response", response)
-    tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    tab.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
-    yield tab, problems
+    watched = Watched(context.new_page(), served[1])
+    yield watched.page, watched.problems
     context.close()
 
 

@@ -10,12 +10,7 @@ used. tests/test_dashboard_truth.py checks the same through TestClient.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,17 +19,11 @@ from flowmem.agents.memory import WorkflowMemory
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.demo.loop import run_loop
 from flowmem.jobs.factories import store_from
-from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, serving
+from tests.browser import Watched as PageWatch
 from tests.factories import WORKBENCH, Seeded, copy_store
-from tests.processes import READY_LIMIT
-
-CHROMIUM = shutil.which("chromium")
-SHOTS = Path(__file__).parent / "screenshots"
-BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
-"""Playwright's bound on a launch, a navigation or an action (milliseconds): one that never
-happens, not a speed budget."""
 
 FLOOR = 0.32
 """The relevance floor the stores are served with: the one docs/induction.md measured for the
@@ -50,12 +39,6 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
     pytest.mark.slow,
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _seed(request: pytest.FixtureRequest, kind: str, settings: Settings) -> Store:
@@ -77,24 +60,11 @@ class Served:
 
 @pytest.fixture(scope="module", params=["workbench", "demo"])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    import uvicorn
-
     kind = str(request.param)
     settings = Settings(db=str(tmp_path_factory.mktemp(f"find-{kind}") / "db"), relevance_floor=FLOOR)
     store = _seed(request, kind, settings)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + READY_LIMIT  # a bound, not a budget: it waits while it starts
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield Served(kind, settings, store, f"http://127.0.0.1:{port}")
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(settings) as base:
+        yield Served(kind, settings, store, base)
 
 
 @pytest.fixture(scope="module")
@@ -103,34 +73,16 @@ def browser(chromium_browser: Any) -> Any:
     return chromium_browser
 
 
-class Watched:
-    """A page with every console error, page error and failed request it saw."""
+class Watched(PageWatch):
+    """A page of one served store, with every console error, page error and failed request it
+    saw; its screenshots are named after the store."""
 
     def __init__(self, page: Any, served: Served) -> None:
-        self.page, self.served = page, served
-        self.problems: list[str] = []
-
-        def console(m: Any) -> None:
-            if m.type == "error":
-                self.problems.append(f"console: {m.text}")
-
-        def response(r: Any) -> None:
-            if r.status >= 400:
-                self.problems.append(f"HTTP {r.status}: {r.url}")
-
-        page.on("console", console)
-        page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", response)
-
-    def visit(self, path: str, shot: str) -> None:
-        response = self.page.goto(self.served.base + path)
-        assert response is not None and response.status == 200, path
-        self.shot(shot)
+        super().__init__(page, served.base)
+        self.served = served
 
     def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(SHOTS / f"find-{self.served.kind}-{name}.png"), full_page=True)
-        assert self.problems == [], name
+        super().shot(f"find-{self.served.kind}-{name}")
 
     def rows(self) -> list[dict[str, Any]]:
         """The workflows table's rows as the browser shows them."""
