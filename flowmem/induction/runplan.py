@@ -350,11 +350,8 @@ def fitted_plan(
     fingerprints = {c.key: c.fingerprint() for c in fitted.members}
     before = opening.last.state if opening.last and not opening.force else None
     redo = to_induce_after_refit(fingerprints, before, pending=opening.pending)
-    return RunPlan(
-        run=opening.run,
-        total=opening.total,
-        new_trajectories=opening.new_trajectories,
-        last=opening.last,
+    return replace(
+        skipped_plan(opening),
         revive=_revived(opening, current),
         current=current,
         clusters=fitted.plan,
