@@ -18,7 +18,14 @@ For each size (a number of trajectories), on a fresh store in a directory of its
   against the full run's process (both wall seconds, start to exit).
 Then the slope of each stage between consecutive sizes: the exponent b in time ~ n^b.
 
+`--agreement FILE,... --samples 500,1000` instead measures what fitting on a sample changes
+(`induction.bounded.fit_texts`): for each trajectory file (or `sim:N`, N simulated tasks) and
+each agent with more distinct task texts than a sample size, the adjusted Rand index between
+each run's cluster fitted on every text and fitted on the sample (the others placed), over the
+runs; and, where runs carry their group, each fit's ARI and NMI against the groups.
+
 Usage: python bench/scaling.py [--sizes 100000,300000] [--incremental] [--json] [--dir DIR]
+       python bench/scaling.py --agreement ../shared/data/workbench_trajectories.jsonl.gz,sim:20000
 """
 
 from __future__ import annotations
@@ -139,7 +146,9 @@ def _wall(cmd: list[str], db: str) -> tuple[float, str]:
 
 def measure(n: int, *, root: str, chunk: int, incremental: bool) -> dict[str, float]:
     db = str(Path(root) / f"db-{n}")
-    spent = fill(db, n, seed=n % 9973, chunk=chunk)
+    done = Path(db + ".filled")
+    spent = json.loads(done.read_text()) if done.exists() else fill(db, n, seed=n % 9973, chunk=chunk)
+    done.write_text(json.dumps(spent))  # a store kept in --dir is filled once
     wall, out = _wall([sys.executable, "-m", "flowmem.bench.scaling", "--child", db], db)
     spent.update(json.loads(out.strip().splitlines()[-1]))
     spent["full_process_s"] = wall
@@ -150,6 +159,45 @@ def measure(n: int, *, root: str, chunk: int, incremental: bool) -> dict[str, fl
         spent["incremental_process_s"], _ = _wall([cli, "induce"], db)
         spent["incremental_ratio"] = spent["incremental_process_s"] / wall
     return spent
+
+
+def _runs(source: str) -> list[Any]:
+    from flowmem.demo import simulate
+    from flowmem.interchange.jsonl import read_trajectories
+    from flowmem.models import Trajectory
+    from flowmem.settings import Settings
+
+    if source.startswith("sim:"):
+        return simulate(int(source[4:]), seed=1)
+    return [t for t in read_trajectories(Path(source), Settings()) if isinstance(t, Trajectory)]
+
+
+def agreement(source: str, samples: list[int]) -> dict[str, dict[str, float]]:
+    """What fitting on `samples` task texts changes on one set's runs (see the module doc)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from flowmem.induction.bounded import fit_texts
+    from flowmem.induction.metrics import clustering_scores
+    from flowmem.settings import Settings
+
+    runs, params = _runs(source), Settings().cluster_params
+    agents = sorted({t.agent for t in runs})
+    texts = {a: sorted({t.task for t in runs if t.agent == a}) for a in agents}
+    out: dict[str, dict[str, float]] = {}
+    for size in [max(map(len, texts.values())), *samples]:
+        start, labels = time.perf_counter(), {}
+        for a in agents:
+            labels[a] = fit_texts(texts[a], params, sample=size)[1]
+        row = {"fit_s": round(time.perf_counter() - start, 2), "texts": float(sum(map(len, texts.values())))}
+        label = [f"{t.agent}/{labels[t.agent][t.task]}" for t in runs]
+        if not out:
+            full = label
+        row["ari_with_full_fit"] = round(float(adjusted_rand_score(full, label)), 4)
+        grouped = [(t.group, lab) for t, lab in zip(runs, label, strict=True) if t.group is not None]
+        if grouped:
+            row.update(clustering_scores([g for g, _ in grouped], [lab for _, lab in grouped]))
+        out["all" if not out else str(size)] = row
+    return out
 
 
 def _row(n: int, r: dict[str, float]) -> str:
@@ -169,18 +217,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,30000,100000")
     parser.add_argument("--chunk", type=int, default=5000, help="tasks per simulated world")
     parser.add_argument("--incremental", action="store_true")
-    parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
+    parser.add_argument("--dir", default=None, help="where the stores go and stay (default: a temporary one)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--agreement", default=None, help="trajectory files (or sim:N), comma-separated")
+    parser.add_argument("--samples", default="500,1000,2000")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child)))
         return 0
+    if args.agreement:
+        samples = [int(s) for s in args.samples.split(",")]
+        found = {src: agreement(src, samples) for src in args.agreement.split(",")}
+        print(json.dumps(found, indent=1))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(dir=args.dir) as root:
+    with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            results[n] = measure(n, root=root, chunk=args.chunk, incremental=args.incremental)
+            results[n] = measure(n, root=args.dir or tmp, chunk=args.chunk, incremental=args.incremental)
             if not args.json:
                 print(_row(n, results[n]), flush=True)
     slopes = {
