@@ -82,9 +82,10 @@ def test_a_sample_that_covers_the_namespace_gives_todays_clusters_and_workflows(
 
 
 def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
-    settings: Settings, store: Store
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = settings.model_copy(update={"cluster_sample": 50})
+    monkeypatch.setattr(scans, "READ_CHUNK", 40)  # clusters read together up to 40 runs
     _stored(store, settings)
     reads = _reads(store)
     plan = prepare_run(store, settings, namespace=settings.namespace)
@@ -101,11 +102,10 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     assert plan.fit is not None and plan.fit.texts == sum(map(len, texts.values()))
 
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    sizes = {c.key: len(c.runs()) for c in plan.changed if isinstance(c, ClusterMembers)}
-    assert report.versions and reads
-    assert max(n for _, n in reads) <= max(sizes.values())
-    assert all(name == "get_trajectories" for name, _ in reads)
-    assert sorted(n for _, n in reads) == sorted(sizes.values())  # one read per cluster, its runs
+    assert report.versions and all(name == "get_trajectories" for name, _ in reads)
+    assert max(n for _, n in reads) <= 40  # a group of clusters, or 40 runs of a larger one
+    to_read = {i for c in plan.changed if isinstance(c, ClusterMembers) for i in c.runs()}
+    assert len(to_read) <= sum(n for _, n in reads) < 2 * len(to_read)  # each read once or twice
 
     more = simulate(3, seed=4)  # a few new runs join the fitted clusters: no refit
     _stored(store, settings, more)
@@ -127,9 +127,10 @@ def test_the_full_read_is_batched_and_never_builds_every_trajectory(
             yield batch
 
     monkeypatch.setattr(induce_job, "trajectory_batches", small)
+    monkeypatch.setattr(scans, "READ_CHUNK", 40)
     reads = _reads(store)
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert report.versions
     assert max(batches) == 64 and sum(batches) == len(RUNS)
     assert all(name == "get_trajectories" for name, _ in reads)
-    assert max(n for _, n in reads) < len(RUNS) // 2  # the largest cluster, not the namespace
+    assert max(n for _, n in reads) <= 40  # never the namespace

@@ -23,7 +23,7 @@ from flowmem.induction.bounded import ClusterMembers
 from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from, store_from
-from flowmem.jobs.induce import RunPlan, RunReport, cluster_input, commit_outcomes, induce_one, prepare_run
+from flowmem.jobs.induce import RunPlan, RunReport, cluster_input, commit_outcomes, induce_all, prepare_run
 from flowmem.jobs.learn import learn
 from flowmem.jobs.maintain import maintain
 from flowmem.settings import Settings
@@ -80,8 +80,8 @@ def induce_batch(
     the LLM inducer a batch is one cluster, attempted again after a failure (`RETRY_DELAYS`),
     each attempt waiting for the global concurrency limit."""
     inducer, store = inducer_from(kind, settings), store_from(settings)
-    if kind != "llm":  # a cluster planned as its members' ids is read here, one at a time
-        return [induce_one(store, c, inducer) for c in clusters.value]
+    if kind != "llm":  # clusters planned as their members' ids are read here
+        return induce_all(store, clusters.value, inducer)
     return [_attempts(cluster_input(store, c), inducer) for c in clusters.value]
 
 

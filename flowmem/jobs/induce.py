@@ -20,7 +20,7 @@ read by id when it is induced (`induce_one`), so a run holds one cluster's runs 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,7 @@ from flowmem.jobs.incremental import assign_run, merge_with_current, settings_si
 from flowmem.models import InductionRun, Retirement, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
-from flowmem.storage import NotFoundError, Store
+from flowmem.storage import NotFoundError, Store, scans
 from flowmem.storage.scans import trajectories_by_id, trajectory_batches
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "RunReport",
     "cluster_input",
     "commit_outcomes",
+    "induce_all",
     "induce_one",
     "key_vectors",
     "nothing_served",
@@ -231,6 +232,49 @@ def induce_one(store: Store, cluster: ClusterInput | ClusterMembers, inducer: In
     return induce_cluster(cluster_input(store, cluster), inducer)
 
 
+def _read_groups(
+    clusters: Sequence[ClusterInput | ClusterMembers], size: int
+) -> Iterator[list[ClusterInput | ClusterMembers]]:
+    """Consecutive clusters whose runs together stay within `size` (one larger alone)."""
+    group: list[ClusterInput | ClusterMembers] = []
+    held = 0
+    for c in clusters:
+        n = len(c.runs()) if isinstance(c, ClusterMembers) else 0
+        if group and held + n > size:
+            yield group
+            group, held = [], 0
+        group.append(c)
+        held += n
+    if group:
+        yield group
+
+
+def induce_all(
+    store: Store,
+    clusters: Sequence[ClusterInput | ClusterMembers],
+    inducer: Inducer,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ClusterOutcome]:
+    """Induce planned clusters in order. The runs of those planned as ids are read a group of
+    clusters at a time (up to `scans.READ_CHUNK` runs, or one larger cluster, the queries
+    `trajectories_by_id` makes), and dropped once the group is induced: a read scans the
+    namespace's ids, so thousands of small clusters are not read one query each.
+    `progress(done, total)` is called before each cluster."""
+    outcomes: list[ClusterOutcome] = []
+    for group in _read_groups(clusters, scans.READ_CHUNK):
+        ids = [i for c in group if isinstance(c, ClusterMembers) for i in c.runs()]
+        runs = (
+            trajectories_by_id(store, list(dict.fromkeys(ids)), namespace=group[0].namespace) if ids else {}
+        )
+        for c in group:
+            if progress is not None:
+                progress(len(outcomes), len(clusters))
+            outcomes.append(induce_cluster(c if isinstance(c, ClusterInput) else c.input(runs), inducer))
+        del runs
+    return outcomes
+
+
 def key_vectors(
     store: Store, shares: Mapping[str, Mapping[str, float]], *, limit: int = 32
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
@@ -340,11 +384,7 @@ def run_induction(
     """One whole induction run of `namespace` in this process (the flow runs the same steps as
     tasks). `progress(done, total)` is called once the run is planned and after each cluster."""
     plan = prepare_run(store, settings, namespace=namespace, force=force)
-    outcomes = []
-    for done, cluster in enumerate(plan.changed):
-        if progress is not None:
-            progress(done, len(plan.changed))
-        outcomes.append(induce_one(store, cluster, inducer))
+    outcomes = induce_all(store, plan.changed, inducer, progress=progress)
     if progress is not None:
         progress(len(plan.changed), len(plan.changed))
     return commit_outcomes(store, plan, outcomes)
