@@ -84,7 +84,7 @@ def test_a_sample_that_covers_the_namespace_gives_todays_clusters_and_workflows(
 def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings.model_copy(update={"cluster_sample": 50})
+    settings = settings.model_copy(update={"cluster_sample": 30})
     monkeypatch.setattr(scans, "READ_CHUNK", 40)  # clusters read together up to 40 runs
     _stored(store, settings)
     reads = _reads(store)
@@ -92,7 +92,7 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     assert not reads  # planning reads columns only
     texts = {a: {task_key(t.task) for t in RUNS if t.agent == a} for a in {t.agent for t in RUNS}}
     for agent, keys in texts.items():
-        assert len(plan.clusters.clusterings[agent].texts) == min(50, len(keys))  # fitted on the sample
+        assert len(plan.clusters.clusterings[agent].texts) == min(30, len(keys))  # fitted on the sample
         fitted = set().union(*plan.clusters.memberships[agent].values())
         placed = set().union(*plan.placed.get(agent, {}).values())
         assert fitted | placed == keys and not fitted & placed  # every text in one cluster
@@ -100,6 +100,15 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     members = [i for c in tasks for i in (*c.successes, *c.failures)]
     assert sorted(members) == sorted(t.id for t in RUNS if t.success is not None)  # every run, once
     assert plan.fit is not None and plan.fit.texts == sum(map(len, texts.values()))
+    big = max(tasks, key=lambda c: len(c.successes) + len(c.failures))
+    assert len(big.successes) + len(big.failures) > 30 and plan.sizes[big.key] == (
+        len(big.successes),
+        len(big.failures),
+    )
+    given = cluster_input(store, big)  # induced from a sample of 30 of its runs, in their order
+    chosen = [t.id for t in given.successes] + [t.id for t in given.failures]
+    assert len(chosen) == 30 and set(chosen) <= {*big.successes, *big.failures}
+    assert [i for i in big.successes if i in set(chosen)] == [t.id for t in given.successes]
 
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert report.versions and all(name == "get_trajectories" for name, _ in reads)

@@ -15,7 +15,9 @@ cluster's runs, never every trajectory of the namespace (`jobs.induce` reads, th
    nearest_labels`, what places an incremental run's new tasks), as a fit places its own
    noise texts (`Clustering.placed`). With `sample` or fewer texts this is `plan_clusters`
    exactly: the same clusters, ids, members, order and literal index.
-3. `ClusterMembers.input`: a cluster's runs, read by id, as the `ClusterInput` an inducer takes.
+3. `ClusterMembers.input`: a cluster's runs, read by id, as the `ClusterInput` an inducer
+   takes; a cluster of more than `sample` runs is induced from a hash sample of `sample` of
+   them (`ClusterMembers.chosen`), its fingerprint and sizes still counting every run.
 """
 
 from __future__ import annotations
@@ -198,17 +200,27 @@ class ClusterMembers:
     """For a sub-routine: its stable key."""
     positions: Mapping[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
     """For a sub-routine: each segment's step positions in its run."""
+    cap: int | None = None
+    """The most members it is induced from (`chosen`); None: every one."""
 
     @property
     def key(self) -> str:
         """As `ClusterInput.key`."""
         return self.name or workflow_id(self.agent, self.cluster_id)
 
+    def chosen(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The (successes, failures) it is induced from: every member, or, past `cap`, those
+        of a hash sample of `cap` (`hash_sample` of their ids), in their order. Its
+        fingerprint and sizes still count every member."""
+        if self.cap is None or len(self.successes) + len(self.failures) <= self.cap:
+            return self.successes, self.failures
+        keep = set(hash_sample([*self.successes, *self.failures], self.cap))
+        return tuple(i for i in self.successes if i in keep), tuple(i for i in self.failures if i in keep)
+
     def runs(self) -> list[str]:
         """The ids of the runs to read (each once)."""
-        ids = (
-            i.rsplit("#", 1)[0] if self.kind == "subroutine" else i for i in (*self.successes, *self.failures)
-        )
+        ok, failed = self.chosen()
+        ids = (i.rsplit("#", 1)[0] if self.kind == "subroutine" else i for i in (*ok, *failed))
         return list(dict.fromkeys(ids))
 
     def fingerprint(self) -> str:
@@ -226,8 +238,9 @@ class ClusterMembers:
             run = runs.get(rid)
             return Segment(run, self.positions[i], int(goal)).as_trajectory() if run else None
 
-        ok = [t for t in map(member, self.successes) if t is not None]
-        failed = [t for t in map(member, self.failures) if t is not None]
+        successes, failures = self.chosen()
+        ok = [t for t in map(member, successes) if t is not None]
+        failed = [t for t in map(member, failures) if t is not None]
         return ClusterInput(
             self.namespace,
             self.agent,
@@ -343,14 +356,14 @@ def _fit_agent(
     )
     for cid, (ok, failed) in sorted(_runs_of(catalog, rows, placed, stable).items()):
         fitted.members.append(
-            ClusterMembers(namespace, agent, cid, scope, tuple(ok), tuple(failed), found.literals)
+            ClusterMembers(namespace, agent, cid, scope, tuple(ok), tuple(failed), found.literals, cap=sample)
         )
     if found.shapes is not None and scope == "subtask":
         cluster_of = {text: stable[label] for text, label in placed.items() if label >= 0}
         min_tasks = (params or ClusterParams()).min_cluster_size
         rank = {row: i for i, row in enumerate(rows)}
         fitted.members += _subroutines(
-            found, agent, cluster_of, rank, namespace=namespace, min_tasks=min_tasks
+            found, agent, cluster_of, rank, namespace=namespace, min_tasks=min_tasks, cap=sample
         )
 
 
@@ -375,6 +388,7 @@ def _subroutines(
     *,
     namespace: str,
     min_tasks: int,
+    cap: int,
 ) -> list[ClusterMembers]:
     """An agent's sub-routines as `subroutines.subroutine_inputs` picks them, as members
     (`rank`: the agent's rows' places in run order)."""
@@ -403,6 +417,7 @@ def _subroutines(
                 kind="subroutine",
                 name=subroutine_key(agent, shape),
                 positions=positions,
+                cap=cap,
             )
         )
     return out
