@@ -40,7 +40,6 @@ from flowmem.induction.subroutines import Shape, keeps_shape, subroutine_key
 from flowmem.models import Trajectory
 
 __all__ = [
-    "SAMPLE",
     "SCAN_COLUMNS",
     "Catalog",
     "ClusterMembers",
@@ -53,10 +52,6 @@ __all__ = [
     "light_run",
     "scan",
 ]
-
-SAMPLE = 20_000
-"""Distinct task texts per agent a full run fits its clustering on (`Settings.cluster_sample`;
-measured in docs/scaling.md, "Induction in bounded memory")."""
 
 SCAN_COLUMNS = ("id", "agent", "task", "success", "parent_id", "created_at", "steps")
 """What a full run reads of every trajectory (in batches): never the vectors, nor the rest."""
@@ -309,10 +304,12 @@ def fit_namespace(
     namespace: str,
     params: ClusterParams | None = None,
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
-    sample: int = SAMPLE,
+    sample: int,
 ) -> Fitted:
     """Cluster each agent's runs as `orchestrate.plan_clusters` does, fitting on `sample` of
-    an agent's distinct task texts at most (`fit_texts`); sub-routines when `found` cut them."""
+    an agent's distinct task texts at most (`fit_texts`; `Settings.cluster_sample`, measured
+    in docs/scaling.md) and inducing each cluster from `sample` of its runs at most;
+    sub-routines when `found` cut them."""
     catalog = found.catalog
     by_agent: dict[str, list[int]] = defaultdict(list)
     for row in catalog.order():  # each agent's rows in run order
