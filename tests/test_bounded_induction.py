@@ -28,8 +28,8 @@ def _stored(store: Store, settings: Settings, runs: list[Trajectory] = RUNS) -> 
     store_trajectories(store, runs, settings.scrub)
 
 
-def _reads(store: Store) -> list[tuple[str, int]]:
-    """Record each read of whole trajectories from now on: (method, trajectories built)."""
+def _reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Record each read of whole trajectories from now on: (what read, trajectories built)."""
     calls: list[tuple[str, int]] = []
 
     def wrap(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,7 +41,8 @@ def _reads(store: Store) -> list[tuple[str, int]]:
         return spied
 
     for name in ("get_trajectories", "list_trajectories"):
-        setattr(store, name, wrap(name, getattr(store, name)))
+        monkeypatch.setattr(store, name, wrap(name, getattr(store, name)))
+    monkeypatch.setattr(induce_job, "trajectories_by_id", wrap("by_id", scans.trajectories_by_id))
     return calls
 
 
@@ -87,7 +88,7 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     settings = settings.model_copy(update={"cluster_sample": 30})
     monkeypatch.setattr(scans, "READ_CHUNK", 40)  # clusters read together up to 40 runs
     _stored(store, settings)
-    reads = _reads(store)
+    reads = _reads(store, monkeypatch)
     plan = prepare_run(store, settings, namespace=settings.namespace)
     assert not reads  # planning reads columns only
     texts = {a: {task_key(t.task) for t in RUNS if t.agent == a} for a in {t.agent for t in RUNS}}
@@ -111,7 +112,7 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     assert [i for i in big.successes if i in set(chosen)] == [t.id for t in given.successes]
 
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert report.versions and all(name == "get_trajectories" for name, _ in reads)
+    assert report.versions and reads and all(name == "by_id" for name, _ in reads)
     assert max(n for _, n in reads) <= 40  # a group of clusters, or 40 runs of a larger one
     to_read = {i for c in plan.changed if isinstance(c, ClusterMembers) for i in c.runs()}
     assert len(to_read) <= sum(n for _, n in reads) < 2 * len(to_read)  # each read once or twice
@@ -137,9 +138,9 @@ def test_the_full_read_is_batched_and_never_builds_every_trajectory(
 
     monkeypatch.setattr(induce_job, "trajectory_batches", small)
     monkeypatch.setattr(scans, "READ_CHUNK", 40)
-    reads = _reads(store)
+    reads = _reads(store, monkeypatch)
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert report.versions
+    assert report.versions and reads
     assert max(batches) == 64 and sum(batches) == len(RUNS)
-    assert all(name == "get_trajectories" for name, _ in reads)
+    assert all(name == "by_id" for name, _ in reads)
     assert max(n for _, n in reads) <= 40  # never the namespace

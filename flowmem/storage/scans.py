@@ -8,16 +8,23 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from flowmem.models import Trajectory
-from flowmem.storage.lance_ops import quote
+from flowmem.storage import rows
+from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.store import Store
 
-__all__ = ["BATCH", "READ_CHUNK", "trajectories_by_id", "trajectory_batches"]
+__all__ = ["BATCH", "READ_CHUNK", "TRAJECTORY_COLUMNS", "trajectories_by_id", "trajectory_batches"]
 
 BATCH = 10_000
 """Rows per batch of `trajectory_batches`."""
 READ_CHUNK = 5_000
 """Ids per query of `trajectories_by_id`: each query scans the id column once, and holds its
 rows in Arrow, as dicts and as trajectories at once."""
+TRAJECTORY_COLUMNS = (
+    "namespace", "id", "task", "agent", "parent_id", "success", "score", "final_answer", "feedback",
+    "source", "group", "steps", "workflows_used", "meta", "created_at",
+)  # fmt: skip
+"""What `rows.trajectory_from_row` reads: not the task's vector, which as Python floats (384 per
+row) would cost more than the trajectory it is read with."""
 
 
 def trajectory_batches(
@@ -37,10 +44,11 @@ def trajectories_by_id(
     store: Store, ids: Sequence[str], *, namespace: str, chunk: int = READ_CHUNK
 ) -> dict[str, Trajectory]:
     """The stored trajectories among `ids`, by id (ids not stored are left out), read
-    `chunk` ids per query."""
+    `chunk` ids per query, their columns only (`TRAJECTORY_COLUMNS`)."""
     found: dict[str, Trajectory] = {}
+    ns = quote(store._ns(namespace))
     for start in range(0, len(ids), chunk):
-        found.update(
-            (t.id, t) for t in store.get_trajectories(ids[start : start + chunk], namespace=namespace)
-        )
+        listed = ", ".join(quote(i) for i in ids[start : start + chunk])
+        table = select(store._trajectories(), f"namespace = {ns} AND id IN ({listed})", TRAJECTORY_COLUMNS)
+        found.update((r["id"], rows.trajectory_from_row(r)) for r in rows.rows_of(table))
     return found
