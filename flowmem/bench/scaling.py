@@ -68,13 +68,19 @@ def status_mb(field: str) -> float:
     return float("nan")
 
 
-def timed(spent: dict[str, float], stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def timed(
+    spent: dict[str, float], stage: str, fn: Callable[..., Any], peaks: dict[str, float] | None = None
+) -> Callable[..., Any]:
+    """`fn`, adding its wall seconds to `spent[stage]` (and the peak RSS after it to `peaks`)."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             spent[stage] = spent.get(stage, 0.0) + time.perf_counter() - start
+            if peaks is not None:
+                peaks.setdefault(stage, status_mb("VmHWM"))  # the peak once the stage first ran
 
     return wrapper
 
@@ -125,8 +131,9 @@ def child(db: str) -> dict[str, float]:
     reset_peak()
     before = status_mb("VmRSS")
     spent: dict[str, float] = {}
+    peaks: dict[str, float] = {}
     for name, stage in TIMED.items():
-        setattr(induce_job, name, timed(spent, stage, getattr(induce_job, name)))
+        setattr(induce_job, name, timed(spent, stage, getattr(induce_job, name), peaks))
     start = time.perf_counter()
     report = induce_job.run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     spent["total_induce"] = time.perf_counter() - start
@@ -134,6 +141,8 @@ def child(db: str) -> dict[str, float]:
     spent["clusters"] = float(len(report.plan.fingerprints))
     spent["trajectories"] = float(report.plan.total)
     spent["peak_rss_growth_mb"] = status_mb("VmHWM") - before
+    for stage, peak in peaks.items():  # where the peak was reached
+        spent[f"peak_after_first_{stage}_mb"] = peak - before
     spent["rss_before_mb"] = before
     return spent
 
