@@ -134,6 +134,13 @@ class Settings(BaseSettings):
     """Also induce sub-routines: segments of one shape that recur across the tasks of
     different clusters (`induction/subroutines.py`), served beside the task-level workflows
     for what they lack, which are composed of them. Measured against off in docs/induction.md."""
+    cluster_sample: int = Field(20_000, ge=2)
+    """A full induction run's bound (`induction.bounded`): each agent's clustering is fitted on
+    at most this many of its distinct task texts (a hash sample; every other text joins the
+    cluster of its nearest clustered text in the fit's projection), and each cluster is
+    induced from at most this many of its runs (a hash sample of their ids), so the run's
+    memory follows this, not the namespace. At or below it nothing is sampled. Measured in
+    docs/scaling.md ("Induction in bounded memory")."""
     literal_share: float = Field(0.1, gt=0.0, le=1.0)
     """An argument value used by fewer than this share of a namespace's runs is
     example-specific: it never appears in a workflow."""

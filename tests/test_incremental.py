@@ -10,7 +10,7 @@ import pytest
 
 from flowmem.demo import simulate
 from flowmem.induction.assign import material, nearest_labels
-from flowmem.induction.base import cluster_key
+from flowmem.induction.base import ClusterInput, cluster_key
 from flowmem.induction.increment import Memberships, thaw
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.orchestrate import InductionResult, task_key
@@ -94,6 +94,7 @@ def test_the_clusters_it_induces_are_built_as_a_refit_builds_them(settings: Sett
     everything = store.list_trajectories(limit=None)  # the order plan_clusters sees them in
     full = LiteralIndex.build(everything, max_share=settings.literal_share)
     for c in placed.changed:
+        assert isinstance(c, ClusterInput)  # placed clusters come with their runs
         index = c.literals
         assert (index.total, index.counts, index.categorical, index.vocabulary) == (
             full.total,

@@ -19,10 +19,11 @@ from prefect.futures import PrefectFuture
 
 from flowmem.flows.runners import task_runner
 from flowmem.induction.base import ClusterInput, Inducer, Usage
+from flowmem.induction.bounded import ClusterMembers
 from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from, store_from
-from flowmem.jobs.induce import RunPlan, RunReport, commit_outcomes, prepare_run
+from flowmem.jobs.induce import RunPlan, RunReport, cluster_input, commit_outcomes, induce_all, prepare_run
 from flowmem.jobs.learn import learn
 from flowmem.jobs.maintain import maintain
 from flowmem.settings import Settings
@@ -72,14 +73,16 @@ def plan_run(settings: Settings, force: bool) -> RunPlan:
 # client bounds each request with its own timeout and retries. Prefect's retries are for the
 # task itself failing (a cluster that fails is an outcome, attempted again in `_attempts`).
 @task(cache_policy=NONE, retries=2, retry_delay_seconds=[1, 10])
-def induce_batch(clusters: Parcel[list[ClusterInput]], settings: Settings, kind: str) -> list[ClusterOutcome]:
+def induce_batch(
+    clusters: Parcel[list[ClusterInput | ClusterMembers]], settings: Settings, kind: str
+) -> list[ClusterOutcome]:
     """Induce some clusters; a cluster that fails is reported in its outcome, not raised. With
     the LLM inducer a batch is one cluster, attempted again after a failure (`RETRY_DELAYS`),
     each attempt waiting for the global concurrency limit."""
-    inducer = inducer_from(kind, settings)
-    if kind != "llm":
-        return [induce_cluster(c, inducer) for c in clusters.value]
-    return [_attempts(c, inducer) for c in clusters.value]
+    inducer, store = inducer_from(kind, settings), store_from(settings)
+    if kind != "llm":  # clusters planned as their members' ids are read here
+        return induce_all(store, clusters.value, inducer)
+    return [_attempts(cluster_input(store, c), inducer) for c in clusters.value]
 
 
 def _attempts(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
@@ -97,7 +100,9 @@ def _attempts(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     return outcome
 
 
-def batches(clusters: list[ClusterInput], kind: str, size: int) -> list[list[ClusterInput]]:
+def batches(
+    clusters: list[ClusterInput | ClusterMembers], kind: str, size: int
+) -> list[list[ClusterInput | ClusterMembers]]:
     """One cluster per task for the LLM inducer (slow calls: concurrency and retries per
     cluster); batches of `size` for the rule inducer, whose milliseconds per cluster would
     drown in Prefect's per-task overhead."""
@@ -124,7 +129,7 @@ def maintain_store(settings: Settings) -> dict[str, Any]:
 
 
 def _gather(
-    groups: list[list[ClusterInput]], futures: list[PrefectFuture[list[ClusterOutcome]]]
+    groups: list[list[ClusterInput | ClusterMembers]], futures: list[PrefectFuture[list[ClusterOutcome]]]
 ) -> list[ClusterOutcome]:
     """Every cluster's outcome (a failed cluster is induced again next run); a task that
     itself failed, after its retries, reports its clusters failed, with no LLM usage known."""

@@ -91,6 +91,13 @@ class Clustering:
                 out.setdefault(int(label), []).append(t)
         return out
 
+    def project(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
+        """New texts in the fit's projection (what `points` holds for the fitted ones)."""
+        if self.model is None:
+            raise ValueError("nothing was fitted")
+        vectorizer, svd, _ = self.model
+        return _project(vectorizer.transform(list(texts)), svd)
+
     def assign(self, texts: Sequence[str]) -> list[int]:
         """Labels for new texts without refitting (HDBSCAN approximate_predict); -1 if none fits."""
         if self.model is None or not texts:

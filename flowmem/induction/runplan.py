@@ -12,8 +12,10 @@ decides):
 3. `place` (the columns of every run): the new runs placed in the stored clusters
    (`increment.place_new_runs`), or why the clusters must be fitted again; `placed_plan` then
    takes the inputs of the clusters it chose (their runs, read by `jobs/`).
-4. `refitted_plan`: the plan after a fit of every run (`orchestrate.plan_clusters`, given the
-   memberships to keep ids from, `clusters_before`).
+4. `fitted_plan`: the plan after a fit of every run in bounded memory (`bounded.fit_namespace`,
+   given the memberships to keep ids from, `clusters_before`): its clusters are their members'
+   ids, read when each is induced. `refitted_plan` is the same from a fit over trajectories
+   held in memory (`orchestrate.plan_clusters`).
 
 `RunPlan.next_state` is what the run leaves for the next one, once its clusters are induced.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, cluster_key
+from flowmem.induction.bounded import ClusterMembers, Fitted
 from flowmem.induction.increment import (
     REFIT_SHARE,
     Columns,
@@ -47,6 +50,7 @@ __all__ = [
     "Opening",
     "RunPlan",
     "clusters_before",
+    "fitted_plan",
     "open_run",
     "place",
     "placed_plan",
@@ -129,8 +133,9 @@ class RunPlan:
     clusters: ClusterPlan = field(default_factory=ClusterPlan)
     """Every cluster after a refit; after placing new tasks, the changed ones only (empty
     when the run is skipped)."""
-    changed: tuple[ClusterInput, ...] = ()
-    """The clusters to induce."""
+    changed: tuple[ClusterInput | ClusterMembers, ...] = ()
+    """The clusters to induce: with their runs, or as their members' ids (read when each is
+    induced, `jobs.induce.cluster_input`)."""
     fingerprints: Mapping[str, str] = field(default_factory=dict)
     """Every cluster's fingerprint (a hash of its runs) now."""
     sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -147,6 +152,8 @@ class RunPlan:
     """Clusters with too few new runs to be induced again yet."""
     task_of: Mapping[str, str] = field(default_factory=dict)
     """Trajectory id -> its task text, for every trajectory of the namespace."""
+    members: tuple[ClusterMembers, ...] = ()
+    """After a fit in bounded memory (`fitted_plan`): every cluster, as its members' ids."""
 
     @property
     def skipped(self) -> bool:
@@ -167,7 +174,10 @@ class RunPlan:
             placed=self.placed,
             fit=self.fit,
             refit=self.refit,
-            subroutines=[c.key for c in self.clusters.clusters if c.kind == "subroutine"],
+            subroutines=[
+                *(c.key for c in self.clusters.clusters if c.kind == "subroutine"),
+                *(c.key for c in self.members if c.kind == "subroutine"),
+            ],
             retired=retired,
         )
 
@@ -239,7 +249,7 @@ def placed_plan(
     opening: Opening,
     current: Mapping[str, Workflow],
     placement: Placement,
-    inputs: Sequence[ClusterInput],
+    inputs: Sequence[ClusterInput | ClusterMembers],
     *,
     task_of: Mapping[str, str],
 ) -> RunPlan:
@@ -251,7 +261,9 @@ def placed_plan(
         skipped_plan(opening),
         revive=_revived(opening, current),
         current=current,
-        clusters=ClusterPlan(list(inputs), memberships=thaw(state.clusters) or {}),
+        clusters=ClusterPlan(
+            [c for c in inputs if isinstance(c, ClusterInput)], memberships=thaw(state.clusters) or {}
+        ),
         changed=tuple(inputs),
         fingerprints=placement.fingerprints,
         sizes=placement.sizes,
@@ -264,11 +276,14 @@ def placed_plan(
 
 
 def previous_clusters(
-    workflows: Iterable[Workflow], trajectories: Iterable[Trajectory]
+    workflows: Iterable[Workflow], trajectories: Iterable[Trajectory] | Mapping[str, str]
 ) -> dict[str, dict[int, set[str]]]:
     """Per agent, the task keys of each cluster that current workflows were induced from (for
-    a store whose last run kept no memberships)."""
-    task_of = {t.id: task_key(t.task) for t in trajectories}
+    a store whose last run kept no memberships); `trajectories`: the runs, or run id -> task."""
+    pairs = (
+        trajectories.items() if isinstance(trajectories, Mapping) else ((t.id, t.task) for t in trajectories)
+    )
+    task_of = {rid: task_key(task) for rid, task in pairs}
     found: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     for w in workflows:
         if w.cluster_id is not None:
@@ -277,7 +292,7 @@ def previous_clusters(
 
 
 def clusters_before(
-    opening: Opening, current: Mapping[str, Workflow], trajectories: Sequence[Trajectory]
+    opening: Opening, current: Mapping[str, Workflow], trajectories: Sequence[Trajectory] | Mapping[str, str]
 ) -> Memberships:
     """The memberships a refit keeps cluster ids from: the last run's fitted ones, or, when it
     kept none, those the current workflows were induced from (`previous_clusters`)."""
@@ -318,4 +333,39 @@ def refitted_plan(
         ),
         refit=why,
         task_of={t.id: t.task for t in trajectories},
+    )
+
+
+def fitted_plan(
+    opening: Opening,
+    current: Mapping[str, Workflow],
+    fitted: Fitted,
+    *,
+    task_of: Mapping[str, str],
+    why: str,
+    signature: str,
+) -> RunPlan:
+    """`refitted_plan` after a fit in bounded memory (`bounded.fit_namespace`): the clusters
+    to induce are handed on as their members' ids. `task_of`: run id -> task, every run's."""
+    fingerprints = {c.key: c.fingerprint() for c in fitted.members}
+    before = opening.last.state if opening.last and not opening.force else None
+    redo = to_induce_after_refit(fingerprints, before, pending=opening.pending)
+    return replace(
+        skipped_plan(opening),
+        revive=_revived(opening, current),
+        current=current,
+        clusters=fitted.plan,
+        changed=tuple(c for c in fitted.members if c.key in redo),
+        fingerprints=fingerprints,
+        sizes={c.key: (len(c.successes), len(c.failures)) for c in fitted.members},
+        placed=fitted.plan.placed,
+        fit=Fit(
+            trajectories=fitted.trajectories,
+            texts=fitted.texts,
+            agents=tuple(sorted(fitted.plan.clusterings)),
+            settings=signature,
+        ),
+        refit=why,
+        task_of=task_of,
+        members=tuple(fitted.members),
     )

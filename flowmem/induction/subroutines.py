@@ -21,7 +21,7 @@ from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.models import Trajectory, Workflow
 
-__all__ = ["compose_workflows", "subroutine_inputs", "subroutine_key"]
+__all__ = ["Shape", "compose_workflows", "keeps_shape", "subroutine_inputs", "subroutine_key"]
 
 Shape = tuple[str, tuple[str, ...]]
 
@@ -44,6 +44,25 @@ def _groups(runs: Sequence[Trajectory]) -> dict[Shape, list[Segment]]:
     return groups
 
 
+def keeps_shape(
+    shape: Shape,
+    tasks: Sequence[str],
+    *,
+    whole: int,
+    min_tasks: int,
+    cluster_of: Mapping[str, int] | None,
+) -> bool:
+    """Whether a shape's segments of successful runs (`tasks`: each one's task text; `whole`:
+    how many are a whole run) make a sub-routine (see `subroutine_inputs`)."""
+    if len(shape[1]) < 2:
+        return False  # one action: a tool call, which the agent's tool list describes already
+    if len(set(tasks)) < min_tasks:
+        return False
+    if cluster_of is not None and len({cluster_of.get(t, -1) for t in tasks}) < 2:
+        return False  # inside one kind of task only: that kind's workflow holds it already
+    return whole * 2 < len(tasks)  # mostly whole runs: the task-level workflow says it
+
+
 def subroutine_inputs(
     runs: Sequence[Trajectory],
     *,
@@ -59,14 +78,9 @@ def subroutine_inputs(
     failed = _groups([t for t in runs if t.success is False and t.steps])
     inputs = []
     for shape, segs in sorted(_groups(ok).items()):
-        if len(shape[1]) < 2:
-            continue  # one action: a tool call, which the agent's tool list describes already
-        if len({s.trajectory.task for s in segs}) < min_tasks:
-            continue
-        if cluster_of is not None and len({cluster_of.get(s.trajectory.task, -1) for s in segs}) < 2:
-            continue  # inside one kind of task only: that kind's workflow holds it already
         whole = sum(len(s.positions) == len(s.trajectory.steps) for s in segs)
-        if whole * 2 >= len(segs):  # mostly whole runs: the task-level workflow says it
+        tasks = [s.trajectory.task for s in segs]
+        if not keeps_shape(shape, tasks, whole=whole, min_tasks=min_tasks, cluster_of=cluster_of):
             continue
         inputs.append(
             ClusterInput(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
+from flowmem.induction.bounded import light_run
 from flowmem.induction.increment import Columns
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
@@ -41,26 +41,6 @@ def settings_signature(settings: Settings) -> str:
     """What the stored clustering depends on besides the tasks (a change refits)."""
     p = settings.cluster_params
     return json.dumps([p.__dict__, settings.literal_share, settings.subroutines], sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class _Step:
-    action: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What `LiteralIndex.build` reads of a trajectory: its agent, task, and steps' actions
-    and arguments (a validated `Trajectory` per run would cost more than the rest of a run)."""
-
-    agent: str
-    task: str
-    steps: list[_Step]
-
-
-def _light(agent: str, task: str, steps: str) -> _Run:
-    return _Run(agent, task, [_Step(s["action"], s.get("args") or {}) for s in json.loads(steps)])
 
 
 def assign_run(
@@ -122,7 +102,7 @@ def _literal_index(store: Store, ids: Set[str], *, namespace: str, literal_share
     apart, unsorted, and only by a run that induces (the index does not depend on the order)."""
     scan = store.trajectory_scan(_LITERAL_COLUMNS, namespace=namespace)
     rows = zip(scan["id"], scan["agent"], scan["task"], scan["steps"], strict=True)
-    light = (_light(agent, task, steps) for rid, agent, task, steps in rows if rid in ids)
+    light = (light_run(rid, agent, task, steps) for rid, agent, task, steps in rows if rid in ids)
     return LiteralIndex.build(cast("Iterable[Trajectory]", light), max_share=literal_share)
 
 

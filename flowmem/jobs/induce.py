@@ -10,25 +10,29 @@ says why (`refit`); (3) induces only the clusters whose member runs changed sinc
 the workflows of earlier runs whose cluster is gone or was induced again without them
 (`retirements`). What to do is decided in the core (`induction.runplan`: a frozen `RunPlan`,
 from the last run's state and what this module reads); this module reads and writes.
+A refit reads the namespace in bounded memory (`induction.bounded`): batches of a few columns,
+each agent's clusters fitted on a sample of its task texts (`Settings.cluster_sample`) and
+every other text placed with that fit; a cluster to induce is planned as its members' ids and
+read by id when it is induced (`induce_one`), so a run holds one cluster's runs at a time.
 `run_induction` runs it in this process; the Prefect flow (`flows.pipeline.induce_flow`) runs
-`prepare_run`, `induce_cluster` per cluster and `commit_outcomes` as tasks.
+`prepare_run`, `induce_one` per cluster and `commit_outcomes` as tasks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE
-from flowmem.induction.base import Inducer, cluster_key
+from flowmem.induction.base import ClusterInput, Inducer, cluster_key
+from flowmem.induction.bounded import SCAN_COLUMNS, ClusterMembers, fit_namespace, scan
 from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
     ClusterOutcome,
     InductionResult,
     assemble,
     induce_cluster,
-    plan_clusters,
     plan_versions,
 )
 from flowmem.induction.runplan import (
@@ -36,9 +40,9 @@ from flowmem.induction.runplan import (
     Opening,
     RunPlan,
     clusters_before,
+    fitted_plan,
     open_run,
     refit_reason,
-    refitted_plan,
     skipped_plan,
 )
 from flowmem.induction.subroutines import compose_workflows
@@ -46,12 +50,16 @@ from flowmem.jobs.incremental import assign_run, merge_with_current, settings_si
 from flowmem.models import InductionRun, Retirement, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.settings import Settings
-from flowmem.storage import NotFoundError, Store
+from flowmem.storage import NotFoundError, Store, scans
+from flowmem.storage.scans import trajectories_by_id, trajectory_batches
 
 __all__ = [
     "RunPlan",
     "RunReport",
+    "cluster_input",
     "commit_outcomes",
+    "induce_all",
+    "induce_one",
     "key_vectors",
     "nothing_served",
     "prepare_run",
@@ -192,16 +200,79 @@ def _refit(
     why: str,
     signature: str,
 ) -> RunPlan:
-    """Read every run, fit every agent's clusters again (ids kept) and plan from them."""
-    trajectories = store.list_trajectories(namespace=opening.run.namespace, limit=None)
-    clusters = plan_clusters(
-        trajectories,
-        params=settings.cluster_params,
+    """Read every run in batches of its columns, fit every agent's clusters again (ids kept;
+    on `settings.cluster_sample` task texts at most, the others placed) and plan from them."""
+    namespace = opening.run.namespace
+    found = scan(
+        trajectory_batches(store, SCAN_COLUMNS, namespace=namespace),
         literal_share=settings.literal_share,
         subroutines=settings.subroutines,
-        previous=clusters_before(opening, current, trajectories),
     )
-    return refitted_plan(opening, current, trajectories, clusters, why=why, signature=signature)
+    task_of = found.catalog.task_of()
+    fitted = fit_namespace(
+        found,
+        namespace=namespace,
+        params=settings.cluster_params,
+        previous=clusters_before(opening, current, task_of),
+        sample=settings.cluster_sample,
+    )
+    return fitted_plan(opening, current, fitted, task_of=task_of, why=why, signature=signature)
+
+
+def cluster_input(store: Store, cluster: ClusterInput | ClusterMembers) -> ClusterInput:
+    """A planned cluster with its runs: those of a `ClusterMembers` read by id."""
+    if isinstance(cluster, ClusterInput):
+        return cluster
+    return cluster.input(trajectories_by_id(store, cluster.runs(), namespace=cluster.namespace))
+
+
+def induce_one(store: Store, cluster: ClusterInput | ClusterMembers, inducer: Inducer) -> ClusterOutcome:
+    """Induce one planned cluster, its runs read first if the plan holds only their ids (the
+    runs are dropped once induced)."""
+    return induce_cluster(cluster_input(store, cluster), inducer)
+
+
+def _read_groups(
+    clusters: Sequence[ClusterInput | ClusterMembers], size: int
+) -> Iterator[list[ClusterInput | ClusterMembers]]:
+    """Consecutive clusters whose runs together stay within `size` (one larger alone)."""
+    group: list[ClusterInput | ClusterMembers] = []
+    held = 0
+    for c in clusters:
+        n = len(c.runs()) if isinstance(c, ClusterMembers) else 0
+        if group and held + n > size:
+            yield group
+            group, held = [], 0
+        group.append(c)
+        held += n
+    if group:
+        yield group
+
+
+def induce_all(
+    store: Store,
+    clusters: Sequence[ClusterInput | ClusterMembers],
+    inducer: Inducer,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ClusterOutcome]:
+    """Induce planned clusters in order. The runs of those planned as ids are read a group of
+    clusters at a time (up to `scans.READ_CHUNK` runs, or one larger cluster, the queries
+    `trajectories_by_id` makes), and dropped once the group is induced: a read scans the
+    namespace's ids, so thousands of small clusters are not read one query each.
+    `progress(done, total)` is called before each cluster."""
+    outcomes: list[ClusterOutcome] = []
+    for group in _read_groups(clusters, scans.READ_CHUNK):
+        ids = [i for c in group if isinstance(c, ClusterMembers) for i in c.runs()]
+        runs = (
+            trajectories_by_id(store, list(dict.fromkeys(ids)), namespace=group[0].namespace) if ids else {}
+        )
+        for c in group:
+            if progress is not None:
+                progress(len(outcomes), len(clusters))
+            outcomes.append(induce_cluster(c if isinstance(c, ClusterInput) else c.input(runs), inducer))
+        del runs
+    return outcomes
 
 
 def key_vectors(
@@ -313,11 +384,7 @@ def run_induction(
     """One whole induction run of `namespace` in this process (the flow runs the same steps as
     tasks). `progress(done, total)` is called once the run is planned and after each cluster."""
     plan = prepare_run(store, settings, namespace=namespace, force=force)
-    outcomes = []
-    for done, cluster in enumerate(plan.changed):
-        if progress is not None:
-            progress(done, len(plan.changed))
-        outcomes.append(induce_cluster(cluster, inducer))
+    outcomes = induce_all(store, plan.changed, inducer, progress=progress)
     if progress is not None:
         progress(len(plan.changed), len(plan.changed))
     return commit_outcomes(store, plan, outcomes)

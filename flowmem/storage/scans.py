@@ -1,0 +1,54 @@
+"""Reads of a namespace's trajectories that never hold all of them at once: batches of a few
+columns (what a full induction run plans from, `induction.bounded.scan`), and the runs of one
+cluster read by id, a bounded number per query (what it induces from)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from flowmem.models import Trajectory
+from flowmem.storage import rows
+from flowmem.storage.lance_ops import quote, select
+from flowmem.storage.store import Store
+
+__all__ = ["BATCH", "READ_CHUNK", "TRAJECTORY_COLUMNS", "trajectories_by_id", "trajectory_batches"]
+
+BATCH = 10_000
+"""Rows per batch of `trajectory_batches`."""
+READ_CHUNK = 5_000
+"""Ids per query of `trajectories_by_id`: each query scans the id column once, and holds its
+rows in Arrow, as dicts and as trajectories at once."""
+TRAJECTORY_COLUMNS = (
+    "namespace", "id", "task", "agent", "parent_id", "success", "score", "final_answer", "feedback",
+    "source", "group", "steps", "workflows_used", "meta", "created_at",
+)  # fmt: skip
+"""What `rows.trajectory_from_row` reads: not the task's vector, which as Python floats (384 per
+row) would cost more than the trajectory it is read with."""
+
+
+def trajectory_batches(
+    store: Store, columns: Sequence[str], *, namespace: str, batch_size: int = BATCH
+) -> Iterator[dict[str, list[Any]]]:
+    """Some columns of every trajectory of a namespace, in batches of at most `batch_size`
+    rows (a list per column, `steps` as its JSON text), in no particular order."""
+    where = f"namespace = {quote(store._ns(namespace))}"
+    query = store._trajectories().search().where(where).select(list(columns)).limit(None)
+    for batch in query.to_batches(batch_size):
+        for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
+            part = batch.slice(start, batch_size)
+            yield {name: part.column(name).to_pylist() for name in columns}
+
+
+def trajectories_by_id(
+    store: Store, ids: Sequence[str], *, namespace: str, chunk: int = READ_CHUNK
+) -> dict[str, Trajectory]:
+    """The stored trajectories among `ids`, by id (ids not stored are left out), read
+    `chunk` ids per query, their columns only (`TRAJECTORY_COLUMNS`)."""
+    found: dict[str, Trajectory] = {}
+    ns = quote(store._ns(namespace))
+    for start in range(0, len(ids), chunk):
+        listed = ", ".join(quote(i) for i in ids[start : start + chunk])
+        table = select(store._trajectories(), f"namespace = {ns} AND id IN ({listed})", TRAJECTORY_COLUMNS)
+        found.update((r["id"], rows.trajectory_from_row(r)) for r in rows.rows_of(table))
+    return found
