@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -10,9 +11,11 @@ from flowmem.agents import WorkflowMemory
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.induction.cover import Evidence, cover, nearest, same_task
 from flowmem.jobs.evaluate import retrieve
+from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
+from flowmem.storage.evidence import newest_successes
 from tests.factories import induced, run
 
 SEARCH, LOOKUP, FORWARD = "mail.search", "contacts.lookup", "mail.forward"
@@ -74,3 +77,21 @@ def test_a_recurring_task_is_served_what_covers_its_past_runs(settings: Settings
     # `flowmem eval` serves its test runs exactly as search does.
     evaluated = retrieve(store, [_both_run(1)], namespace=settings.namespace, k=3, settings=settings)
     assert [m[1] for m in evaluated.flowmem[0].memories] == served
+
+
+def test_the_evidence_is_the_newest_successful_runs_read_in_batches(settings: Settings) -> None:
+    store = store_from(settings)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = [
+        run(f"Cancel my meeting number {i}", [(CANCEL, {"event_id": str(i)}, None)], i != 3, id=f"r{i}")
+        for i in range(7)
+    ]
+    runs = [t.model_copy(update={"created_at": base + timedelta(hours=i % 5)}) for i, t in enumerate(runs)]
+    store_trajectories(store, runs, settings.scrub)
+    # Newest first, ties by id; r3 failed; 3 kept of 6, two rows a batch.
+    evidence = newest_successes(store, settings.namespace, 3, batch_size=2)
+    assert [t.rsplit(" ", 1)[1] for t in evidence.tasks] == ["4", "2", "1"]
+    assert evidence.vectors.shape == (3, store.embedder.dim)
+    assert np.allclose(evidence.vectors[0], store.embedder.embed([evidence.tasks[0]])[0], atol=1e-6)
+    everything = newest_successes(store, settings.namespace, 100)
+    assert [t.rsplit(" ", 1)[1] for t in everything.tasks] == ["4", "2", "1", "6", "0", "5"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from flowmem.models import Trajectory
 from flowmem.storage import rows
 from flowmem.storage.lance_ops import quote, select
@@ -28,16 +30,32 @@ row) would cost more than the trajectory it is read with."""
 
 
 def trajectory_batches(
-    store: Store, columns: Sequence[str], *, namespace: str, batch_size: int = BATCH
-) -> Iterator[dict[str, list[Any]]]:
-    """Some columns of every trajectory of a namespace, in batches of at most `batch_size`
-    rows (a list per column, `steps` as its JSON text), in no particular order."""
+    store: Store,
+    columns: Sequence[str],
+    *,
+    namespace: str,
+    batch_size: int = BATCH,
+    success: bool | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Some columns of every trajectory of a namespace (only the successful or failed ones), in
+    batches of at most `batch_size` rows (a list per column, `steps` as its JSON text, `vector`
+    as one float32 matrix), in no particular order."""
     where = f"namespace = {quote(store._ns(namespace))}"
+    if success is not None:
+        where += f" AND success = {'true' if success else 'false'}"
     query = store._trajectories().search().where(where).select(list(columns)).limit(None)
     for batch in query.to_batches(batch_size):
         for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
             part = batch.slice(start, batch_size)
-            yield {name: part.column(name).to_pylist() for name in columns}
+            yield {name: _values(part.column(name), store.embedder.dim, name) for name in columns}
+
+
+def _values(column: Any, dim: int, name: str) -> Any:
+    """A column as a list, or the vectors as a float32 matrix (never 384 Python floats a row)."""
+    if name != "vector":
+        return column.to_pylist()
+    flat = column.flatten().to_numpy() if len(column) else []
+    return np.asarray(flat, dtype=np.float32).reshape(len(column), dim)
 
 
 def trajectories_by_id(

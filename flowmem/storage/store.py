@@ -140,25 +140,13 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
             table = table.slice(0, limit)
         return [rows.trajectory_from_row(r) for r in rows.rows_of(table)]
 
-    def trajectory_columns(
-        self,
-        columns: Sequence[str],
-        *,
-        namespace: str | None = None,
-        success: bool | None = None,
-        limit: int | None = None,
-    ) -> dict[str, Any]:
-        """Some columns of every trajectory of a namespace (only the successful or failed ones;
-        the newest `limit`), in `list_trajectories` order: a list each (`steps` as its JSON
-        text), `vector` as one float32 matrix. An incremental induction run reads a namespace
-        so, without building every trajectory."""
+    def trajectory_columns(self, columns: Sequence[str], *, namespace: str | None = None) -> dict[str, Any]:
+        """Some columns of every trajectory of a namespace, in `list_trajectories` order: a
+        list each (`steps` as its JSON text), `vector` as one float32 matrix. An incremental
+        induction run reads a namespace so, without building every trajectory."""
         where = f"namespace = {quote(self._ns(namespace))}"
-        if success is not None:
-            where += f" AND success = {'true' if success else 'false'}"
         table = select(self._trajectories(), where, sorted({*columns, "created_at", "id"}))
         table = table.sort_by([("created_at", "descending"), ("id", "ascending")])
-        if limit is not None:
-            table = table.slice(0, limit)
         out: dict[str, Any] = {}
         for name in columns:
             if name == "vector":
