@@ -115,11 +115,12 @@ class Settings(BaseSettings):
     first's score (`policy.serving.within_gap`; None: no such bound). Measured on the three
     shared sets in docs/induction.md ("Ranking")."""
     cover_weight: float | None = Field(0.35, ge=0)
-    """When a task recurs (a successful stored run is of the very same task), what is served
-    is chosen with its nearest successful stored runs as evidence: the first-ranked memory,
-    then the best-ranked ones that most raise those runs' joint coverage plus this weight times
-    their joint precision (`induction.cover`). None, or a task not seen before: the memories
-    within the relevance gap and ratio. Measured in docs/metrics.md."""
+    """When a task recurs (a successful stored run among its nearest is of the same task up to
+    its example values), what is served is chosen with its nearest successful stored runs as
+    evidence: the first-ranked memory, then the best-ranked ones that most raise those runs'
+    joint coverage plus this weight times their joint precision (`induction.cover`). None, or
+    a task not seen before: the memories within the relevance gap and ratio. Measured in
+    docs/metrics.md ("Serving a task that recurs")."""
     evidence_limit: int = Field(100_000, ge=0)
     """The newest successful runs of a namespace that search keeps as that evidence (their task
     vectors, texts and actions: ~2 KB a run)."""

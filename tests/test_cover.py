@@ -9,7 +9,7 @@ import numpy as np
 
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.retrieval import ServedIndex
-from flowmem.induction.cover import Evidence, cover, nearest, same_task
+from flowmem.induction.cover import Evidence, cover, nearest, task_template
 from flowmem.jobs.evaluate import retrieve
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
@@ -37,13 +37,19 @@ def test_cover_adds_what_the_runs_did_and_stops_when_nothing_helps() -> None:
 
 
 def test_evidence_only_for_a_task_seen_before() -> None:
-    assert same_task("Cancel my  meeting", "cancel my meeting") and not same_task("cancel", "cancel it")
+    assert task_template("Call  Olga on Monday", {"call", "on"}) == "call _ on _"
     vectors = np.eye(4, dtype=np.float32)
-    evidence = Evidence(["a b", "c d", "e f", "g h"], [["x"], ["y"], ["z"], ["w"]], vectors)
+    tasks = ["call olga on monday", "call kofi on friday", "email amir", "email lena"]
+    evidence = Evidence(tasks, [["x"], ["y"], ["z"], ["w"]], vectors, share=0.5)
+    # Words of at least half the distinct tasks are the task's own; the rest are its values.
+    assert evidence.words == {"call", "on", "email"}
     query = np.array([1.0, 0.5, 0.2, 0.0], dtype=np.float32)
     assert nearest(vectors @ query) == [0, 1, 2]
-    assert evidence.runs_for("A  B", query) == [["x"], ["y"], ["z"]]
-    assert evidence.runs_for("something new", query) == []
+    # The same task with other values recurs: its nearest runs are the evidence.
+    assert evidence.runs_for("Call Yuki on Sunday", query) == [["x"], ["y"], ["z"]]
+    assert evidence.runs_for("call olga", query) == []  # another task
+    # A recurring template whose runs are not among the nearest is not taken as one.
+    assert evidence.runs_for("email olga", np.array([1.0, 0.9, 0.0, 0.0], dtype=np.float32)) == []
 
 
 TASK = "Forward the latest email about 'budget review' to olga"

@@ -78,6 +78,7 @@ class ServedIndex:
         ann_wait: bool = False,
         cover_weight: float | None = None,
         evidence_limit: int = 0,
+        literal_share: float = 0.1,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.gap = gap
@@ -89,6 +90,8 @@ class ServedIndex:
         as evidence (`induction.cover`, `Settings.cover_weight`); None: never."""
         self.evidence_limit = evidence_limit if cover_weight is not None else 0
         """The newest successful runs kept as that evidence."""
+        self.literal_share = literal_share
+        """What tells a task's example values from its words (`Settings.literal_share`)."""
         self._evidence = newest_successes(store, namespace, 0)
         self._evidence_of: int | None = None
         self.floor = floor
@@ -118,6 +121,7 @@ class ServedIndex:
             floor=settings.relevance_floor,
             cover_weight=settings.cover_weight,
             evidence_limit=settings.evidence_limit,
+            literal_share=settings.literal_share,
         )
 
     def due(self) -> bool:
@@ -142,7 +146,9 @@ class ServedIndex:
         elif snap.wants_ann():
             self._build_ann(snap.slot, snap.index.vectors)
         if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
-            self._evidence = newest_successes(self.store, self.namespace, self.evidence_limit)
+            self._evidence = newest_successes(
+                self.store, self.namespace, self.evidence_limit, share=self.literal_share
+            )
             self._evidence_of = version[0]
         self._snapshot, self._version = snap, version
         self.reloads += 1

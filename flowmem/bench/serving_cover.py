@@ -2,7 +2,7 @@
 
 Online, raw memory serves a recurring task's own earlier runs, and three real runs of one task
 cover more of a new run than the workflows the relevance gap and ratio leave (docs/metrics.md,
-"Measured online"). This replays, over the same induced memory, the search as served today
+"Measured online"). This replays, over the same induced memory, the relevance gap and ratio alone
 against a choice made with the nearest successful stored runs as evidence of what the task
 will need: greedily, the workflows among the 30 best-ranked that most raise the mean, over
 those runs (the 3 nearest, and any tied with the third), of joint coverage + W x joint
@@ -71,7 +71,7 @@ def nearest_runs(scores: npt.NDArray[np.float32], runs: Sequence[Trajectory], k:
 
 
 def replay(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings) -> list[str]:
-    """One memory: raw, served now and each weight's choice, as 'coverage/precision' cells."""
+    """One memory: raw, the gap and ratio alone and each weight's choice, as 'coverage/precision' cells."""
     ns = settings.namespace
     scored = [t for t in test if t.success and t.actions]
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     data = Path(argv[0]) if argv else SHARED_DATA
     settings = Settings()
-    heads = ["raw", "served now", *(f"cover, W={w}" for w in WEIGHTS)]
+    heads = ["raw", "gap and ratio", *(f"cover, W={w}" for w in WEIGHTS)]
     print("| memory | " + " | ".join(heads) + " |")
     print("|---|" + "---|" * len(heads))
     for name, train, test in memories(data, settings):

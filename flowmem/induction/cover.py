@@ -17,7 +17,9 @@ runs").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,13 +30,15 @@ from flowmem.induction.nearest import snap_cosines
 from flowmem.models import Workflow
 from flowmem.policy.serving import compose, within_gap
 
-__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "same_task", "task_form"]
+__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "task_template"]
 
 COVER_WEIGHT = 0.35
 """What a step shown that the run did not take costs, against a step of the run that no
 memory shows: a quarter. An agent given a needless step reads past it; an agent missing one
 has to find it. The weight does not depend on the data set, only on the two figures being
 shares in [0, 1]; 0.2 and 0.3 are measured beside it in docs/metrics.md."""
+
+_WORD = re.compile(r"\w+")
 
 EVIDENCE = 3
 """How many nearest runs are evidence (and any tied with the last): raw memory's k."""
@@ -132,40 +136,54 @@ def choose(
     return compose(ranked[: within_gap(scores, gap, ratio)], k)
 
 
-def task_form(task: str) -> str:
-    """A task text as `same_task` compares it: case and spacing left out."""
-    return " ".join(task.casefold().split())
-
-
-def same_task(a: str, b: str) -> bool:
-    """Whether two task texts are the same task: equal but for case and spacing."""
-    return task_form(a) == task_form(b)
+def task_template(task: str, words: Collection[str]) -> str:
+    """A task text with each word not among `words` (an example value: a name, a date, an
+    id) written `_`, case and spacing left out."""
+    return " ".join(w if w in words else "_" for w in _WORD.findall(task.casefold()))
 
 
 @dataclass(frozen=True)
 class Evidence:
     """Successful stored runs of a namespace, as evidence of what a recurring task needs:
-    their task texts, actions and task vectors (unit rows), newest first."""
+    their task texts, actions and task vectors (unit rows), newest first.
+
+    A task recurs when a run among its most similar is of the same task up to its example
+    values: the same `task_template`, where a word counts as an example value when fewer than
+    `share` of the distinct task texts hold it — the rule that keeps example values out of
+    workflows (`Settings.literal_share`), applied to task words."""
 
     tasks: Sequence[str]
     actions: Sequence[Sequence[str]]
     vectors: npt.NDArray[np.float32]
-    forms: frozenset[str] = field(init=False)
-    """Every task's `task_form`: a task seen before is looked up without a product."""
+    share: float = 0.1
+    """`Settings.literal_share`."""
+    words: frozenset[str] = field(init=False)
+    """The words at least `share` of the distinct task texts hold."""
+    templates: tuple[str, ...] = field(init=False)
+    """Each run's `task_template`."""
+    known: frozenset[str] = field(init=False)
+    """Every run's template: a task whose template is not here is looked up without a product."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "forms", frozenset(map(task_form, self.tasks)))
+        distinct = {" ".join(_WORD.findall(t.casefold())) for t in self.tasks}
+        counts = Counter(w for t in distinct for w in set(t.split()))
+        words = frozenset(w for w, n in counts.items() if n >= self.share * len(distinct))
+        templates = tuple(task_template(t, words) for t in self.tasks)
+        object.__setattr__(self, "words", words)
+        object.__setattr__(self, "templates", templates)
+        object.__setattr__(self, "known", frozenset(templates))
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the
-        `nearest` runs when the task recurs, i.e. when a run among the most similar is of the
-        very same task (`same_task`); otherwise none, and the relevance gap decides. A task
+        `nearest` runs when the task recurs, i.e. when one of the most similar is of the same
+        task up to its example values; otherwise none, and the relevance gap decides. A task
         seen before is served what covers what worked for it; a new one, what resembles it."""
-        if task_form(task) not in self.forms:
+        template = task_template(task, self.words)
+        if template not in self.known:
             return []
         scores = snap_cosines(self.vectors @ query)
         found = nearest(scores)
         top = scores[found[0]]
-        if not any(same_task(task, self.tasks[i]) for i in found if scores[i] >= top):
+        if not any(self.templates[i] == template for i in found if scores[i] >= top):
             return []
         return [self.actions[i] for i in found]

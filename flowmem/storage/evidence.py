@@ -19,12 +19,16 @@ __all__ = ["evidence_of", "newest_successes"]
 def evidence_of(store: Store, namespace: str, settings: Settings) -> Evidence:
     """The newest `settings.evidence_limit` successful runs of `namespace` (none when serving
     does not choose by evidence: `settings.cover_weight` is None)."""
-    return newest_successes(store, namespace, 0 if settings.cover_weight is None else settings.evidence_limit)
+    limit = 0 if settings.cover_weight is None else settings.evidence_limit
+    return newest_successes(store, namespace, limit, share=settings.literal_share)
 
 
-def newest_successes(store: Store, namespace: str, limit: int, *, batch_size: int = BATCH) -> Evidence:
-    """The newest `limit` successful runs of `namespace` as evidence (ties by id), read in
-    batches: at most `limit` runs and one batch are held at once, whatever the namespace."""
+def newest_successes(
+    store: Store, namespace: str, limit: int, *, share: float = 0.1, batch_size: int = BATCH
+) -> Evidence:
+    """The newest `limit` successful runs of `namespace` as evidence (ties by id; `share`: the
+    literal share its task words are told apart with), read in batches: at most `limit` runs
+    and one batch are held at once, whatever the namespace."""
     tasks: list[str] = []
     actions: list[list[str]] = []
     vectors = np.zeros((0, store.embedder.dim), dtype=np.float32)
@@ -45,4 +49,4 @@ def newest_successes(store: Store, namespace: str, limit: int, *, batch_size: in
                 tasks, actions = [tasks[i] for i in keep], [actions[i] for i in keep]
                 created, ids, vectors = [created[i] for i in keep], [ids[i] for i in keep], vectors[keep]
     order = sorted(sorted(range(len(ids)), key=lambda i: ids[i]), key=lambda i: created[i], reverse=True)
-    return Evidence([tasks[i] for i in order], [actions[i] for i in order], vectors[order])
+    return Evidence([tasks[i] for i in order], [actions[i] for i in order], vectors[order], share)
