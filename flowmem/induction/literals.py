@@ -13,6 +13,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,27 +96,40 @@ def _longest_first(literal: str) -> tuple[int, str]:
 _WORD = re.compile(r"\w+")
 
 
-class LiteralSet(frozenset[str]):
+class LiteralSet(AbstractSet[str]):
     """Literals to look for in many texts: `find_literals` then reads only those whose
     longest word is a word of the text, instead of every literal. (A literal found whole-word
     starts and ends at word boundaries, so each of its words is a whole word of the text.)
-    With `base` (a LiteralSet of some of them), the base's index serves for its literals, and
-    is built once however many sets share it."""
+    With `base` (another LiteralSet), it holds the base's literals too without copying them:
+    membership, iteration and the index of words go to the base for those, so a set made
+    from a few literals over a large shared base costs its own literals only, and the base's
+    index is built once however many sets share it."""
 
-    _base: LiteralSet | None = None
+    def __init__(self, literals: Iterable[str] = (), base: LiteralSet | None = None) -> None:
+        own = frozenset(literals)
+        self._own = own if base is None else frozenset(v for v in own if v not in base)
+        self._base = base
 
-    def __new__(cls, literals: Iterable[str] = (), base: LiteralSet | None = None) -> LiteralSet:
-        made = super().__new__(cls, literals)
-        made._base = base
-        return made
+    def __contains__(self, value: object) -> bool:
+        return value in self._own or (self._base is not None and value in self._base)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        if self._base is not None:
+            yield from self._base
+
+    def __len__(self) -> int:
+        return len(self._own) + (len(self._base) if self._base is not None else 0)
+
+    def __repr__(self) -> str:
+        return f"LiteralSet({len(self)} literals)"
 
     @functools.cached_property
     def _index(self) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
         by_word: dict[str, list[tuple[str, str]]] = {}
         wordless: list[tuple[str, str]] = []
-        base = self._base if self._base is not None else frozenset()
-        for lit in self:
-            if not lit or lit in base:
+        for lit in self._own:
+            if not lit:
                 continue
             low = lit.lower()
             words = _WORD.findall(low)
@@ -130,10 +144,12 @@ class LiteralSet(frozenset[str]):
         low = text.lower()
         words = set(_WORD.findall(low))
         candidates: set[str] = set()
-        for index in (self, self._base) if self._base is not None else (self,):
+        index: LiteralSet | None = self
+        while index is not None:
             by_word, wordless = index._index
             candidates.update(lit for w in words for lit, lw in by_word.get(w, ()) if lw in low)
             candidates.update(lit for lit, lw in wordless if lw in low)
+            index = index._base
         return [lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text)]
 
 
@@ -218,7 +234,7 @@ class LiteralIndex:
         few values that many tasks share is no example's)."""
         if self._rare_set is None:
             self._rare_set = LiteralSet(self.rare_values())
-        found = set(self._rare_set)
+        found: set[str] = set()  # the runs' own values: the rare ones are the base's
         for t in trajectories:
             for s in t.steps:
                 for v in scalars(s.args):

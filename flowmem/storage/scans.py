@@ -1,6 +1,13 @@
 """Reads of a namespace's trajectories that never hold all of them at once: batches of a few
 columns (what a full induction run plans from, `induction.bounded.scan`), and the runs of one
-cluster read by id, a bounded number per query (what it induces from)."""
+cluster read by id, a bounded number per query (what it induces from).
+
+A read by id goes through a BTREE index on the trajectories' `id` column (`index_ids`, built
+before the first read and rebuilt once `INDEX_SLACK` rows were appended since): without it each
+`id IN (…)` filter scanned the id column of the whole table, so a namespace's reads cost the
+number of reads times its size. Rows appended after the index was built are still found: Lance
+scans the fragments an index does not cover, and only those.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +15,35 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+from lancedb.index import BTree
 
 from flowmem.models import Trajectory
 from flowmem.storage import rows
-from flowmem.storage.lance_ops import quote, select
+from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.store import Store
 
-__all__ = ["BATCH", "READ_CHUNK", "TRAJECTORY_COLUMNS", "trajectories_by_id", "trajectory_batches"]
+__all__ = [
+    "BATCH",
+    "ID_INDEX",
+    "INDEX_SLACK",
+    "READ_CHUNK",
+    "TRAJECTORY_COLUMNS",
+    "index_ids",
+    "trajectories_by_id",
+    "trajectory_batches",
+]
 
 BATCH = 10_000
 """Rows per batch of `trajectory_batches`."""
 READ_CHUNK = 5_000
-"""Ids per query of `trajectories_by_id`: each query scans the id column once, and holds its
-rows in Arrow, as dicts and as trajectories at once."""
+"""Ids per query of `trajectories_by_id`: each query holds its rows in Arrow, as dicts and as
+trajectories at once."""
+ID_INDEX = "id_idx"
+"""The name LanceDB gives the BTREE index on the trajectories' `id` column."""
+INDEX_SLACK = 20_000
+"""Rows appended since the id index was built that a read may scan (the fragments it does not
+cover) before `index_ids` builds it again: a rebuild reads every id once, a read that scans the
+uncovered rows pays for them each time."""
 TRAJECTORY_COLUMNS = (
     "namespace", "id", "task", "agent", "parent_id", "success", "score", "final_answer", "feedback",
     "source", "group", "steps", "workflows_used", "meta", "created_at",
@@ -62,11 +85,25 @@ def trajectories_by_id(
     store: Store, ids: Sequence[str], *, namespace: str, chunk: int = READ_CHUNK
 ) -> dict[str, Trajectory]:
     """The stored trajectories among `ids`, by id (ids not stored are left out), read
-    `chunk` ids per query, their columns only (`TRAJECTORY_COLUMNS`)."""
+    `chunk` ids per query through the id index (`index_ids`), their columns only
+    (`TRAJECTORY_COLUMNS`)."""
     found: dict[str, Trajectory] = {}
+    if ids:
+        index_ids(store)
     ns = quote(store._ns(namespace))
     for start in range(0, len(ids), chunk):
         listed = ", ".join(quote(i) for i in ids[start : start + chunk])
         table = select(store._trajectories(), f"namespace = {ns} AND id IN ({listed})", TRAJECTORY_COLUMNS)
         found.update((r["id"], rows.trajectory_from_row(r)) for r in rows.rows_of(table))
     return found
+
+
+def index_ids(store: Store, *, slack: int = INDEX_SLACK) -> bool:
+    """Build the BTREE index on the trajectories' `id` column when there is none, or when more
+    than `slack` rows were appended since it was built; True when it built one."""
+    table = store._trajectories()
+    stats = table.index_stats(ID_INDEX)
+    if stats is not None and stats.num_unindexed_rows <= slack:
+        return False
+    retry_conflicts(lambda: table.create_index("id", config=BTree(), replace=True))
+    return True
