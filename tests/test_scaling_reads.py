@@ -4,10 +4,13 @@ rare values without copying them (`induction.literals.LiteralSet` with a base)."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from flowmem.induction.literals import LiteralIndex, LiteralSet, find_literals, mask
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store, scans
+from flowmem.storage.base import TRAJECTORIES
 
 
 def _run(i: int, name: str, *, namespace: str = "default") -> Trajectory:
@@ -41,6 +44,17 @@ def test_reads_by_id_go_through_an_index_that_still_finds_later_appends(store: S
     assert store._trajectories().index_stats(scans.ID_INDEX).num_unindexed_rows == 10  # within the slack
     # The other namespace's t1 is its own; the default's is not read for it.
     assert scans.trajectories_by_id(store, ["t1"], namespace="other")["t1"].task == "email bo about order 1"
+
+
+def test_maintain_compacts_the_runs_appended_after_the_id_index(store: Store) -> None:
+    store.insert_trajectories([_run(i, "olga") for i in range(20)])
+    assert scans.index_ids(store)
+    for i in range(20, 23):
+        store.insert_trajectories([_run(i, "dana")])  # one fragment each, none indexed
+    done = store.maintain_table(TRAJECTORIES, keep=timedelta(0))
+    assert done.before.fragments == 4 and done.after.fragments == 1  # 2 with one optimize
+    got = scans.trajectories_by_id(store, ["t3", "t21"], namespace="default")
+    assert sorted(got) == ["t21", "t3"] and store.count_trajectories() == 23
 
 
 def test_the_index_is_rebuilt_past_its_slack(store: Store) -> None:

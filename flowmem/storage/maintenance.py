@@ -100,6 +100,11 @@ class MaintenanceMixin(RunsMixin):
         table = self.db.open_table(name)
         if not name.startswith(_WORKFLOWS):
             self._optimize(table, keep)
+            if table.list_indices():
+                # Lance compacts no fragment its indexes cover with one they do not (the rows
+                # appended since the trajectories' id index was built): the first pass brought
+                # the index over them, the second merges them.
+                self._optimize(table, keep)
             return TableMaintenance(before=before, after=self.table_state(name), kept_from=None)
         # Compact first, pruning nothing: LanceDB measures a cutoff from the time it prunes,
         # after its compaction, so the cutoff below is computed only once that is done.
