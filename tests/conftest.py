@@ -265,6 +265,15 @@ def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)
+    # A last user skipped before its set-up (a skip mark) never reaches the stop below: the
+    # first test after it stops what is still running (Playwright's loop would otherwise stay
+    # in this thread, and every later asyncio.run would fail).
+    order = {item.nodeid: i for i, item in enumerate(request.session.items)}
+    stops = stash.get(_STOPS, {})
+    here = order.get(request.node.nodeid, -1)
+    for name, last in stash[_LAST_USE].items():
+        if name in stops and order.get(last, here) < here:
+            stops.pop(name)()
     yield
     stops = stash.get(_STOPS, {})
     for name, last in stash[_LAST_USE].items():
