@@ -75,8 +75,12 @@ def test_cluster_tasks_finds_templates_assigns_new_ones_and_keeps_ids() -> None:
     assert match_clusters({}, {0: {"a"}}, next_id=7) == {0: 7}
 
 
-def test_too_few_tasks_are_all_noise() -> None:
-    assert list(cluster_tasks(["a b", "a c"], ClusterParams(min_cluster_size=3)).labels) == [-1, -1]
+def test_where_no_cluster_forms_every_task_is_in_one() -> None:
+    assert list(cluster_tasks(["a b", "a c"], ClusterParams(min_cluster_size=3)).labels) == [0, 0]  # too few
+    assert list(cluster_tasks(["x", "y", "z"]).labels) == [0, 0, 0]  # no word of two letters
+    values = random.Random(3)  # one word shared, every other one a value: no denser region
+    tasks = [f"Ping {values.getrandbits(64):016x} {values.getrandbits(64):016x}" for _ in range(20)]
+    assert set(cluster_tasks(tasks).labels.tolist()) == {0}
 
 
 def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> None:

@@ -163,15 +163,21 @@ def canonical_linkage() -> Iterator[None]:
 
 
 def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> Clustering:
-    """Cluster the distinct texts among `tasks`."""
+    """Cluster the distinct texts among `tasks`.
+
+    Where no cluster forms (fewer texts than a cluster's minimum, no term shared, or no region
+    denser than the rest), every text is in one cluster, 0, rather than noise: no successful run
+    is left out of induction, and the inducer tells that cluster's runs apart by what they do
+    (`rule.variants`). A later fit splits it once denser regions appear."""
     import hdbscan
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     p = params or ClusterParams()
     texts = sorted(set(tasks))
+    one_group = Clustering(texts, np.zeros(len(texts), dtype=np.int64))
     if len(texts) < p.min_cluster_size:
-        return Clustering(texts, np.full(len(texts), -1, dtype=np.int64))
+        return one_group
     try:
         vectorizer = TfidfVectorizer(
             ngram_range=(1, 2), min_df=p.min_df or p.min_cluster_size, sublinear_tf=True
@@ -186,7 +192,7 @@ def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> 
         except ValueError:  # no word at all (e.g. only one-letter tokens)
             matrix = None
         if matrix is None or matrix.shape[1] < 2:
-            return Clustering(texts, np.full(len(texts), -1, dtype=np.int64))
+            return one_group
     dims = max(1, min(p.dims, matrix.shape[1] - 1, len(texts) - 1))
     # Tiny inputs make sklearn's explained-variance ratio divide by zero; that figure is unused.
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -207,7 +213,10 @@ def cluster_tasks(tasks: Sequence[str], params: ClusterParams | None = None) -> 
         clusterer = fit(False)
         if (clusterer.labels_ < 0).all():  # HDBSCAN never returns one cluster unless allowed to
             clusterer = fit(True)
-    return Clustering(texts, clusterer.labels_.astype(np.int64), (vectorizer, svd, clusterer), points)
+    labels = clusterer.labels_.astype(np.int64)
+    if (labels < 0).all():  # no denser region anywhere: nothing to split by, so one group
+        labels[:] = 0
+    return Clustering(texts, labels, (vectorizer, svd, clusterer), points)
 
 
 def match_clusters(
