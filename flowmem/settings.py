@@ -13,9 +13,18 @@ from flowmem.induction.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
-__all__ = ["Settings"]
+__all__ = ["EMBEDDER_FLOORS", "Settings"]
 
 DASK_ADDRESS = r"^(local:[1-9][0-9]*|[a-z][a-z0-9+]*://[^\s/]+)$"
+
+EMBEDDER_FLOORS: dict[str, float] = {"hashing": 0.40, "static": 0.59, "openai": 0.0}
+"""Each embedder's default relevance floor: the cosine that requests from no known domain
+reach against stored tasks through what any two English requests share (function words,
+"what is the ... in ... tomorrow"), just above the highest measured. `bench/relevance_floor.py`:
+25 such requests against four stores of three domains (the demo's office, WorkBench, tau2's
+customer service): at most 0.399 with the hashing embedder (384 dimensions), 0.586 with the
+static one (docs/induction.md, "A relevance floor"). The OpenAI embedder's range is not
+measured offline: no floor until one is set."""
 """A Dask scheduler address (`tcp://10.0.0.5:8786`, `tls://...`), or `local:N` (N worker processes)."""
 
 
@@ -124,13 +133,11 @@ class Settings(BaseSettings):
     evidence_limit: int = Field(100_000, ge=0)
     """The newest successful runs of a namespace that search keeps as that evidence (their task
     vectors, texts and actions: ~2 KB a run)."""
-    relevance_floor: float = Field(0.0, ge=0, le=1)
-    """A memory keyed by example tasks whose nearest example is less similar to the task than
-    this (cosine, less the share penalty) is not served, so a task from no known domain gets
-    nothing; 0 (the default) serves whatever is nearest. Off by default: with the offline
-    hashing embedder, paraphrases of one intent score as low as unrelated requests
-    (docs/induction.md, "A relevance floor"); 0.32 suits that embedder on task texts worded
-    alike."""
+    relevance_floor: float | None = Field(None, ge=0, le=1)
+    """When the memory keyed by example tasks nearest to a task is less similar to it than this
+    (cosine, less the share penalty), the task is from no known domain and is served none of
+    them; a task that recurs (see `cover_weight`) is always served. 0 serves whatever is
+    nearest; None (the default): the embedder's own, `EMBEDDER_FLOORS` (`Settings.floor`)."""
     subroutines: bool = True
     """Also induce sub-routines: segments of one shape that recur across the tasks of
     different clusters (`induction/subroutines.py`), served beside the task-level workflows
@@ -221,6 +228,11 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("an http:// or https:// URL is expected, e.g. http://localhost:8000/v1")
         return value
+
+    @property
+    def floor(self) -> float:
+        """The relevance floor search applies: `relevance_floor`, or the embedder's own."""
+        return EMBEDDER_FLOORS[self.embedder] if self.relevance_floor is None else self.relevance_floor
 
     @property
     def cluster_params(self) -> ClusterParams:

@@ -50,6 +50,12 @@ def test_evidence_only_for_a_task_seen_before() -> None:
     assert evidence.runs_for("call olga", query) == []  # another task
     # A recurring template whose runs are not among the nearest is not taken as one.
     assert evidence.runs_for("email olga", np.array([1.0, 0.9, 0.0, 0.0], dtype=np.float32)) == []
+    # Values only: a run of as many values is no evidence of the same task.
+    values = Evidence(
+        ["olga kofi", "amir lena", "yuki ada", "ana li"], [["x"], ["y"], ["z"], ["w"]], vectors, share=0.5
+    )
+    assert values.words == set() and task_template("olga ada", values.words) in values.known
+    assert values.runs_for("olga ada", query) == []
 
 
 TASK = "Forward the latest email about 'budget review' to olga"

@@ -25,10 +25,6 @@ from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, serving
 from tests.browser import Watched as PageWatch
 from tests.factories import WORKBENCH, Seeded, copy_store
 
-FLOOR = 0.32
-"""The relevance floor the stores are served with: the one docs/induction.md measured for the
-hashing embedder ("A relevance floor"); with none, every task is served its nearest workflows."""
-
 UNRELATED = "<script>alert(1)</script>"
 """A task like none of the stores' (the issue's example)."""
 
@@ -61,7 +57,7 @@ class Served:
 @pytest.fixture(scope="module", params=["workbench", "demo"])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     kind = str(request.param)
-    settings = Settings(db=str(tmp_path_factory.mktemp(f"find-{kind}") / "db"), relevance_floor=FLOOR)
+    settings = Settings(db=str(tmp_path_factory.mktemp(f"find-{kind}") / "db"))  # the default floor
     store = _seed(request, kind, settings)
     with serving(settings) as base:
         yield Served(kind, settings, store, base)

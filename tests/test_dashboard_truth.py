@@ -48,9 +48,9 @@ def truth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, Store]:
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """A store induced from three kinds of runs, served with the relevance floor the hashing
-    embedder suits (docs/induction.md, "A relevance floor")."""
-    settings = Settings(db=str(tmp_path_factory.mktemp("search") / "db"), relevance_floor=0.32)
+    """A store induced from three kinds of runs, served with the default relevance floor (the
+    hashing embedder's, docs/induction.md, "A relevance floor")."""
+    settings = Settings(db=str(tmp_path_factory.mktemp("search") / "db"))
     store = store_from(settings)
     runs = [f(i) for f in (forward, cancel, remind) for i in range(8)]
     store_trajectories(store, runs, settings.scrub)

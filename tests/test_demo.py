@@ -84,6 +84,14 @@ def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
     assert served and all(t.source == "flowmem-sim" for t in served)
     # Outcomes flowed back: some versions were promoted, and the transition log shows it.
     assert any(w.status == "active" for w in store.list_workflows())
+    # `flowmem search` on this store: a task from no known domain gets nothing (the default
+    # relevance floor), one of the office's gets its workflow.
+    env = {"FLOWMEM_DB": report["db"]}
+    for task in ("what is the weather in Paris tomorrow", "translate 'good morning' into Spanish"):
+        found = CliRunner().invoke(app, ["search", task, "--json"], env=env)
+        assert found.exit_code == 0 and json.loads(found.stdout) == [], (task, found.output)
+    found = CliRunner().invoke(app, ["search", "Cancel my next meeting with Dana", "--json"], env=env)
+    assert "calendar.cancel_event" in [s["action"] for s in json.loads(found.stdout)[0]["steps"]]
 
 
 def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:

@@ -241,9 +241,13 @@ def test_workbench_targets(workbench_report: dict[str, Any]) -> None:
     flow, raw = workbench_report["flowmem"], workbench_report["raw"]
     assert flow["coverage"] >= raw["coverage"] - 0.02
     assert flow["step_precision"] >= raw["step_precision"]
-    # At least raw memory's (0.896 against 0.893): 0.906 and an absolute 0.9 before a task seen
-    # again was served what covers its nearest runs, which shows fewer memories (docs/metrics.md).
-    assert flow["utility_rate"] >= raw["utility_rate"]
+    # Issue 24's bars: utility and joint precision within 0.02 of raw's, joint coverage at least
+    # raw's (0.885, 0.701, 0.861 against 0.893, 0.714, 0.858 with the default relevance floor,
+    # which serves 12 of the 1,262 test tasks nothing: docs/induction.md).
+    assert flow["utility_rate"] >= raw["utility_rate"] - 0.02
+    assert flow["joint_precision"] >= raw["joint_precision"] - 0.02
+    assert flow["joint_coverage"] >= raw["joint_coverage"]
+    assert 0 < flow["served_nothing"] <= 0.01 and raw["served_nothing"] == 0
     assert flow["leakage"] == 0 and raw["leakage"] > 0.9 and raw["slot_leakage"] > 0.9
     assert flow["cluster_ari"] >= 0.8
     assert flow["joint_coverage"] >= flow["coverage"] and flow["rejected_clusters"] == {}

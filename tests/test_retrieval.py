@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -18,10 +20,11 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import UsageStats
+from flowmem.models import Trajectory, UsageStats
 from flowmem.policy.lifecycle import rank_factor
+from flowmem.policy.serving import above_floor
 from flowmem.server.api import create_app
-from flowmem.settings import Settings
+from flowmem.settings import EMBEDDER_FLOORS, Settings
 from tests.factories import WORKBENCH, forward, induced, make_workflow, run
 
 
@@ -59,7 +62,7 @@ UNKNOWN = [
 
 
 def test_a_task_from_no_known_domain_gets_nothing_everywhere(settings: Settings) -> None:
-    settings = settings.model_copy(update={"relevance_floor": 0.32})
+    assert settings.relevance_floor is None and settings.floor == EMBEDDER_FLOORS["hashing"]  # the default
     induced(settings)
     with WorkflowMemory.open(settings) as memory:
         for task in UNKNOWN:
@@ -72,6 +75,39 @@ def test_a_task_from_no_known_domain_gets_nothing_everywhere(settings: Settings)
         assert found.status_code == 200 and found.json() == [], task
     with WorkflowMemory.open(settings.model_copy(update={"relevance_floor": 0.0})) as memory:
         assert all(memory.search(task) for task in UNKNOWN)  # without a floor: the nearest, however far
+
+
+def test_a_task_that_recurs_is_served_however_far_its_example_values_take_it(settings: Settings) -> None:
+    # Long random values: a new task of this kind is 0.15-0.22 similar to every stored one, below
+    # the floor, but it is the same task up to its values (`cover.task_template`: with 20 task
+    # texts a word only one of them holds is a value): it recurs. Every task here is noise to
+    # HDBSCAN (no denser region): one cluster holds them (`cluster_tasks`).
+    values = random.Random(7)
+
+    def ping(i: int) -> Trajectory:
+        host, via = f"{values.getrandbits(64):016x}", f"{values.getrandbits(64):016x}"
+        steps: list[tuple[str, dict[str, Any], str | None]] = [
+            ("net.route", {"via": via}, None),
+            ("net.ping", {"host": host}, None),
+        ]
+        return run(f"Ping {host} {via}", steps, True, id=f"ping-{i}")
+
+    store_trajectories(store_from(settings), [ping(i) for i in range(20)], settings.scrub)
+    run_induction(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
+    task = ping(20).task
+    with WorkflowMemory.open(settings) as memory:
+        (hit,) = memory.search(task, k=1)
+        assert hit.workflow.actions == ["net.route", "net.ping"] and hit.similarity < settings.floor
+    with WorkflowMemory.open(settings.model_copy(update={"cover_weight": None})) as memory:
+        assert memory.search(task) == []  # without the recurrence rule: below the floor, nothing
+
+
+def test_the_floor_holds_a_task_to_its_nearest_example_keyed_memory_only() -> None:
+    assert above_floor([0.5, 0.2, 0.1], [True, True, False], 0.4) == [True, True, True]
+    assert above_floor([0.3, 0.2, 0.1], [True, True, False], 0.4) == [False, False, True]
+    assert above_floor([0.3, 0.9], [True, False], 0.4) == [False, True]  # a memory keyed by its own text
+    assert above_floor([0.3, 0.2], [True, True], 0.0) == [True, True]  # no floor
+    assert above_floor([], [], 0.4) == []
 
 
 def test_a_task_searched_verbatim_gets_the_workflow_holding_most_of_its_runs_first(

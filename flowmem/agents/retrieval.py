@@ -35,7 +35,7 @@ from flowmem.induction.ann import build_ann
 from flowmem.induction.cover import cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
-from flowmem.policy.serving import CANDIDATES, compose, within_gap
+from flowmem.policy.serving import CANDIDATES, above_floor, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
@@ -96,7 +96,7 @@ class ServedIndex:
         self._evidence_of: int | None = None
         self.floor = floor
         """A memory less similar to the task than this is not served: a task from no known
-        domain gets nothing (`Settings.relevance_floor`)."""
+        domain gets nothing (`Settings.floor`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._writes = store.writes
@@ -118,7 +118,7 @@ class ServedIndex:
             namespace,
             gap=settings.relevance_gap,
             ratio=settings.relevance_ratio,
-            floor=settings.relevance_floor,
+            floor=settings.floor,
             cover_weight=settings.cover_weight,
             evidence_limit=settings.evidence_limit,
             literal_share=settings.literal_share,
@@ -185,11 +185,13 @@ class ServedIndex:
         ok = snap.mask(agent, scope)
         share = self.params.candidate_share
         ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
-        if self.floor:  # a memory below the floor fits no task like this one
-            # The floor is a task-to-task similarity: a memory keyed by its own text is not held to it.
-            keep = (similarity >= self.floor) | ~snap.rows.by_example[ranked]
-            ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
         runs = evidence.runs_for(task, query) if self.cover_weight is not None and len(ranked) else []
+        if self.floor and not runs:  # a task seen before is from a known domain
+            by_example = snap.rows.by_example[ranked].tolist()
+            keep = np.array(above_floor(similarity.tolist(), by_example, self.floor), dtype=bool)
+            ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
+            if not len(ranked):
+                return []
         n = within_gap(scores.tolist(), self.gap, self.ratio)
         if runs:  # a task seen before: what covers what worked for it (`induction.cover`)
             candidates = [snap.rows.actions(int(i)) for i in ranked]

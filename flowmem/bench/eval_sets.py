@@ -41,6 +41,7 @@ KEYS = (
     "described",
     "memories",
     "scored_test_runs",
+    "served_nothing",
     "rejected_clusters",
 )
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from flowmem.agents.retrieval import ServedIndex
 from flowmem.bench import eval_sets
 from flowmem.bench.paths import SHARED_DATA
 from flowmem.demo import World, make_tasks
@@ -99,6 +100,9 @@ class Memory:
     tests: list[str]
     tools: dict[int, frozenset[str]] | None = None
     """Per owner: the words of its workflow's action names and argument keys."""
+    served_nothing: tuple[int, int] | None = None
+    """With the settings' floor, end to end (`ServedIndex.serving` on the store): the off-domain
+    requests and the in-domain test tasks served nothing (the demo's store only)."""
 
 
 def tool_words(actions: list[str], keys: list[str]) -> frozenset[str]:
@@ -174,8 +178,11 @@ def demo_memory() -> Memory:
                 memory.texts.append(task)
                 memory.owners.append(i)
                 memory.shares.append(1.0)
-    for made in make_tasks(World.generate(0), 200, seed=777):
-        memory.tests += [made.text] + [s.text for s in made.subtasks]
+        for made in make_tasks(World.generate(0), 200, seed=777):
+            memory.tests += [made.text] + [s.text for s in made.subtasks]
+        index = ServedIndex.serving(store, settings.namespace, settings)
+        off, tests = ([t for t in texts if not index.search(t)] for texts in (OFF_DOMAIN, memory.tests))
+        memory.served_nothing = (len(off), len(tests))
     return memory
 
 
@@ -255,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
     print_floor(memories, embedder)
+    demo = memories[0].served_nothing or (0, 0)
+    print(
+        f"\nthe demo's store, `ServedIndex.serving` with floor {settings.floor}: {demo[0]}/{len(OFF_DOMAIN)}"
+        f" off-domain requests and {demo[1]}/{len(memories[0].tests)} in-domain tasks served nothing"
+    )
     if "--no-sizes" not in argv:
         print()
         print("| hashing embedder size | " + " | ".join(m.name for m in memories) + " |")

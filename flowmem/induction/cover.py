@@ -179,8 +179,8 @@ class Evidence:
         task up to its example values; otherwise none, and the relevance gap decides. A task
         seen before is served what covers what worked for it; a new one, what resembles it."""
         template = task_template(task, self.words)
-        if template not in self.known:
-            return []
+        if template not in self.known or set(template.split()) <= {"_"}:
+            return []  # a template of example values only says nothing of the task
         scores = snap_cosines(self.vectors @ query)
         found = nearest(scores)
         top = scores[found[0]]

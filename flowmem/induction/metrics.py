@@ -98,7 +98,7 @@ def memory_metrics(
     retrievals: Sequence[Retrieval], leak: LeakChecker, slot_leak: LeakChecker | None, n_memories: int
 ) -> dict[str, float | int | None]:
     """coverage, step_precision, joint_coverage, joint_precision, utility_rate, leakage,
-    slot_leakage, tokens_per_prompt, memories, scored_test_runs."""
+    slot_leakage, tokens_per_prompt, memories, scored_test_runs, served_nothing."""
     coverage = precision = joint_coverage = joint_precision = useful = 0.0
     scored = pairs = leaked = slot_leaked = 0
     tokens = 0
@@ -146,6 +146,9 @@ def memory_metrics(
         "tokens_per_prompt": round(tokens / len(retrievals), 2) if retrievals else 0.0,
         "memories": n_memories,
         "scored_test_runs": scored,
+        "served_nothing": round(sum(not r.memories for r in retrievals) / len(retrievals), 4)
+        if retrievals
+        else 0.0,
     }
 
 

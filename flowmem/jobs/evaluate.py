@@ -31,7 +31,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory, Workflow
-from flowmem.policy.serving import CANDIDATES
+from flowmem.policy.serving import CANDIDATES, above_floor
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of
@@ -82,8 +82,10 @@ def retrieve(
     raw: list[Retrieval] = []
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
-        near = [(i, s) for i, s in near if s >= settings.relevance_floor]  # as `memory.search`
         evidence = runs.runs_for(t.task, q)
+        if not evidence:  # as `memory.search`: every workflow here is keyed by example tasks
+            keep = above_floor([s for _, s in near], [True] * len(near), settings.floor)
+            near = [pair for pair, kept in zip(near, keep, strict=True) if kept]
         ranked = [workflows[i] for i, _ in near]
         chosen = choose(
             ranked,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import NOT_SERVED
 
-__all__ = ["CANDIDATES", "compose", "served_versions", "within_gap"]
+__all__ = ["CANDIDATES", "above_floor", "compose", "served_versions", "within_gap"]
 
 CANDIDATES = 20
 """How many of the best-ranked memories `compose` may look through to fill k places."""
@@ -42,6 +42,20 @@ def within_gap(scores: Sequence[float], gap: float | None, ratio: float | None =
     if ratio is not None and scores[0] > 0:
         floor = max(floor, ratio * scores[0])
     return next((i for i, s in enumerate(scores) if s < floor), len(scores))
+
+
+def above_floor(similarity: Sequence[float], by_example: Sequence[bool], floor: float | None) -> list[bool]:
+    """Which of the ranked memories a task may be served under the relevance floor.
+
+    The floor is a task-to-task similarity: when the memory keyed by example tasks that is
+    nearest to the task is less similar than `floor`, the task is from no domain those
+    examples know, and none of them is served. Otherwise the floor takes nothing away: the
+    others are judged against the first (`within_gap`), as a task's further needs score lower
+    than its main one. A memory keyed by its own text (no example tasks) is not held to it."""
+    held = [s for s, example in zip(similarity, by_example, strict=True) if example]
+    if not floor or not held or max(held) >= floor:
+        return [True] * len(similarity)
+    return [not example for example in by_example]
 
 
 def compose(ranked: Sequence[Workflow], k: int) -> list[int]:
