@@ -47,11 +47,13 @@ EVIDENCE = 3
 def nearest(scores: npt.NDArray[np.floating], k: int = EVIDENCE) -> list[int]:
     """Positions of the k best scores, best first (ties by position), and of any tied with
     the k-th."""
+    scores = np.asarray(scores)
     if not len(scores):
         return []
-    order = np.lexsort((np.arange(len(scores)), -np.asarray(scores)))
-    tie = scores[order[min(k, len(order)) - 1]]
-    return [int(i) for i in order if scores[i] >= tie]
+    cut = len(scores) - min(k, len(scores))
+    tie = np.partition(scores, cut)[cut]  # the k-th best, without sorting them all
+    found = np.flatnonzero(scores >= tie)
+    return [int(i) for i in found[np.lexsort((found, -scores[found]))]]
 
 
 class _Choice:
