@@ -9,11 +9,12 @@ import pytest
 
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Usage
+from flowmem.induction.bounded import ClusterMembers
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.metrics import clustering_scores
 from flowmem.induction.nearest import ExampleIndex, key_shares
-from flowmem.induction.orchestrate import induce_drafts, merge_duplicates, plan_versions
+from flowmem.induction.orchestrate import induce_cluster, induce_drafts, merge_duplicates, plan_versions
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
@@ -81,6 +82,12 @@ def test_where_no_cluster_forms_every_task_is_in_one() -> None:
     values = random.Random(3)  # one word shared, every other one a value: no denser region
     tasks = [f"Ping {values.getrandbits(64):016x} {values.getrandbits(64):016x}" for _ in range(20)]
     assert set(cluster_tasks(tasks).labels.tolist()) == {0}
+
+
+def test_a_cluster_of_member_ids_is_read_before_it_is_induced() -> None:
+    members = ClusterMembers("default", "agent", 4, "subtask", ("fwd-1", "fwd-2"), ())
+    with pytest.raises(TypeError, match="ClusterMembers"):  # it would induce nothing
+        induce_cluster(members, RuleInducer())  # type: ignore[arg-type]
 
 
 def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> None:

@@ -270,7 +270,10 @@ def _reason(err: Exception) -> str:
 
 def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
     """Induce one cluster; an error is reported in the outcome (with the LLM usage its
-    `LLMError` carries), never raised."""
+    `LLMError` carries), never raised. A cluster planned as its members' ids is read first
+    (`ClusterMembers.input`): given one here, it would induce nothing, so that is an error."""
+    if not isinstance(cluster, ClusterInput):
+        raise TypeError(f"induce_cluster needs a ClusterInput (its runs read), not {type(cluster).__name__}")
     key = cluster.key
     outcome = ClusterOutcome(key)
     try:
