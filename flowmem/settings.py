@@ -134,9 +134,10 @@ class Settings(BaseSettings):
     """The newest successful runs of a namespace that search keeps as that evidence (their task
     vectors, texts and actions: ~2 KB a run)."""
     relevance_floor: float | None = Field(None, ge=0, le=1)
-    """When the memory keyed by example tasks nearest to a task is less similar to it than this
-    (cosine, less the share penalty), the task is from no known domain and is served none of
-    them; a task that recurs (see `cover_weight`) is always served. 0 serves whatever is
+    """When neither the memory keyed by example tasks nearest to a task (cosine, less the share
+    penalty) nor any task the namespace has stored a run of (the newest `evidence_limit`) is
+    as similar to it as this, the task is from no known domain and is served none of those
+    memories; a task that recurs (see `cover_weight`) is always served. 0 serves whatever is
     nearest; None (the default): the embedder's own, `EMBEDDER_FLOORS` (`Settings.floor`)."""
     subroutines: bool = True
     """Also induce sub-routines: segments of one shape that recur across the tasks of

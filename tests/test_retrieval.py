@@ -25,7 +25,7 @@ from flowmem.policy.lifecycle import rank_factor
 from flowmem.policy.serving import above_floor
 from flowmem.server.api import create_app
 from flowmem.settings import EMBEDDER_FLOORS, Settings
-from tests.factories import WORKBENCH, forward, induced, make_workflow, run
+from tests.factories import WORKBENCH, forward, induced, make_workflow, remind, run
 
 
 def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> None:
@@ -100,6 +100,19 @@ def test_a_task_that_recurs_is_served_however_far_its_example_values_take_it(set
         assert hit.workflow.actions == ["net.route", "net.ping"] and hit.similarity < settings.floor
     with WorkflowMemory.open(settings.model_copy(update={"cover_weight": None})) as memory:
         assert memory.search(task) == []  # without the recurrence rule: below the floor, nothing
+
+
+def test_a_task_whose_kind_only_failed_so_far_is_of_a_known_domain(settings: Settings) -> None:
+    failed = [remind(i).model_copy(update={"success": False, "id": f"remind-{i}"}) for i in range(8)]
+    store = induced(settings)
+    store_trajectories(store, failed, settings.scrub)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
+    task = "Remind me to call zed on friday"  # no memory of its kind; the runs of its kind failed
+    with WorkflowMemory.open(settings) as memory:
+        assert max(h.similarity for h in memory.search(task)) < settings.floor  # served all the same
+        assert all(memory.search(t) == [] for t in UNKNOWN)
+    with WorkflowMemory.open(settings.model_copy(update={"cover_weight": None})) as memory:
+        assert memory.search(task) == []  # no runs read for serving: the memories' keys alone
 
 
 def test_the_floor_holds_a_task_to_its_nearest_example_keyed_memory_only() -> None:

@@ -95,8 +95,9 @@ class ServedIndex:
         self._evidence = newest_successes(store, namespace, 0)
         self._evidence_of: int | None = None
         self.floor = floor
-        """A memory less similar to the task than this is not served: a task from no known
-        domain gets nothing (`Settings.floor`)."""
+        """A task that neither its nearest example-keyed memory nor a stored run's task (the
+        evidence's, read at each induction commit) is as similar to as this gets none of those
+        memories: it is from no known domain (`Settings.floor`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._writes = store.writes
@@ -186,7 +187,7 @@ class ServedIndex:
         share = self.params.candidate_share
         ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
         runs = evidence.runs_for(task, query) if self.cover_weight is not None and len(ranked) else []
-        if self.floor and not runs:  # a task seen before is from a known domain
+        if self.floor and not runs and not evidence.familiar(query, self.floor):  # from no known domain?
             by_example = snap.rows.by_example[ranked].tolist()
             keep = np.array(above_floor(similarity.tolist(), by_example, self.floor), dtype=bool)
             ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]

@@ -159,6 +159,9 @@ class Evidence:
     vectors: npt.NDArray[np.float32]
     share: float = 0.1
     """`Settings.literal_share`."""
+    seen: npt.NDArray[np.float32] | None = field(default=None, repr=False)
+    """Unit task vectors of the distinct tasks the namespace has stored runs of, whatever their
+    outcome (`familiar`); None: those of `vectors`."""
     words: frozenset[str] = field(init=False)
     """The words at least `share` of the distinct task texts hold."""
     templates: tuple[str, ...] = field(init=False)
@@ -174,6 +177,13 @@ class Evidence:
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
         object.__setattr__(self, "known", frozenset(templates))
+
+    def familiar(self, query: npt.NDArray[np.float32], floor: float) -> bool:
+        """Whether the namespace has stored a run of a task at least `floor` similar to the
+        task embedded as `query` (cosine): a task of a domain it knows, even when no memory of
+        its kind was induced (its runs failed, or were of another agent)."""
+        seen = self.vectors if self.seen is None else self.seen
+        return bool(len(seen)) and float(snap_cosines(seen @ query).max()) >= floor
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the

@@ -83,7 +83,7 @@ def retrieve(
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
         evidence = runs.runs_for(t.task, q)
-        if not evidence:  # as `memory.search`: every workflow here is keyed by example tasks
+        if not evidence and not runs.familiar(q, settings.floor):  # as `memory.search`
             keep = above_floor([s for _, s in near], [True] * len(near), settings.floor)
             near = [pair for pair, kept in zip(near, keep, strict=True) if kept]
         ranked = [workflows[i] for i, _ in near]

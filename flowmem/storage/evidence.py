@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from flowmem.induction.cover import Evidence
 from flowmem.settings import Settings
 from flowmem.storage.scans import BATCH, trajectory_batches
 from flowmem.storage.store import Store
 
-_COLUMNS = ("id", "created_at", "task", "actions", "vector")
+_COLUMNS = ("id", "created_at", "task", "actions", "vector", "success")
 
 __all__ = ["evidence_of", "newest_successes"]
 
@@ -27,26 +28,59 @@ def newest_successes(
     store: Store, namespace: str, limit: int, *, share: float = 0.1, batch_size: int = BATCH
 ) -> Evidence:
     """The newest `limit` successful runs of `namespace` as evidence (ties by id; `share`: the
-    literal share its task words are told apart with), read in batches: at most `limit` runs
-    and one batch are held at once, whatever the namespace."""
-    tasks: list[str] = []
-    actions: list[list[str]] = []
-    vectors = np.zeros((0, store.embedder.dim), dtype=np.float32)
-    created: list[Any] = []
-    ids: list[str] = []
+    literal share its task words are told apart with), and the task vectors of the newest
+    `limit` other runs (failed, or of no known outcome) as what else the namespace has seen;
+    read in batches: at most `limit` runs of each and one batch are held at once."""
+    won, other = _Newest(store.embedder.dim), _Newest(store.embedder.dim)
     if limit > 0:
-        for batch in trajectory_batches(
-            store, _COLUMNS, namespace=namespace, success=True, batch_size=batch_size
-        ):
-            tasks += batch["task"]
-            actions += [a or [] for a in batch["actions"]]
-            vectors = np.concatenate([vectors, batch["vector"]])
-            created += batch["created_at"]
-            ids += batch["id"]
-            if len(ids) > limit:  # keep the newest: (created_at descending, id ascending)
-                keep = sorted(range(len(ids)), key=lambda i: ids[i])
-                keep = sorted(keep, key=lambda i: created[i], reverse=True)[:limit]
-                tasks, actions = [tasks[i] for i in keep], [actions[i] for i in keep]
-                created, ids, vectors = [created[i] for i in keep], [ids[i] for i in keep], vectors[keep]
-    order = sorted(sorted(range(len(ids)), key=lambda i: ids[i]), key=lambda i: created[i], reverse=True)
-    return Evidence([tasks[i] for i in order], [actions[i] for i in order], vectors[order], share)
+        for batch in trajectory_batches(store, _COLUMNS, namespace=namespace, batch_size=batch_size):
+            for outcome, kept in ((True, won), (False, other)):
+                rows = [i for i, ok in enumerate(batch["success"]) if (ok is True) == outcome]
+                kept.add(batch, rows, limit)
+    order, seen = won.order(), other.order()
+    return Evidence(
+        [won.tasks[i] for i in order],
+        [won.actions[i] for i in order],
+        won.vectors[order],
+        share,
+        seen=_distinct(
+            [*(won.tasks[i] for i in order), *(other.tasks[i] for i in seen)],
+            np.concatenate([won.vectors[order], other.vectors[seen]]),
+        ),
+    )
+
+
+class _Newest:
+    """The newest runs read so far, at most a limit of them (created_at descending, id ascending)."""
+
+    def __init__(self, dim: int) -> None:
+        self.tasks: list[str] = []
+        self.actions: list[list[str]] = []
+        self.vectors = np.zeros((0, dim), dtype=np.float32)
+        self.created: list[Any] = []
+        self.ids: list[str] = []
+
+    def add(self, batch: dict[str, Any], rows: list[int], limit: int) -> None:
+        self.tasks += [batch["task"][i] for i in rows]
+        self.actions += [batch["actions"][i] or [] for i in rows]
+        self.vectors = np.concatenate([self.vectors, batch["vector"][rows]])
+        self.created += [batch["created_at"][i] for i in rows]
+        self.ids += [batch["id"][i] for i in rows]
+        if len(self.ids) > limit:
+            keep = self.order()[:limit]
+            self.tasks, self.actions = [self.tasks[i] for i in keep], [self.actions[i] for i in keep]
+            self.created, self.ids = [self.created[i] for i in keep], [self.ids[i] for i in keep]
+            self.vectors = self.vectors[keep]
+
+    def order(self) -> list[int]:
+        """Positions, newest first (ties by id)."""
+        by_id = sorted(range(len(self.ids)), key=lambda i: self.ids[i])
+        return sorted(by_id, key=lambda i: self.created[i], reverse=True)
+
+
+def _distinct(tasks: list[str], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The vectors of the distinct task texts, each once (the first of its runs)."""
+    first: dict[str, int] = {}
+    for i, task in enumerate(tasks):
+        first.setdefault(task, i)
+    return vectors[sorted(first.values())]
