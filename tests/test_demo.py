@@ -47,16 +47,40 @@ def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
     assert bind(w, 2, slots, results) == {"start": "2026-03-05 14:00", "kind": "x"}
 
 
+class Background:
+    """A command started now in a process of its own, its output kept in files."""
+
+    def __init__(self, command: list[str], env: dict[str, str], tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
+            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
+
+    def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Wait for it to end (at full priority from now on); what it printed."""
+        foreground_tree(self.process.pid)
+        code = self.process.wait(timeout=timeout)
+        stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
+
+
 def _docs_check() -> Any:
 
     return _module()
 
 
+def start_demo_json(tmp_path: Path) -> Background:
+    """The acceptance run, `flowmem demo --json` with its defaults (the cycle in the demo's
+    process), started now. tests/conftest.py starts it (`demo_json`) as the session starts, at
+    a low priority: it runs on the core pytest leaves idle; its test waits for it."""
+    options = ["--json", "--engine", "direct", "--workdir", str(tmp_path / "demo")]
+    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], dict(os.environ), tmp_path)
+
+
 @pytest.mark.slow
-def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
+def test_demo_json_shows_the_agent_learning(demo_json: Background) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
-    result = CliRunner().invoke(app, ["demo", "--json", "--engine", "direct", "--workdir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
+    result = demo_json.result(timeout=READY_LIMIT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     rounds = report["rounds"]
     assert [r["round"] for r in rounds] == list(range(1, 9))
@@ -94,22 +118,6 @@ def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
     assert (tmp_path / "learning_curve.png").exists()
     bad = CliRunner().invoke(app, ["demo", "--engine", "nope", "--workdir", str(tmp_path)])
     assert bad.exit_code == 2 and "unknown engine" in bad.output
-
-
-class Background:
-    """A command started now in a process of its own, its output kept in files."""
-
-    def __init__(self, command: list[str], env: dict[str, str], tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
-            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
-
-    def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Wait for it to end (at full priority from now on); what it printed."""
-        foreground_tree(self.process.pid)
-        code = self.process.wait(timeout=timeout)
-        stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
 
 
 def start_prefect_demo(tmp_path: Path, api_url: str) -> Background:
