@@ -87,6 +87,7 @@ AHEAD = {
     "serve_schedule": 14,
     "demo_json": 1_000,
     "determinism_children": 1_000,
+    "temporary_server_demo": 1_000,
 }
 """Session fixtures that start slow work in processes of their own (a server coming up, command
 runs whose results a module checks), each set up this many tests before the first test that
@@ -416,6 +417,19 @@ def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     run = start_demo_json(tmp_path_factory.mktemp("demo-json"))
     background(run.process.pid, BACKGROUND_NICENESS + 5)
+    yield run
+    _stop(run.process)
+
+
+@pytest.fixture(scope="session")
+def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """tests/test_demo.py's `make demo` on Prefect's temporary server of its own (it waits for
+    that server as long as it takes: no bound a niced start could miss), at the priority of the
+    work started ahead, not lower: its client and server talk over HTTP (see AHEAD)."""
+    from tests.test_demo import start_temporary_server_demo
+
+    run = start_temporary_server_demo(tmp_path_factory.mktemp("temporary-server-demo"))
+    background(run.process.pid)
     yield run
     _stop(run.process)
 

@@ -155,21 +155,28 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
 
 
-@pytest.mark.slow
-def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(tmp_path: Path) -> None:
-    """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
-    server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
-    with its task runs, and leaves no server behind."""
-    import sqlite3
-
+def start_temporary_server_demo(tmp_path: Path) -> Background:
+    """`make demo` with no Prefect server configured, started now. tests/conftest.py starts it
+    (`temporary_server_demo`) as the session starts, at a low priority; its test waits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
     env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(int(READY_LIMIT))
     options = ["--rounds", "3", "--tasks", "4", "--workdir", str(tmp_path / "demo")]
-    done = Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path).result(
-        READY_LIMIT
-    )
+    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(
+    temporary_server_demo: Background,
+) -> None:
+    """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
+    server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
+    with its task runs, and leaves no server behind."""
+    import sqlite3
+
+    tmp_path = temporary_server_demo.tmp_path  # started ahead: start_temporary_server_demo(tmp_path)
+    done = temporary_server_demo.result(READY_LIMIT)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "learning curve" in done.stdout, output[-3000:]
     assert not [line for line in output.splitlines() if "INFO" in line or "error" in line.lower()]
