@@ -84,11 +84,16 @@ AHEAD = {
     "examples_launched": 60,
     "harness_server": 80,
     "coexist_server": 150,
+    "serve_schedule": 14,
+    "demo_json": 1_000,
+    "determinism_children": 1_000,
+    "temporary_server_demo": 1_000,
 }
 """Session fixtures that start slow work in processes of their own (a server coming up, command
 runs whose results a module checks), each set up this many tests before the first test that
 uses it: the work runs while those tests do. The command runs are `background` processes; the
-servers are not (the tests talk to them)."""
+servers are not (the tests talk to them). 1_000 means as the session starts (work that needs
+no fixture of a later module, niced below everything else: it has the whole session's idle CPU)."""
 
 _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
@@ -402,3 +407,60 @@ def docs_eval() -> Iterator[subprocess.Popen[str] | None]:
     background(process.pid)
     yield process
     _stop(process)
+
+
+@pytest.fixture(scope="session")
+def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """tests/test_demo.py's acceptance run, `flowmem demo --json` (~25 s of CPU), in a process
+    of its own at the lowest priority of the session's work (see AHEAD)."""
+    from tests.test_demo import start_demo_json
+
+    run = start_demo_json(tmp_path_factory.mktemp("demo-json"))
+    background(run.process.pid, BACKGROUND_NICENESS + 5)
+    yield run
+    _stop(run.process)
+
+
+@pytest.fixture(scope="session")
+def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """tests/test_demo.py's `make demo` on Prefect's temporary server of its own (it waits for
+    that server as long as it takes: no bound a niced start could miss), at the priority of the
+    work started ahead, not lower: its client and server talk over HTTP (see AHEAD)."""
+    from tests.test_demo import start_temporary_server_demo
+
+    run = start_temporary_server_demo(tmp_path_factory.mktemp("temporary-server-demo"))
+    background(run.process.pid)
+    yield run
+    _stop(run.process)
+
+
+@pytest.fixture(scope="session")
+def determinism_children(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, dict[str, subprocess.Popen[str]]] | None]:
+    """tests/test_determinism.py's subprocesses, one per CPU-kernel variant, inducing and
+    evaluating the shared sets (when they are there), at the lowest priority (see AHEAD)."""
+    from tests.test_determinism import TAU2, spawn_variants
+
+    if not (WORKBENCH.exists() and TAU2.exists()):
+        yield None
+        return
+    tmp = tmp_path_factory.mktemp("determinism")
+    children = spawn_variants(tmp)
+    for child in children.values():
+        background(child.pid, BACKGROUND_NICENESS + 5)
+    yield tmp, children
+    for child in children.values():
+        _stop(child)
+
+
+@pytest.fixture(scope="session")
+def serve_schedule(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> Iterator[Any]:
+    """tests/test_flows.py's `flowmem serve` that stops at Ctrl-C once its schedule fired, started
+    a few tests ahead (see AHEAD), in the environment the flow tests have (`prefect_harness`).
+    Not niced: it starts a local Prefect server, which has a bound on its start."""
+    from tests.test_flows import ServeUntilCollected
+
+    serving = ServeUntilCollected(tmp_path_factory.mktemp("serve-schedule"))
+    yield serving
+    serving.stop()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from flowmem.bench.scaling import committed  # as the scaling bench compares a cluster's run
 from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
@@ -41,7 +42,10 @@ def scheduler() -> Iterator[str]:
     (a worker process takes seconds to start and to import flowmem and Prefect)."""
     from distributed import LocalCluster
 
-    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)  # type: ignore[no-untyped-call]
+    from flowmem.flows.runners import dask_runner
+
+    # The cluster `FLOWMEM_DASK_ADDRESS=local:2` starts (no dashboard: two runs never collide on :8787).
+    cluster = LocalCluster(**dask_runner("local:2").cluster_kwargs)  # type: ignore[no-untyped-call]
     with cluster:
         yield cluster.scheduler_address
 
@@ -57,30 +61,6 @@ def tasks_run(address: str) -> dict[int, int]:
     with Client(address) as client:  # type: ignore[no-untyped-call]
         found: dict[str, tuple[int, int]] = client.run(_tasks_run)
     return dict(found.values())
-
-
-def committed(settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every version of every workflow, and every run, as stored: whole, but for the times of
-    day, and with each run id (new on every run) as the run's place in the sequence."""
-    store = store_from(settings)
-    runs = sorted(store.list_runs(namespace=settings.namespace), key=lambda r: r.id)  # ids are time-ordered
-    order = {run.id: f"run {i}" for i, run in enumerate(runs)}
-    workflows = []
-    for latest in store.list_workflows(namespace=settings.namespace):
-        for w in store.history(latest.id, namespace=settings.namespace):
-            run_id = w.provenance.run_id
-            provenance = w.provenance.model_copy(update={"run_id": order[run_id] if run_id else None})
-            workflows.append(
-                w.model_copy(update={"provenance": provenance}).model_dump(exclude={"created_at"})
-            )
-    stored_runs = [
-        {
-            **run.model_dump(exclude={"id", "tag", "started_at", "finished_at"}),
-            "tag": order.get(run.tag or ""),
-        }
-        for run in runs
-    ]
-    return workflows, stored_runs
 
 
 # End to end: Prefect flows on the harness's server, their tasks on worker processes.
@@ -108,7 +88,7 @@ def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
     assert full["refit"] and full["versions_created"] > 5
     assert placed["refit"] is None and 0 < placed["clusters_changed"] < placed["clusters"]
     assert placed["versions_created"] > 0  # new versions (2, ...) of workflows of the first run
-    assert committed(there) == committed(here)
+    assert committed(there.db) == committed(here.db)
     # Every plan and induction ran in the two other processes, each taking some; commits ran here.
     tasks = tasks_run(scheduler)
     assert len(tasks.keys() - {os.getpid()}) == 2 and min(tasks.values()) > 0

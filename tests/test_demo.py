@@ -47,16 +47,40 @@ def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
     assert bind(w, 2, slots, results) == {"start": "2026-03-05 14:00", "kind": "x"}
 
 
+class Background:
+    """A command started now in a process of its own, its output kept in files."""
+
+    def __init__(self, command: list[str], env: dict[str, str], tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
+            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
+
+    def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Wait for it to end (at full priority from now on); what it printed."""
+        foreground_tree(self.process.pid)
+        code = self.process.wait(timeout=timeout)
+        stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
+
+
 def _docs_check() -> Any:
 
     return _module()
 
 
+def start_demo_json(tmp_path: Path) -> Background:
+    """The acceptance run, `flowmem demo --json` with its defaults (the cycle in the demo's
+    process), started now. tests/conftest.py starts it (`demo_json`) as the session starts, at
+    a low priority: it runs on the core pytest leaves idle; its test waits for it."""
+    options = ["--json", "--engine", "direct", "--workdir", str(tmp_path / "demo")]
+    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], dict(os.environ), tmp_path)
+
+
 @pytest.mark.slow
-def test_demo_json_shows_the_agent_learning(tmp_path: Path) -> None:
+def test_demo_json_shows_the_agent_learning(demo_json: Background) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
-    result = CliRunner().invoke(app, ["demo", "--json", "--engine", "direct", "--workdir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
+    result = demo_json.result(timeout=READY_LIMIT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     rounds = report["rounds"]
     assert [r["round"] for r in rounds] == list(range(1, 9))
@@ -104,22 +128,6 @@ def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown engine" in bad.output
 
 
-class Background:
-    """A command started now in a process of its own, its output kept in files."""
-
-    def __init__(self, command: list[str], env: dict[str, str], tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
-            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
-
-    def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Wait for it to end (at full priority from now on); what it printed."""
-        foreground_tree(self.process.pid)
-        code = self.process.wait(timeout=timeout)
-        stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
-
-
 def start_prefect_demo(tmp_path: Path, api_url: str) -> Background:
     """`make demo`'s command with the Prefect engine, on the Prefect server at `api_url`,
     started now. tests/conftest.py starts it (`prefect_demo`, on the harness's server) some
@@ -155,21 +163,28 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
 
 
-@pytest.mark.slow
-def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(tmp_path: Path) -> None:
-    """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
-    server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
-    with its task runs, and leaves no server behind."""
-    import sqlite3
-
+def start_temporary_server_demo(tmp_path: Path) -> Background:
+    """`make demo` with no Prefect server configured, started now. tests/conftest.py starts it
+    (`temporary_server_demo`) as the session starts, at a low priority; its test waits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
     env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(int(READY_LIMIT))
     options = ["--rounds", "3", "--tasks", "4", "--workdir", str(tmp_path / "demo")]
-    done = Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path).result(
-        READY_LIMIT
-    )
+    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(
+    temporary_server_demo: Background,
+) -> None:
+    """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
+    server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
+    with its task runs, and leaves no server behind."""
+    import sqlite3
+
+    tmp_path = temporary_server_demo.tmp_path  # started ahead: start_temporary_server_demo(tmp_path)
+    done = temporary_server_demo.result(READY_LIMIT)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "learning curve" in done.stdout, output[-3000:]
     assert not [line for line in output.splitlines() if "INFO" in line or "error" in line.lower()]

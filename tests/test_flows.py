@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -327,33 +328,66 @@ def test_prefect_yaml_declares_the_served_deployments() -> None:
         assert entry["work_pool"]["name"] == "flowmem-pool"
 
 
-def test_serve_fires_its_schedule_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    settings = Settings(db=str(tmp_path / "db"))
-    runs = simulate(10, seed=6)
-    write_spool_file(settings.spool_path, runs)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env |= {
-        "PREFECT_HOME": str(tmp_path / "prefect"),
-        "FLOWMEM_DB": settings.db,
-        # Quick turns, not the production pace: the server schedules every second, and the
-        # runner looks for due runs every second (not 10) and starts a run only once it is due.
-        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
-        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
-        "PREFECT_RUNNER_PREFETCH_SECONDS": "0",
-    }
-    command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + READY_LIMIT
-        while store_from(settings).count_trajectories() < len(runs):  # a scheduled collect ran
-            assert process.poll() is None and time.monotonic() < deadline, "no scheduled run"
-            time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=READY_LIMIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, output[-3000:]
+class ServeUntilCollected:
+    """`flowmem serve --interval 5 --only collect` with no Prefect server configured (it starts
+    its own local one), on a spool of ten runs, started now; a thread of its own sends it
+    SIGINT (Ctrl-C) once a scheduled collect has stored the runs. tests/conftest.py starts it
+    (`serve_schedule`) some tests before its test, which waits for it and checks it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.settings = Settings(db=str(tmp_path / "db"))
+        self.runs = simulate(10, seed=6)
+        write_spool_file(self.settings.spool_path, self.runs)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+        env |= {
+            "PREFECT_HOME": str(tmp_path / "prefect"),
+            "FLOWMEM_DB": self.settings.db,
+            # Quick turns, not the production pace: the server schedules every second, and the
+            # runner looks for due runs every second (not 10) and starts a run only once it is due.
+            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
+            "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+            "PREFECT_RUNNER_PREFETCH_SECONDS": "0",
+        }
+        command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
+        with (tmp_path / "output").open("w") as out:
+            self.process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        self.failure = ""
+        """Why no SIGINT was sent (empty once it was)."""
+        self.thread = threading.Thread(target=self._interrupt_once_collected, daemon=True)
+        self.thread.start()
+
+    def _interrupt_once_collected(self) -> None:
+        try:
+            deadline = time.monotonic() + READY_LIMIT
+            while store_from(self.settings).count_trajectories() < len(self.runs):  # a scheduled collect ran
+                if self.process.poll() is not None or time.monotonic() >= deadline:
+                    self.failure = "no scheduled run"
+                    return
+                time.sleep(0.5)
+            self.process.send_signal(signal.SIGINT)
+        except BaseException as error:  # reported by the test, not lost in this thread
+            self.failure = repr(error)
+
+    def result(self) -> tuple[int, str]:
+        """Wait for it to end: its exit code and output."""
+        self.thread.join(READY_LIMIT)
+        try:
+            assert not self.failure, f"{self.failure}: {(self.tmp_path / 'output').read_text()[-3000:]}"
+            code = self.process.wait(timeout=READY_LIMIT)
+        finally:
+            self.stop()
+        return code, (self.tmp_path / "output").read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_serve_fires_its_schedule_and_stops_on_ctrl_c(serve_schedule: ServeUntilCollected) -> None:
+    code, output = serve_schedule.result()
+    assert code == 0, output[-3000:]
     assert "flowmem serve stopped" in output
 
 
@@ -372,11 +406,22 @@ def test_prefect_deploy_accepts_the_yaml(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         return done.stdout
 
-    run("work-pool", "create", "flowmem-pool", "--type", "process", "--overwrite")
+    # The pool as `prefect work-pool create flowmem-pool --type process --overwrite` makes it
+    # (the process worker's default job template), and the deployments read back, through the
+    # client: no CLI process to start for either (~3 s each).
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.workers.process import ProcessWorker
+
+    template = ProcessWorker.get_default_base_job_template()
+    with get_client(sync_client=True) as client:
+        pool = WorkPoolCreate(name="flowmem-pool", type="process", base_job_template=template)
+        client.create_work_pool(pool, overwrite=True)
     run("deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
-    listed = run("deployment", "ls")
-    for name in ("collect", "induce", "learn", "cycle"):
-        assert f"flowmem-{name}/{name}" in listed
+    with get_client(sync_client=True) as client:
+        for name in ("collect", "induce", "learn", "cycle"):
+            deployed = client.read_deployment_by_name(f"flowmem-{name}/{name}")
+            assert deployed.work_pool_name == "flowmem-pool"
 
 
 def _recorded(db: str, since: float) -> list[tuple[str, set[str], set[str]]]:

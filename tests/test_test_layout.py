@@ -10,7 +10,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 CONFTEST_STARTS = {"tests.test_bench", "tests.test_demo", "tests.test_examples", "tests.test_concurrency"}
-CONFTEST_STARTS |= {"tests.test_prefect_coexist"}
+CONFTEST_STARTS |= {"tests.test_prefect_coexist", "tests.test_determinism", "tests.test_flows"}
 """The test modules whose processes tests/conftest.py's session fixtures start ahead of their
 tests (`AHEAD`): the one import of a test module outside one, each named here."""
 
