@@ -32,7 +32,7 @@ def test_the_setting_names_a_scheduler_or_a_cluster_of_local_worker_processes() 
         "n_workers": 3,
         "processes": True,  # not threads of this process: what crosses to a worker is pickled
         "threads_per_worker": 1,
-        "dashboard_address": None,  # no server on :8787
+        "dashboard_address": ":0",  # a free port, never :8787 (None binds it)
     }
 
 

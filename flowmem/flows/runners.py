@@ -40,12 +40,14 @@ def task_runner(settings: Settings) -> AbstractContextManager[TaskRunner[Any]]:
 
 def dask_runner(address: str) -> DaskTaskRunner:
     """A `DaskTaskRunner` connected to the scheduler at `address`, or for `local:N` one that
-    starts N worker processes (one thread each: induction holds the GIL; no dashboard) when
-    entered and stops them on exit."""
+    starts N worker processes (one thread each: induction holds the GIL; the scheduler's HTTP
+    server on a free port) when entered and stops them on exit."""
     from prefect_dask.task_runners import DaskTaskRunner
 
     if address.startswith(LOCAL):
         workers = int(address.removeprefix(LOCAL))
-        kwargs = {"n_workers": workers, "processes": True, "threads_per_worker": 1, "dashboard_address": None}
+        # The scheduler's HTTP server on a free port: None still binds :8787 (dask/distributed#8136),
+        # which a second cluster on the machine then fails to take.
+        kwargs = {"n_workers": workers, "processes": True, "threads_per_worker": 1, "dashboard_address": ":0"}
         return DaskTaskRunner(cluster_kwargs=kwargs)
     return DaskTaskRunner(address=address)
