@@ -26,8 +26,9 @@ import json
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any, Literal, NamedTuple, cast, overload
 
 import numpy as np
@@ -195,13 +196,44 @@ Cut = tuple[int, int, tuple[int, ...], bool]
 """A segment: (its run's row, its goal position, its positions, whether it is the whole run)."""
 
 
+class Cuts(Sequence[Cut]):
+    """The segments of one shape, as `Cut`s, held in arrays (a tuple per segment, with its
+    positions' tuple and its row's int, cost ~170 bytes; these ~20)."""
+
+    def __init__(self) -> None:
+        self.rows, self.goals, self.whole = array("i"), array("i"), array("b")
+        self.positions, self.ends = array("i"), array("i")
+        """Every segment's positions one after the other; where each segment's end."""
+
+    def append(self, row: int, goal: int, positions: Sequence[int], whole: bool) -> None:
+        """Add a segment."""
+        self.rows.append(row)
+        self.goals.append(goal)
+        self.whole.append(whole)
+        self.positions.extend(positions)
+        self.ends.append(len(self.positions))
+
+    @overload
+    def __getitem__(self, i: int) -> Cut: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Cut]: ...
+    def __getitem__(self, i: int | slice) -> Cut | list[Cut]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        start = self.ends[i - 1] if i > 0 else 0
+        return self.rows[i], self.goals[i], tuple(self.positions[start : self.ends[i]]), bool(self.whole[i])
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 @dataclass
 class Shapes:
     """The segments of every run, by agent and shape (`segments.shape_of`), successful runs'
     and failed runs' apart; shapes of one action are not kept (`subroutines.keeps_shape`)."""
 
-    ok: dict[str, dict[Shape, list[Cut]]] = field(default_factory=lambda: defaultdict(dict))
-    failed: dict[str, dict[Shape, list[Cut]]] = field(default_factory=lambda: defaultdict(dict))
+    ok: dict[str, dict[Shape, Cuts]] = field(default_factory=lambda: defaultdict(dict))
+    failed: dict[str, dict[Shape, Cuts]] = field(default_factory=lambda: defaultdict(dict))
 
     def add(self, row: int, run: LightRun, success: bool | None) -> None:
         """Cut one run (its row in the `Catalog`) into segments and keep where they are."""
@@ -212,7 +244,7 @@ class Shapes:
             shape = shape_of(seg)
             if len(shape[1]) >= 2:
                 whole = len(seg.positions) == len(run.steps)
-                into.setdefault(shape, []).append((row, seg.goal, seg.positions, whole))
+                into.setdefault(shape, Cuts()).append(row, seg.goal, seg.positions, whole)
 
 
 @dataclass
@@ -474,21 +506,19 @@ def _subroutines(
             shape, tasks, whole=sum(c[3] for c in ordered), min_tasks=min_tasks, cluster_of=cluster_of
         ):
             continue
-        failed = sorted(shapes.failed.get(agent, {}).get(shape, []), key=lambda c: rank[c[0]])
-        positions = {f"{catalog.ids[c[0]]}#{c[1]}": c[2] for c in (*ordered, *failed)}
-        out.append(
-            ClusterMembers(
-                namespace,
-                agent,
-                -1,
-                "subtask",
-                tuple(f"{catalog.ids[c[0]]}#{c[1]}" for c in ordered),
-                tuple(f"{catalog.ids[c[0]]}#{c[1]}" for c in failed),
-                found.literals,
-                kind="subroutine",
-                name=subroutine_key(agent, shape),
-                positions=positions,
-                cap=cap,
-            )
+        failed = sorted(shapes.failed.get(agent, {}).get(shape, ()), key=lambda c: rank[c[0]])
+        members = ClusterMembers(
+            namespace,
+            agent,
+            -1,
+            "subtask",
+            tuple(f"{catalog.ids[c[0]]}#{c[1]}" for c in ordered),
+            tuple(f"{catalog.ids[c[0]]}#{c[1]}" for c in failed),
+            found.literals,
+            kind="subroutine",
+            name=subroutine_key(agent, shape),
+            cap=cap,
         )
+        named = zip(chain(members.successes, members.failures), chain(ordered, failed), strict=True)
+        out.append(replace(members, positions={i: c[2] for i, c in named}))  # the same keys, shared
     return out
