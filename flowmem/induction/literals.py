@@ -179,20 +179,27 @@ class LiteralIndex:
         """Count argument values over a corpus."""
         index = cls(max_share=max_share)
         slots: dict[tuple[str, str], dict[str, set[str]]] = {}  # (action, key) -> value -> tasks
+        vocabulary, actions = index.vocabulary, set()
         for t in trajectories:
             index.total += 1
-            index.counts.update({v.lower() for s in t.steps for v in scalars(s.args) if len(v) >= MIN_CHARS})
-            index.vocabulary.add(t.agent.lower())
+            vocabulary.add(t.agent.lower())
+            used: set[str] = set()  # the run's values, counted once each
             for s in t.steps:
                 action = s.action.lower()
-                index.vocabulary.update([action, *action.split(".")])
+                if action not in actions:
+                    actions.add(action)
+                    vocabulary.update([action, *action.split(".")])
                 for key, value in s.args.items():
-                    index.vocabulary.add(key.lower())
-                    slot = slots.setdefault((action, key.lower()), {})
+                    low_key = key.lower()
+                    vocabulary.add(low_key)
+                    texts = [value] if type(value) is str else scalars(value)
+                    values = [v.lower() for v in texts if len(v) >= MIN_CHARS]
+                    used.update(values)
+                    slot = slots.setdefault((action, low_key), {})
                     if len(slot) <= MAX_CHOICES:  # past that it is open: no need to keep counting
-                        for v in scalars(value):
-                            if len(v) >= MIN_CHARS:
-                                slot.setdefault(v.lower(), set()).add(t.task)
+                        for v in values:
+                            slot.setdefault(v, set()).add(t.task)
+            index.counts.update(used)
         for slot in slots.values():
             if len(slot) <= MAX_CHOICES:
                 index.categorical.update(v for v, tasks in slot.items() if len(tasks) >= MIN_TASKS)
