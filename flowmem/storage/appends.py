@@ -50,6 +50,33 @@ def append_new(
     version an append returns is at times the latest one after it, not its own (measured in
     LanceDB 0.40: 2 of 160 concurrent appends), and the check would take its own rows for
     earlier ones. `storage_options` are the store's, to open the table through Lance."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            return _append_once(table, known, keys, build, stored_at, reopen, storage_options=storage_options)
+        except Exception as err:  # lancedb raises plain RuntimeError for a commit it refused
+            # Another writer committed what this append cannot be rebased on (Lance: an
+            # "Incompatible transaction", e.g. the first rows of an empty table written as an
+            # overwrite); nothing of this append was committed: look at the table again.
+            if attempt == _ATTEMPTS - 1 or "incompatible transaction" not in str(err).lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+_ATTEMPTS = 8
+"""Attempts at an append that another writer's commit made impossible to rebase."""
+
+
+def _append_once(
+    table: Any,
+    known: KnownKeys,
+    keys: Sequence[Key],
+    build: Callable[[list[int]], list[dict[str, Any]]],
+    stored_at: datetime,
+    reopen: Callable[[], Any],
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> set[Key]:
+    """`append_new`, one attempt."""
     with known.lock:
         table.checkout_latest()
         version = int(table.version)

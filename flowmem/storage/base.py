@@ -152,7 +152,8 @@ class StoreBase:
         return self._db
 
     def prepare(self) -> None:
-        """Load the embedder and the LanceDB client now rather than on first write.
+        """Load the embedder and the LanceDB client, and create the trajectories table, now
+        rather than on first write.
 
         A process that writes from a background thread calls this up front: at interpreter
         exit, Python refuses some imports that lancedb and sklearn make lazily.
@@ -160,6 +161,11 @@ class StoreBase:
         self.embedder.embed(["warm up"])
         _ = self.db
         import lance  # noqa: F401  (a writer's first write reads fragments through it)
+
+        # The trajectories table is created (or opened) now, before any append: Lance's creation
+        # is not atomic (lance-format/lance#4451), and a second creation racing a first one
+        # commits as an overwrite, which would drop rows appended in between.
+        _ = self._trajectories()
 
     def _table(self, name: str, schema: Any) -> Any:
         table = self._tables.get(name)
