@@ -124,3 +124,23 @@ def test_a_frequent_compaction_rewrites_only_small_fragments_and_costs_no_key_re
     assert len(store.insert_trajectories([traj(5), traj(70)])) == 1
     assert store._known.refreshes == 1 and store._known.checks == 0  # the compaction moved no key
     assert copies(store) == Counter({f"t-{i}": 1 for i in range(71)})
+
+
+def test_an_append_lance_refuses_as_incompatible_is_tried_again(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lance refuses an append that another writer's commit (an overwrite: a racing creation of
+    the table) makes impossible to rebase; nothing of it was committed, so it is tried again."""
+    store = store_from(settings)
+    store.prepare()
+    refused: list[int] = []
+
+    def add_once_refused(call: Callable[[], T]) -> T:
+        if not refused:
+            refused.append(1)
+            raise RuntimeError("lance error: Incompatible transaction: This Append transaction is ...")
+        return call()
+
+    monkeypatch.setattr(appends, "retry_conflicts", add_once_refused)
+    assert len(store.insert_trajectories(traj(i) for i in range(5))) == 5
+    assert refused and store.count_trajectories() == 5
