@@ -50,57 +50,52 @@ def append_new(
     version an append returns is at times the latest one after it, not its own (measured in
     LanceDB 0.40: 2 of 160 concurrent appends), and the check would take its own rows for
     earlier ones. `storage_options` are the store's, to open the table through Lance."""
-    for attempt in range(_ATTEMPTS):
-        try:
-            return _append_once(table, known, keys, build, stored_at, reopen, storage_options=storage_options)
-        except Exception as err:  # lancedb raises plain RuntimeError for a commit it refused
-            # Another writer committed what this append cannot be rebased on (Lance: an
-            # "Incompatible transaction", e.g. the first rows of an empty table written as an
-            # overwrite); nothing of this append was committed: look at the table again.
-            if attempt == _ATTEMPTS - 1 or "incompatible transaction" not in str(err).lower():
-                raise
-    raise AssertionError("unreachable")
+
+    def once() -> set[Key]:
+        with known.lock:
+            table.checkout_latest()
+            version = int(table.version)
+            if not known.explains(known.version, version):
+                _catch_up(table.uri, known, version, storage_options)
+            known.version = version
+            new = [i for i, key in enumerate(keys) if key not in known.keys]
+            if not new:
+                return set()
+            data = build(new)
+            committed = int(retry_conflicts(lambda: table.add(data)).version)
+            added = {keys[i] for i in new}
+            if known.explains(version, committed - 1):
+                known.keys |= added
+                known.version = committed
+                return added
+            known.checks += 1  # `version` stays the last one accounted for: the next write catches up
+            before = reopen()
+            before.checkout(committed - 1)
+            earlier = _stored(before, added)
+            if earlier:
+                _delete_mine(table, earlier, stored_at)
+            known.keys |= added - earlier
+            return added - earlier
+
+    return _again_if_refused(once)
 
 
 _ATTEMPTS = 8
 """Attempts at an append that another writer's commit made impossible to rebase."""
 
 
-def _append_once(
-    table: Any,
-    known: KnownKeys,
-    keys: Sequence[Key],
-    build: Callable[[list[int]], list[dict[str, Any]]],
-    stored_at: datetime,
-    reopen: Callable[[], Any],
-    *,
-    storage_options: Mapping[str, str] | None = None,
-) -> set[Key]:
-    """`append_new`, one attempt."""
-    with known.lock:
-        table.checkout_latest()
-        version = int(table.version)
-        if not known.explains(known.version, version):
-            _catch_up(table.uri, known, version, storage_options)
-        known.version = version
-        new = [i for i, key in enumerate(keys) if key not in known.keys]
-        if not new:
-            return set()
-        data = build(new)
-        committed = int(retry_conflicts(lambda: table.add(data)).version)
-        added = {keys[i] for i in new}
-        if known.explains(version, committed - 1):
-            known.keys |= added
-            known.version = committed
-            return added
-        known.checks += 1  # `version` stays the last one accounted for: the next write catches up
-        before = reopen()
-        before.checkout(committed - 1)
-        earlier = _stored(before, added)
-        if earlier:
-            _delete_mine(table, earlier, stored_at)
-        known.keys |= added - earlier
-        return added - earlier
+def _again_if_refused(append: Callable[[], set[Key]]) -> set[Key]:
+    """Run an append; when Lance refuses its commit as an "Incompatible transaction" (another
+    writer committed what it cannot be rebased on, e.g. a racing creation of the table, which
+    commits as an overwrite), nothing of it was committed: run it again, from a fresh look at
+    the table."""
+    for attempt in range(_ATTEMPTS):
+        try:
+            return append()
+        except Exception as err:  # lancedb raises plain RuntimeError for a commit it refused
+            if attempt == _ATTEMPTS - 1 or "incompatible transaction" not in str(err).lower():
+                raise
+    raise AssertionError("unreachable")
 
 
 def _catch_up(uri: str, known: KnownKeys, version: int, storage_options: Mapping[str, str] | None) -> None:
