@@ -7,7 +7,7 @@ For each size (a number of trajectories), on a fresh store in a directory of its
 - run a full induction in a fresh process (`python -m flowmem.bench.scaling --child DB`), which
   times its stages and its peak RSS:
   - read: the namespace read in batches of columns, the literal index and the sub-routine
-    segments (`induction.bounded.scan`);
+    segments (`induction.catalog.scan`);
   - cluster: every agent's fit on its sample and the placement of the other texts
     (`bounded.fit_namespace`);
   - load: the clusters' runs read by id (`storage.scans.trajectories_by_id`);

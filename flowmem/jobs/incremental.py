@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Set
 from typing import Any, Literal, cast
 
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
-from flowmem.induction.bounded import light_run
+from flowmem.induction.catalog import light_run
 from flowmem.induction.increment import Columns
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct

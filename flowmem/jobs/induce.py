@@ -26,7 +26,8 @@ from typing import Any
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
-from flowmem.induction.bounded import SCAN_COLUMNS, ClusterMembers, fit_namespace, scan
+from flowmem.induction.bounded import ClusterMembers, fit_namespace
+from flowmem.induction.catalog import SCAN_COLUMNS, scan
 from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
     ClusterOutcome,
