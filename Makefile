@@ -71,18 +71,31 @@ lint: setup
 
 # flowmem strictly; the tests too, in the same run, with pyproject.toml's relaxations for them
 # (tests/fixtures/make_release_store.py runs under an old release, not this one: left out).
+MYPY := $(BIN)/mypy --strict flowmem tests --exclude '^tests/fixtures/'
 typecheck: setup
-	$(BIN)/mypy --strict flowmem tests --exclude '^tests/fixtures/'
+	$(MYPY)
 
 # The dashboard's browser tests need chromium: scripts/ensure-chromium finds it, or installs
 # Debian's as root where apt-get is; without it they are skipped, and the last line says so.
+# pytest-xdist runs the tests in one process per core, at most PYTEST_MAX_PROCESSES (each
+# process builds the session's seeded stores it needs and starts its own servers); tests that share
+# a server or the browser run on one of them (tests/conftest.py's GROUPS, `--dist loadgroup`).
+# `make test PYTEST_PROCESSES=0` runs them in this one process.
+PYTEST_PROCESSES ?= auto
+PYTEST_MAX_PROCESSES ?= 4
 pytest: setup
 	@scripts/ensure-chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_PROCESSES) --maxprocesses $(PYTEST_MAX_PROCESSES)
 	@command -v chromium >/dev/null 2>&1 || echo "the dashboard's browser tests were skipped:" \
 		"no chromium on PATH (install it, e.g. \`sudo apt-get install chromium\`, then \`make test\`)" >&2
 
-test: lint typecheck pytest
+# The type check runs beside the tests (its output shown once they are done), on the CPU the
+# tests leave idle while they wait for the processes they start; either failing fails `make test`.
+test: lint
+	@$(MYPY) >$(VENV)/typecheck.log 2>&1 & \
+	types=$$!; $(MAKE) --no-print-directory pytest; tests=$$?; wait $$types; typed=$$?; \
+	echo "$(MYPY)"; cat $(VENV)/typecheck.log; \
+	test $$tests -eq 0 -a $$typed -eq 0
 
 # The performance figures at quick sizes, side by side (docs/performance.md); memharness too
 # when FLOWMEM_BENCH_PY313 names a Python >= 3.13 that has it. Writes bench/results/latest.json.

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
-from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background
+from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, Command, SessionRun, background, stop_group
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
@@ -79,21 +81,17 @@ def workbench_ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
 AHEAD = {
     "concurrency_writers": 70,
     "concurrency_inducers": 70,
-    "docs_eval": 60,
     "prefect_demo": 50,
     "examples_launched": 60,
     "harness_server": 80,
     "coexist_server": 150,
     "serve_schedule": 14,
-    "demo_json": 1_000,
-    "determinism_children": 1_000,
-    "temporary_server_demo": 1_000,
 }
 """Session fixtures that start slow work in processes of their own (a server coming up, command
 runs whose results a module checks), each set up this many tests before the first test that
-uses it: the work runs while those tests do. The command runs are `background` processes; the
-servers are not (the tests talk to them). 1_000 means as the session starts (work that needs
-no fixture of a later module, niced below everything else: it has the whole session's idle CPU)."""
+uses it (counted among the tests of its `GROUPS` group when pytest-xdist distributes them: a
+group's tests run one after another on one worker): the work runs while those tests do. The
+command runs are `background` processes; the servers are not (the tests talk to them)."""
 
 _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
@@ -249,24 +247,30 @@ def stop_after_last_use(request: pytest.FixtureRequest, name: str, stop: Callabl
     request.session.stash.setdefault(_STOPS, {})[name] = stop
 
 
+def _plan(config: pytest.Config, items: list[pytest.Item]) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """For each fixture of AHEAD, the tests at which it is set up (if not already); for each of
+    STOP_AFTER_LAST_USE, its last user: among the tests that run one after another with its
+    first user (`_sequence`)."""
+    ahead_at: dict[str, set[str]] = {}
+    last_use: dict[str, str] = {}
+    for name in [*AHEAD, *STOP_AFTER_LAST_USE]:
+        users = [item for item in items if name in getattr(item, "fixturenames", ())]
+        sequence = _sequence(config, items, users[0]) if users else []
+        if sequence and name in AHEAD:
+            first = sequence.index(users[0])
+            ahead_at[name] = {item.nodeid for item in sequence[max(0, first - AHEAD[name]) :]}
+        if sequence and name in STOP_AFTER_LAST_USE:
+            last_use[name] = users[-1].nodeid
+    return ahead_at, last_use
+
+
 @pytest.fixture(autouse=True)
 def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     """Sets up each fixture of AHEAD its number of tests before the first test that uses it;
     after its test, stops what `stop_after_last_use` registered for that test."""
     stash = request.session.stash
     if _AHEAD not in stash:
-        items = request.session.items
-        stash[_AHEAD] = {}
-        for name, ahead in AHEAD.items():
-            users = [i for i, item in enumerate(items) if name in getattr(item, "fixturenames", ())]
-            stash[_AHEAD][name] = (
-                {item.nodeid for item in items[max(0, users[0] - ahead) :]} if users else set()
-            )
-        stash[_LAST_USE] = {}
-        for name in STOP_AFTER_LAST_USE:
-            using = [item.nodeid for item in items if name in getattr(item, "fixturenames", ())]
-            if using:
-                stash[_LAST_USE][name] = using[-1]
+        stash[_AHEAD], stash[_LAST_USE] = _plan(request.config, request.session.items)
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)
@@ -342,32 +346,176 @@ LAST = ("tests/test_bench.py",)
 bench run takes ~40 s), which is done by then instead of waited for early on."""
 
 
+GROUPS = {
+    "coexist_server": "prefect-coexist",
+    "chromium_browser": "browser",
+    "concurrency_writers": "concurrency",
+    "concurrency_inducers": "concurrency",
+    "examples_launched": "examples",
+}
+"""Session fixtures that start a server, a browser or processes the tests talk to, and the
+`xdist_group` of every test that uses one (itself or through another fixture): `make test`
+distributes tests with `--dist loadgroup`, which runs a group's tests one after another on one
+worker, so each of these starts once, ahead of its tests (AHEAD) and stops after its last
+(STOP_AFTER_LAST_USE), as in one process. The harness's Prefect server is in none: its users
+are many, spread over the workers, each of which starts one when its first user runs (and
+stops it at its end)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.nodeid.startswith(LAST))  # stable: the order is kept otherwise
+    for item in items:
+        groups = {GROUPS[name] for name in getattr(item, "fixturenames", ()) if name in GROUPS}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid} uses the fixtures of two GROUPS: {sorted(groups)}")
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def bench_run(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[subprocess.Popen[str], Path] | None]:
-    """`flowmem bench` at tiny sizes, started as the session starts when its test is selected:
-    a subprocess on the CPU pytest leaves idle (lower still than the work started ahead: its
-    test runs last), waited for by tests/test_bench.py."""
-    if not any(item.nodeid.startswith("tests/test_bench.py") for item in request.session.items):
-        yield None
-        return
+def _group(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None else None
+
+
+def _sequence(config: pytest.Config, items: list[pytest.Item], first: pytest.Item) -> list[pytest.Item]:
+    """The tests that run one after another with `first` in this process: every test; on a
+    pytest-xdist worker, those of `first`'s group, or none when it has none (which of them this
+    worker runs, and when, is not known ahead)."""
+    if not hasattr(config, "workerinput"):
+        return items
+    group = _group(first)
+    return [item for item in items if _group(item) == group] if group is not None else []
+
+
+# The command runs the session starts as it begins, once for all its processes.
+
+
+def _docs_eval(work: Path) -> dict[str, Command]:
+    if not WORKBENCH.exists():
+        return {}
+    argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
+    return {"eval": Command(argv, cwd=Path(__file__).resolve().parents[1])}
+
+
+def _demo_json(work: Path) -> dict[str, Command]:
+    from tests.test_demo import demo_json_command
+
+    return {"demo": demo_json_command(work)}
+
+
+def _temporary_server_demo(work: Path) -> dict[str, Command]:
+    from tests.test_demo import temporary_server_demo_command
+
+    return {"demo": temporary_server_demo_command(work)}
+
+
+def _determinism_children(work: Path) -> dict[str, Command]:
+    from tests.test_determinism import TAU2, variant_commands
+
+    return variant_commands() if WORKBENCH.exists() and TAU2.exists() else {}
+
+
+def _bench_run(work: Path) -> dict[str, Command]:
     from tests.test_bench import bench_command
 
-    tmp = tmp_path_factory.mktemp("bench")
-    argv, env = bench_command(tmp)
-    process = subprocess.Popen(
-        argv, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    background(process.pid, BACKGROUND_NICENESS + 5)
-    yield process, tmp
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    return {"bench": bench_command(work)}
+
+
+SESSION_RUNS: dict[str, tuple[Callable[[Path], dict[str, Command]], int]] = {
+    "docs_eval": (_docs_eval, BACKGROUND_NICENESS),
+    "demo_json": (_demo_json, BACKGROUND_NICENESS + 5),
+    "temporary_server_demo": (_temporary_server_demo, BACKGROUND_NICENESS),
+    "determinism_children": (_determinism_children, BACKGROUND_NICENESS + 5),
+    "bench_run": (_bench_run, BACKGROUND_NICENESS + 5),
+}
+"""Fixtures that are command runs a module checks (`flowmem demo --json`, `flowmem bench`, the
+shared sets' evaluation...): each starts as the session's tests are collected, when a selected
+test uses it, in processes of its own at a niceness (a `SessionRun` each, named by its
+function), and runs on the CPU the tests leave idle; the test waits for it at full priority.
+Started once for every process of the session: the first pytest-xdist worker to claim it
+starts it, any worker reads it; the pytest process that ran the session stops what is left."""
+
+_RUNS = "FLOWMEM_TEST_SESSION_RUNS"
+"""The environment variable naming the session's directory of SESSION_RUNS, set by the pytest
+process that runs the session (pytest-xdist's workers inherit it)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the session's own process: a directory of its own
+        os.environ[_RUNS] = tempfile.mkdtemp(prefix="flowmem-session-runs-")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the SESSION_RUNS the selected tests use, each unless another process has."""
+    if session.config.option.collectonly:
+        return
+    root = Path(os.environ[_RUNS])
+    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    for name, (commands, niceness) in SESSION_RUNS.items():
+        if name not in used:
+            continue
+        try:
+            (root / name).mkdir()
+        except FileExistsError:
+            continue  # claimed by another worker
+        parts = commands(root / name / "work")
+        for part, command in parts.items():
+            SessionRun.start(root / name / part, command, niceness)
+        (root / name / "started").write_text("\n".join(parts))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's own process stops the SESSION_RUNS still running, and removes their files."""
+    if hasattr(config, "workerinput") or _RUNS not in os.environ:
+        return
+    root = Path(os.environ.pop(_RUNS))
+    for group in root.glob("*/*/group"):  # each run's process group, with anything it left running
+        stop_group(int(group.read_text()))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _session_runs(name: str) -> dict[str, SessionRun]:
+    directory = Path(os.environ[_RUNS]) / name
+    started = directory / "started"
+    deadline = time.monotonic() + READY_LIMIT
+    while not started.exists():  # another worker claimed it and is starting it
+        if not directory.exists() or time.monotonic() > deadline:
+            pytest.fail(f"{name} (SESSION_RUNS) was not started for this session")
+        time.sleep(0.05)
+    return {part: SessionRun(directory / part) for part in started.read_text().split("\n") if part}
+
+
+@pytest.fixture(scope="session")
+def docs_eval() -> SessionRun | None:
+    """`bench/eval_sets.py --json` for tests/test_docs_check.py, when the shared data is there."""
+    return _session_runs("docs_eval").get("eval")
+
+
+@pytest.fixture(scope="session")
+def demo_json() -> SessionRun:
+    """tests/test_demo.py's acceptance run, `flowmem demo --json` (~25 s of CPU)."""
+    return _session_runs("demo_json")["demo"]
+
+
+@pytest.fixture(scope="session")
+def temporary_server_demo() -> SessionRun:
+    """tests/test_demo.py's `make demo` on Prefect's temporary server of its own (it waits for
+    that server as long as it takes: no bound a niced start could miss)."""
+    return _session_runs("temporary_server_demo")["demo"]
+
+
+@pytest.fixture(scope="session")
+def determinism_children() -> dict[str, SessionRun] | None:
+    """tests/test_determinism.py's runs, one per CPU-kernel variant, inducing and evaluating the
+    shared sets (when they are there)."""
+    return _session_runs("determinism_children") or None
+
+
+@pytest.fixture(scope="session")
+def bench_run() -> SessionRun:
+    """`flowmem bench` at tiny sizes, for tests/test_bench.py."""
+    return _session_runs("bench_run")["bench"]
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:
@@ -392,66 +540,6 @@ def coexist_server(
     stop_after_last_use(request, "coexist_server", lambda: _stop(process))
     yield process, env
     _stop(process)
-
-
-@pytest.fixture(scope="session")
-def docs_eval() -> Iterator[subprocess.Popen[str] | None]:
-    """`bench/eval_sets.py --json` for tests/test_docs_check.py, when the shared data is there
-    (started ahead, see AHEAD)."""
-    if not WORKBENCH.exists():
-        yield None
-        return
-    root = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
-    process = subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    background(process.pid)
-    yield process
-    _stop(process)
-
-
-@pytest.fixture(scope="session")
-def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """tests/test_demo.py's acceptance run, `flowmem demo --json` (~25 s of CPU), in a process
-    of its own at the lowest priority of the session's work (see AHEAD)."""
-    from tests.test_demo import start_demo_json
-
-    run = start_demo_json(tmp_path_factory.mktemp("demo-json"))
-    background(run.process.pid, BACKGROUND_NICENESS + 5)
-    yield run
-    _stop(run.process)
-
-
-@pytest.fixture(scope="session")
-def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """tests/test_demo.py's `make demo` on Prefect's temporary server of its own (it waits for
-    that server as long as it takes: no bound a niced start could miss), at the priority of the
-    work started ahead, not lower: its client and server talk over HTTP (see AHEAD)."""
-    from tests.test_demo import start_temporary_server_demo
-
-    run = start_temporary_server_demo(tmp_path_factory.mktemp("temporary-server-demo"))
-    background(run.process.pid)
-    yield run
-    _stop(run.process)
-
-
-@pytest.fixture(scope="session")
-def determinism_children(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Path, dict[str, subprocess.Popen[str]]] | None]:
-    """tests/test_determinism.py's subprocesses, one per CPU-kernel variant, inducing and
-    evaluating the shared sets (when they are there), at the lowest priority (see AHEAD)."""
-    from tests.test_determinism import TAU2, spawn_variants
-
-    if not (WORKBENCH.exists() and TAU2.exists()):
-        yield None
-        return
-    tmp = tmp_path_factory.mktemp("determinism")
-    children = spawn_variants(tmp)
-    for child in children.values():
-        background(child.pid, BACKGROUND_NICENESS + 5)
-    yield tmp, children
-    for child in children.values():
-        _stop(child)
 
 
 @pytest.fixture(scope="session")

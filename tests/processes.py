@@ -6,8 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 READY_LIMIT = 900.0
@@ -23,7 +26,11 @@ BACKGROUND_NICENESS = 10
 def background(pid: int, niceness: int = BACKGROUND_NICENESS) -> None:
     """Lower the priority of a process started for later (and of what it starts from now on):
     it then takes the CPU pytest and the running test's own processes leave idle, instead of
-    slowing them down. It still gets a whole core while a test waits for it."""
+    slowing them down. It still gets a whole core while a test waits for it. Not on a
+    pytest-xdist worker: the other workers' tests then take the CPU a niced process would wait
+    for while its own test waits on it (the processes run in parallel anyway)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     with contextlib.suppress(ProcessLookupError):
         os.setpriority(os.PRIO_PROCESS, pid, niceness)
 
@@ -73,3 +80,91 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=READY_LIMIT,
     )
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command to run: its arguments, environment and working directory."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: Path | None = None
+
+
+_SHELL = (
+    'd=$1; shift; ("$@" >"$d/stdout" 2>"$d/stderr"; echo $? >"$d/part" && mv "$d/part" "$d/status") &'
+    ' echo $! >"$d/pid"'
+)
+"""Starts the command in the background with its output in files of the run's directory (the
+first argument) and its exit status written last (`status`, renamed into place whole), then
+returns: the run belongs to no pytest process (whichever started it may end first), and any
+process of the session can wait for it by its files."""
+
+
+class SessionRun:
+    """A command the session starts once, as it begins, for the tests that check what it did
+    (tests/conftest.py's `SESSION_RUNS`): a run's output and exit status are files of its
+    `directory`, so any process of the session reads them — each pytest-xdist worker, or the
+    one pytest process. The command runs in `work` unless it names a directory of its own."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @property
+    def work(self) -> Path:
+        """The directory of what the runs of its fixture write (beside their own directories)."""
+        return self.directory.parent / "work"
+
+    @classmethod
+    def start(cls, directory: Path, command: Command, niceness: int) -> None:
+        """Start `command` now in a process group of its own (its id in `group`), at `niceness`
+        (see `background`)."""
+        run = cls(directory)
+        for made in (directory, run.work):
+            made.mkdir(parents=True, exist_ok=True)
+        # `nice` execs the shell (the same process), which starts the command at that niceness.
+        argv = ["nice", "-n", str(niceness), "/bin/sh", "-c", _SHELL, "sh", str(directory), *command.argv]
+        with subprocess.Popen(
+            argv, env=command.env, cwd=command.cwd or run.work, start_new_session=True
+        ) as shell:
+            (directory / "group").write_text(str(shell.pid))
+        if shell.returncode != 0:
+            raise RuntimeError(f"{directory.name}: the shell that starts it exited with {shell.returncode}")
+
+    def result(self, timeout: float = READY_LIMIT) -> subprocess.CompletedProcess[str]:
+        """Wait for it to end (at full priority from now on); what it printed."""
+        foreground_tree(int((self.directory / "pid").read_text()))
+        status = self.directory / "status"
+        deadline = time.monotonic() + timeout
+        while not status.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.directory.name} did not end within {timeout:.0f} s")
+            time.sleep(0.05)
+        stdout, stderr = ((self.directory / name).read_text() for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess([], int(status.read_text()), stdout, stderr)
+
+
+def _running_in_group(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (zombies aside: an orphan's exit status is
+    for the container's first process to collect, which may never do it)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def stop_group(pid: int) -> None:
+    """Stop every process of process group `pid` (a `SessionRun`'s) that still runs: SIGTERM to
+    the group, SIGKILL to what is left after 5 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _running_in_group(pid):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, sig)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and _running_in_group(pid):
+            time.sleep(0.05)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.processes import READY_LIMIT, foreground_tree
+from tests.processes import Command, SessionRun
 
 KEYS = [
     "hook_step_us_median",
@@ -28,22 +27,21 @@ KEYS = [
 ]
 
 
-def bench_command(tmp: Path) -> tuple[list[str], dict[str, str]]:
-    """The command the test runs, and its environment (tiny sizes, its own Prefect home)."""
+def bench_command(tmp: Path) -> Command:
+    """The command the test runs, in its environment (tiny sizes, its own Prefect home)."""
     env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp / "prefect")}
     env.pop("FLOWMEM_BENCH_PY313", None)
     argv = [sys.executable, "-c", "from flowmem.cli import main; main()", "bench", "--quick", "--json"]
-    return [*argv, "--out", str(tmp / "latest.json")], env
+    return Command([*argv, "--out", str(tmp / "latest.json")], env)
 
 
 @pytest.mark.slow
-def test_bench_quick_json_prints_every_key(bench_run: tuple[subprocess.Popen[str], Path]) -> None:
-    # Started with the session (tests/conftest.py): it runs on the core pytest leaves idle.
-    process, tmp = bench_run
-    foreground_tree(process.pid)  # waited for now: at full priority
-    stdout, stderr = process.communicate(timeout=READY_LIMIT)
-    assert process.returncode == 0, stderr[-2000:]
-    printed = json.loads(stdout)
+def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
+    # Started with the session (tests/conftest.py's SESSION_RUNS): on the CPU the tests leave idle.
+    done = bench_run.result()
+    tmp = bench_run.work
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = json.loads(done.stdout)
     assert [k for k in KEYS if k not in printed] == []
     assert all(isinstance(printed[k], float | int) for k in KEYS)
     assert "FLOWMEM_BENCH_PY313" in printed["memharness_skipped"]

@@ -18,7 +18,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from tests.factories import docs_check_module as _module
-from tests.processes import READY_LIMIT, foreground_tree
+from tests.processes import READY_LIMIT, Command, SessionRun, foreground_tree
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -68,18 +68,18 @@ def _docs_check() -> Any:
     return _module()
 
 
-def start_demo_json(tmp_path: Path) -> Background:
+def demo_json_command(work: Path) -> Command:
     """The acceptance run, `flowmem demo --json` with its defaults (the cycle in the demo's
-    process), started now. tests/conftest.py starts it (`demo_json`) as the session starts, at
-    a low priority: it runs on the core pytest leaves idle; its test waits for it."""
-    options = ["--json", "--engine", "direct", "--workdir", str(tmp_path / "demo")]
-    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], dict(os.environ), tmp_path)
+    process). tests/conftest.py starts it (`demo_json`, a `SESSION_RUNS` entry) as the session
+    starts, at a low priority: it runs on the CPU the tests leave idle; its test waits for it."""
+    options = ["--json", "--engine", "direct", "--workdir", str(work / "demo")]
+    return Command([sys.executable, "-m", "flowmem.cli", "demo", *options])
 
 
 @pytest.mark.slow
-def test_demo_json_shows_the_agent_learning(demo_json: Background) -> None:
+def test_demo_json_shows_the_agent_learning(demo_json: SessionRun) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
-    result = demo_json.result(timeout=READY_LIMIT)
+    result = demo_json.result()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     rounds = report["rounds"]
@@ -163,28 +163,30 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
 
 
-def start_temporary_server_demo(tmp_path: Path) -> Background:
-    """`make demo` with no Prefect server configured, started now. tests/conftest.py starts it
-    (`temporary_server_demo`) as the session starts, at a low priority; its test waits."""
+def temporary_server_demo_command(work: Path) -> Command:
+    """`make demo` with no Prefect server configured. tests/conftest.py starts it
+    (`temporary_server_demo`, a `SESSION_RUNS` entry) as the session starts, at a low priority;
+    its test waits."""
+    tmp_path = work
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
     env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(int(READY_LIMIT))
     options = ["--rounds", "3", "--tasks", "4", "--workdir", str(tmp_path / "demo")]
-    return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
+    return Command([sys.executable, "-m", "flowmem.cli", "demo", *options], env)
 
 
 @pytest.mark.slow
 def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(
-    temporary_server_demo: Background,
+    temporary_server_demo: SessionRun,
 ) -> None:
     """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
     server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
     with its task runs, and leaves no server behind."""
     import sqlite3
 
-    tmp_path = temporary_server_demo.tmp_path  # started ahead: start_temporary_server_demo(tmp_path)
-    done = temporary_server_demo.result(READY_LIMIT)
+    tmp_path = temporary_server_demo.work  # started with the session: temporary_server_demo_command
+    done = temporary_server_demo.result()
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "learning curve" in done.stdout, output[-3000:]
     assert not [line for line in output.splitlines() if "INFO" in line or "error" in line.lower()]

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import random
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from tests.factories import WORKBENCH
-from tests.processes import READY_LIMIT, foreground_tree
+from tests.processes import Command, SessionRun
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU2 = WORKBENCH.parent / "tau2_oracle_trajectories.jsonl.gz"
@@ -137,43 +136,31 @@ def _differences(reference: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return found
 
 
-def spawn_variants(tmp_path: Path) -> dict[str, subprocess.Popen[str]]:
-    """One subprocess per variant (`_variants`), started now, each writing its outcomes to
-    `<tmp_path>/<i>.out` (its errors to `<i>.err`). tests/conftest.py starts them
-    (`determinism_children`) as the session starts, at a low priority; the test waits."""
-    children = {}
-    for i, (name, env) in enumerate(_variants().items()):
-        clean = {
-            k: v for k, v in os.environ.items() if k not in {"NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE"}
-        }
-        with (tmp_path / f"{i}.out").open("w") as out, (tmp_path / f"{i}.err").open("w") as err:
-            children[name] = subprocess.Popen(
-                [sys.executable, "-m", "tests.test_determinism"],
-                cwd=ROOT,
-                env={**clean, "LANCEDB_LOG": "error", **env},
-                stdout=out,
-                stderr=err,
-                text=True,
-            )
-    return children
+def variant_commands() -> dict[str, Command]:
+    """One command per variant (`_variants`), each printing its outcomes as JSON.
+    tests/conftest.py starts them (`determinism_children`, a `SESSION_RUNS` entry) as the session
+    starts, at a low priority; the test waits."""
+    kernels = {"NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE"}
+    clean = {k: v for k, v in os.environ.items() if k not in kernels}
+    argv = [sys.executable, "-m", "tests.test_determinism"]
+    return {
+        name: Command(argv, {**clean, "LANCEDB_LOG": "error", **env}, ROOT)
+        for name, env in _variants().items()
+    }
 
 
 @pytest.mark.skipif(not (WORKBENCH.exists() and TAU2.exists()), reason="needs ../shared/data")
 @pytest.mark.slow
 def test_the_shared_sets_induce_and_score_the_same_under_every_cpu_kernel_and_hash_seed(
-    determinism_children: tuple[Path, dict[str, subprocess.Popen[str]]],
+    determinism_children: dict[str, SessionRun],
 ) -> None:
     variants = _variants()
-    tmp_path, children = determinism_children  # started ahead: spawn_variants(tmp_path)
-    assert list(children) == list(variants)
-    for child in children.values():
-        foreground_tree(child.pid)  # from here on, at full priority
+    assert list(determinism_children) == list(variants)  # started with the session: variant_commands()
     outcomes = {}
-    for i, (name, child) in enumerate(children.items()):
-        child.wait(timeout=READY_LIMIT)
-        stderr = (tmp_path / f"{i}.err").read_text()
-        assert child.returncode == 0, f"{name}: {stderr[-3000:]}"
-        outcomes[name] = json.loads((tmp_path / f"{i}.out").read_text())
+    for name, child in determinism_children.items():
+        done = child.result()
+        assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
+        outcomes[name] = json.loads(done.stdout)
     reference = outcomes["default"]
     # Real, non-trivial output to compare (113 and 47 workflows at the commit that set these bounds).
     assert len(reference["workbench"]["workflows"]) > 50 and len(reference["tau2"]["workflows"]) > 30

@@ -7,7 +7,6 @@ import functools
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from tests.factories import WORKBENCH
 from tests.factories import docs_check_module as _module
-from tests.processes import READY_LIMIT, foreground_tree
+from tests.processes import SessionRun
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
@@ -24,7 +23,7 @@ NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/
 @pytest.mark.slow
 @NEEDS_DATA
 def test_readme_figures_hold_and_an_edited_one_fails(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: subprocess.Popen[str] | None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: SessionRun | None
 ) -> None:
     check = _module()
 
@@ -32,10 +31,9 @@ def test_readme_figures_hold_and_an_edited_one_fails(
     def runner(args: tuple[str, ...]) -> Any:
         # The session started this very command (tests/conftest.py): its output, once done.
         if docs_eval is not None and args[0] == "bench/eval_sets.py":
-            foreground_tree(docs_eval.pid)  # waited for now: at full priority
-            stdout, stderr = docs_eval.communicate(timeout=READY_LIMIT)
-            assert docs_eval.returncode == 0, stderr[-2000:]
-            return json.loads(stdout)
+            done = docs_eval.result()
+            assert done.returncode == 0, done.stderr[-2000:]
+            return json.loads(done.stdout)
         return check._json_of(list(args))
 
     def run(*argv: str) -> int:
@@ -101,7 +99,7 @@ def _demo_report_from(text: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_every_checked_figure_of_readme_edited_alone_fails(
-    tmp_path: Path, docs_eval: subprocess.Popen[str] | None
+    tmp_path: Path, docs_eval: SessionRun | None
 ) -> None:
     """By construction: each figure a check names, edited by one digit, is the one reported."""
     check = _module()
@@ -110,9 +108,9 @@ def test_every_checked_figure_of_readme_edited_alone_fails(
     sources = {"bench": check.bench_figures(record), "demo": _demo_report_from(readme)}
     checks = [*check._perf_checks(), *(c for c in check._demo_checks() if c.doc == "README.md")]
     if docs_eval is not None:
-        stdout, stderr = docs_eval.communicate(timeout=600)
-        assert docs_eval.returncode == 0, stderr[-2000:]
-        sources["eval"] = json.loads(stdout)
+        done = docs_eval.result()
+        assert done.returncode == 0, done.stderr[-2000:]
+        sources["eval"] = json.loads(done.stdout)
         checks += check._readme_checks()
     shutil.copytree(ROOT / "bench" / "results", tmp_path / "bench" / "results")
     assert check.run_checks(checks, sources, ROOT) == []

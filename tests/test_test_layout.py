@@ -50,20 +50,25 @@ def test_no_module_of_the_tests_imports_a_test_module_or_the_conftest() -> None:
     assert found == []
 
 
-PROCESS_FIXTURES = {"prefect_harness", "harness_server", "bench_run", "chromium_browser"}
+PROCESS_FIXTURES = {"prefect_harness", "harness_server", "chromium_browser"}
 """Session fixtures of tests/conftest.py that run a server or a command in a process of its own,
-beside those of its `AHEAD` (read from it below)."""
+beside those of its `AHEAD` and `SESSION_RUNS` (read from it below)."""
+
+
+def _keys(name: str) -> set[str]:
+    """The string keys of the dict tests/conftest.py assigns to `name` (annotated or not)."""
+    for node in ast.parse((TESTS / "conftest.py").read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [target] if target else []
+        if any(getattr(t, "id", "") == name for t in targets):
+            assert isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict)
+            keys = node.value.keys
+            return {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    raise AssertionError(f"tests/conftest.py has no {name}")
 
 
 def _ahead() -> set[str]:
-    tree = ast.parse((TESTS / "conftest.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "AHEAD" for t in node.targets):
-            assert isinstance(node.value, ast.Dict)
-            return {
-                k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            }
-    raise AssertionError("tests/conftest.py has no AHEAD")
+    return _keys("AHEAD") | _keys("SESSION_RUNS")
 
 
 def _marks(decorators: list[ast.expr]) -> str:
@@ -97,7 +102,7 @@ def test_end_to_end_tests_are_marked_slow(tmp_path: Path) -> None:
     """A test that waits for a server or a command in a process of its own is end to end: marked
     `slow` (`pytest -m "not slow"` leaves them out; `make test` runs every test)."""
     processes = PROCESS_FIXTURES | _ahead()
-    assert {"coexist_server", "prefect_demo", "examples_launched"} <= processes
+    assert {"coexist_server", "prefect_demo", "examples_launched", "bench_run", "demo_json"} <= processes
     found = [
         name for path in sorted(TESTS.glob("test_*.py")) for name in unmarked_end_to_end(path, processes)
     ]
