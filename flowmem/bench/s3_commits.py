@@ -58,7 +58,7 @@ def ignore_conditional_puts() -> None:
         self.headers = {k: v for k, v in self.headers.items() if k.lower() != "if-none-match"}
         return put(self)
 
-    responses.S3Response.put_object = unconditional  # type: ignore[method-assign]
+    responses.S3Response.put_object = unconditional
 
 
 def start_server() -> tuple[Any, str]:
