@@ -1,9 +1,11 @@
 """Headless Chromium for the dashboard's browser tests: Debian's chromium driven by Playwright's
 sync API, the dashboard under uvicorn on 127.0.0.1, and a page that records every console
-error, page error and failed request. Screenshots go to tests/screenshots/ (git-ignored)."""
+error, page error and failed request. With FLOWMEM_TEST_SCREENSHOTS set, a screenshot of every
+page they visit goes to tests/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import threading
@@ -19,6 +21,10 @@ from tests.processes import READY_LIMIT
 
 CHROMIUM = shutil.which("chromium")
 SHOTS = Path(__file__).parent / "screenshots"
+SCREENSHOTS = "FLOWMEM_TEST_SCREENSHOTS"
+"""Set it (to anything) to keep a full-page PNG of every page the browser tests visit in SHOTS,
+for a reviewer to look at: `FLOWMEM_TEST_SCREENSHOTS=1 make test`. Unset, none is taken: they
+check nothing, and cost chromium ~10 s of CPU a run (60 pages, measured)."""
 ARGS = [
     "--no-sandbox",  # we run as root
     "--disable-gpu",
@@ -95,17 +101,26 @@ class Watched:
         page.on("response", response)
 
     def visit(self, path: str, shot: str) -> Any:
-        """Open `path`, check it answered 200 and nothing failed, keep its screenshot."""
+        """Open `path`, check it answered 200 and nothing failed, keep its screenshot (`keep`)."""
         response = self.page.goto(self.base + path)
         assert response is not None and response.status == 200, path
         self.shot(shot)
         return response
 
     def shot(self, name: str) -> None:
-        """Keep a screenshot of the whole page; nothing may have failed so far."""
-        SHOTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        """Nothing may have failed so far; keep a screenshot of the whole page (`keep`)."""
+        keep(self.page, name)
         assert self.problems == [], self.page.url
+
+
+def keep(page: Any, name: str) -> Path | None:
+    """A screenshot of the whole page as SHOTS/<name>.png, when SCREENSHOTS is set: its path."""
+    if not os.environ.get(SCREENSHOTS):
+        return None
+    SHOTS.mkdir(exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
 
 
 @contextmanager

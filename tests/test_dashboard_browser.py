@@ -1,7 +1,8 @@
 """The dashboard in headless Chromium (Playwright's sync API) against uvicorn on 127.0.0.1.
 
 Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download is never
-used. Each page's screenshot goes to tests/screenshots/ (git-ignored) for a reviewer to look at.
+used. With FLOWMEM_TEST_SCREENSHOTS set, each page's screenshot goes to tests/screenshots/
+(git-ignored) for a reviewer to look at.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from flowmem.settings import Settings
-from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, Watched, serving
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, Watched, keep, serving
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, SCRIPT_TASK, Seeded
 
@@ -44,7 +45,6 @@ def browser(chromium_browser: Any) -> Any:
 
 @pytest.fixture
 def page(browser: Any, served: tuple[Seeded, str]) -> Iterator[Watched]:
-    SHOTS.mkdir(exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(BROWSER_LIMIT_MS)  # Playwright's 30 s can pass on a loaded machine
     context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
@@ -105,7 +105,7 @@ def test_the_diff_of_two_versions_shows_the_added_step(page: Watched, served: tu
     page.page.select_option("select[name=new]", "2")
     page.page.click("text=Compare")
     page.page.wait_for_url("**/diff?**")
-    page.page.screenshot(path=str(SHOTS / "diff.png"), full_page=True)
+    keep(page.page, "diff")
     added = page.page.locator("#diff tr.added")
     assert added.count() == 1 and EXTRA.action in added.inner_text()
     assert page.problems == []
@@ -137,7 +137,7 @@ def test_rollback_is_refused_without_the_token_and_changes_the_store_with_it(
     page.page.fill("input[name=note]", "drifted runs, <b>undo</b>")
     page.page.click("button.danger")
     page.page.wait_for_url("**/runs?done=**")
-    page.page.screenshot(path=str(SHOTS / "rollback-done.png"), full_page=True)
+    keep(page.page, "rollback-done")
     assert "Rolled back" in page.page.locator("#result").inner_text()
     assert store.get_workflow(seeded.revised).version == 1
     assert (
@@ -177,7 +177,7 @@ def test_a_bad_parameter_shows_the_dashboards_own_error_page(
         assert page.page.evaluate("getComputedStyle(document.querySelector('header')).display") == "flex", (
             path
         )
-        page.page.screenshot(path=str(SHOTS / f"error-{status}-{len(page.problems)}.png"), full_page=True)
+        keep(page.page, f"error-{status}-{len(page.problems)}")
         # The page's own status, which Chromium also logs, is all: no stylesheet or other
         # request failed, no script error.
         reason = "Bad Request" if status == 400 else "Not Found"

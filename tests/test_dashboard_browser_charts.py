@@ -4,7 +4,8 @@ chosen from a menu, its clusters in distinct colours and noise apart, its legend
 names; the learning curve's axes; no console error and no failed request on the way.
 
 Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download is never
-used. Each page's screenshot goes to tests/screenshots/ (git-ignored) for a reviewer to look at.
+used. With FLOWMEM_TEST_SCREENSHOTS set, each page's screenshot goes to tests/screenshots/
+(git-ignored) for a reviewer to look at.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from flowmem.server.dashboard.charts import NOISE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, Watched, serving
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, Watched, keep, serving
 from tests.factories import copy_store
 
 playwright_api = pytest.importorskip(
@@ -52,7 +53,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, charts_seed: Settings) -> I
 def page(served: tuple[Store, str], chromium_browser: Any) -> Iterator[tuple[Any, list[str]]]:
     """A Chromium page (in a context of its own, of the session's chromium: tests/conftest.py)
     and the console errors, page errors and failed requests it saw."""
-    SHOTS.mkdir(exist_ok=True)
     context = chromium_browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(BROWSER_LIMIT_MS)
     context.set_default_navigation_timeout(BROWSER_LIMIT_MS)
@@ -76,14 +76,14 @@ def test_the_cluster_map_shows_one_agent_at_a_time_in_distinct_colours(
         counts[t.agent] = counts.get(t.agent, 0) + 1
     busiest = min(counts, key=lambda a: (-counts[a], a))  # ties: the first by name
     tab.goto(base + "/clusters")
-    tab.screenshot(path=str(SHOTS / "charts-clusters.png"), full_page=True)
+    keep(tab, "charts-clusters")
     assert tab.locator("h1").inner_text() == f"Clusters of {busiest}"
     assert tab.locator("select[name=agent] option").count() == len(counts)
     for agent in ("calendar_agent", "email_agent"):
         tab.select_option("select[name=agent]", agent)
         tab.click("text=Show")
         tab.wait_for_url(f"**agent={agent}**")
-        tab.screenshot(path=str(SHOTS / f"charts-clusters-{agent}.png"), full_page=True)
+        keep(tab, f"charts-clusters-{agent}")
         assert tab.locator("h1").inner_text() == f"Clusters of {agent}"
         assert f"{counts[agent]} of {counts[agent]} runs shown" in tab.locator("#shown").inner_text()
         fills = tab.locator("svg g.cluster").evaluate_all("gs => gs.map(g => getComputedStyle(g).fill)")
@@ -113,7 +113,7 @@ def test_the_learning_curve_names_both_axes_and_labels_each_period(
     _, base = served
     for by, x_title in (("run", "induction run (the runs recorded after it)"), ("day", "day")):
         tab.goto(f"{base}/learning?by={by}")
-        tab.screenshot(path=str(SHOTS / f"charts-learning-{by}.png"), full_page=True)
+        keep(tab, f"charts-learning-{by}")
         chart = tab.locator("svg.chart")
         assert chart.locator("text.label.x").count() == 1  # fails at once, not after the timeout
         assert chart.locator("text.label.x").text_content() == x_title

@@ -2,7 +2,8 @@
 uvicorn on 127.0.0.1, on a store induced from a WorkBench slice and on the demo's store: every
 home row is the version agents are served, as `flowmem workflows show` gives it; the search
 box is `memory.context` for 5 tasks and says no workflow fits an unrelated one; the columns
-sort. No console error and no failed request on the way; screenshots in tests/screenshots/.
+sort. No console error and no failed request on the way; screenshots in tests/screenshots/
+with FLOWMEM_TEST_SCREENSHOTS set.
 
 Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download is never
 used. tests/test_dashboard_truth.py checks the same through TestClient.
@@ -21,7 +22,7 @@ from flowmem.demo.loop import run_loop
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, SHOTS, serving
+from tests.browser import BROWSER_LIMIT_MS, CHROMIUM, serving
 from tests.browser import Watched as PageWatch
 from tests.factories import WORKBENCH, Seeded, copy_store
 
@@ -99,7 +100,6 @@ class Watched(PageWatch):
 
 @pytest.fixture
 def page(browser: Any, served: Served) -> Iterator[Watched]:
-    SHOTS.mkdir(exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(BROWSER_LIMIT_MS)  # Playwright's 30 s can pass on a loaded machine
     context.set_default_navigation_timeout(BROWSER_LIMIT_MS)

@@ -1,7 +1,8 @@
 """The dashboard's trace and run pages in headless Chromium (tests/browser.py): the trace tree of
 an orchestrator's run, an induction run's changes and the rollback preview, on the demo's store
 and on a store induced from a WorkBench slice (when ../shared/data holds it); no console error,
-no failed request; a screenshot of each page in tests/screenshots/."""
+no failed request; a screenshot of each page in tests/screenshots/ with FLOWMEM_TEST_SCREENSHOTS
+set."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.server.dashboard.traces import RUNS_PAGE_SIZE
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.browser import CHROMIUM, SHOTS, Watched, serving, watched_page
+from tests.browser import CHROMIUM, Watched, serving, watched_page
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import WORKBENCH, DemoTraces, Seeded
 
@@ -234,4 +235,3 @@ def test_a_workbench_slice_shows_its_runs_run_changes_and_rollback_preview(
     leaving = _preview_then_roll_back(on_workbench, store, seeded.runs[1], "traces-rollback-workbench")
     assert (seeded.revised, 2) in leaving
     assert on_workbench.problems == []
-    assert SHOTS.joinpath("traces-rollback-workbench-preview.png").exists()
