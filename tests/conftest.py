@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +19,8 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
-from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, Command, SessionRun, background, stop_group
+from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, Command, SessionRun, background
+from tests.session import built_once, close_session, open_session, runs_of, start_runs
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
@@ -38,44 +37,56 @@ def store(settings: Settings) -> Store:
     return store_from(settings)
 
 
-# The dashboard's seeded stores, each built once for the session (a build takes seconds: induction
-# runs, the demo's loop); a module opens its own copy (`Seeded.copied`, `copy_store`), which its
-# tests may change, with its own settings (the seeds read none but the namespace and scrubbing).
+# The dashboard's seeded stores, each built once for the session, by the first of its processes
+# that needs it (a build takes seconds: induction runs, the demo's loop; tests/session.py's
+# `built_once`); a module opens its own copy (`Seeded.copied`, `copy_store`), which its tests may
+# change, with its own settings (the seeds read none but the namespace and scrubbing).
 
 
 @pytest.fixture(scope="session")
-def dashboard_seed(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+def dashboard_seed() -> Seeded:
     """tests/factories.py's `seed_dashboard`: a WorkBench slice induced twice, served, learned."""
-    return seed_dashboard(Settings(db=str(tmp_path_factory.mktemp("dashboard-seed") / "db")))
+    return built_once("dashboard-seed", lambda path: seed_dashboard(Settings(db=str(path / "db"))))
 
 
 @pytest.fixture(scope="session")
-def demo_traces_seed(tmp_path_factory: pytest.TempPathFactory) -> DemoTraces:
+def demo_traces_seed() -> DemoTraces:
     """tests/factories.py's `seed_demo_traces`: the demo's loop, three rounds of 40 tasks."""
-    return seed_demo_traces(Settings(db=str(tmp_path_factory.mktemp("demo-traces-seed") / "db")))
+    return built_once(
+        "demo-traces-seed", lambda directory: seed_demo_traces(Settings(db=str(directory / "db")))
+    )
 
 
-@pytest.fixture(scope="session")
-def charts_seed(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """tests/factories.py's `seed_charts` (the demo office's runs induced, served): its settings."""
-    settings = Settings(db=str(tmp_path_factory.mktemp("charts-seed") / "db"))
+def _charts(directory: Path) -> Settings:
+    settings = Settings(db=str(directory / "db"))
     seed_charts(settings)
     return settings
 
 
 @pytest.fixture(scope="session")
-def workbench_ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
-    """`flowmem ingest` of the whole WorkBench file into an empty store, run once (in this
-    process; tests/test_cli.py checks what it printed, tests/test_retrieval.py induces from it):
-    the store's directory, the exit code and the output. A test copies the store to change it."""
+def charts_seed() -> Settings:
+    """tests/factories.py's `seed_charts` (the demo office's runs induced, served): its settings."""
+    return built_once("charts-seed", _charts)
+
+
+def _ingest_workbench(directory: Path) -> tuple[Path, int, str]:
     from typer.testing import CliRunner
 
     from flowmem.cli import app
 
-    db = tmp_path_factory.mktemp("workbench-ingested") / "db"
+    db = directory / "db"
     env = {"FLOWMEM_DB": str(db), "FLOWMEM_NAMESPACE": "default"}
     result = CliRunner().invoke(app, ["ingest", str(WORKBENCH)], env=env)
     return db, result.exit_code, result.output
+
+
+@pytest.fixture(scope="session")
+def workbench_ingested() -> tuple[Path, int, str]:
+    """`flowmem ingest` of the whole WorkBench file into an empty store, run once (in a process
+    of the session; tests/test_cli.py checks what it printed, tests/test_retrieval.py induces
+    from it): the store's directory, the exit code and the output. A test copies the store to
+    change it."""
+    return built_once("workbench-ingested", _ingest_workbench)
 
 
 AHEAD = {
@@ -436,86 +447,51 @@ function), and runs on the CPU the tests leave idle; the test waits for it at fu
 Started once for every process of the session: the first pytest-xdist worker to claim it
 starts it, any worker reads it; the pytest process that ran the session stops what is left."""
 
-_RUNS = "FLOWMEM_TEST_SESSION_RUNS"
-"""The environment variable naming the session's directory of SESSION_RUNS, set by the pytest
-process that runs the session (pytest-xdist's workers inherit it)."""
-
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not hasattr(config, "workerinput"):  # the session's own process: a directory of its own
-        os.environ[_RUNS] = tempfile.mkdtemp(prefix="flowmem-session-runs-")
+    open_session(config)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the SESSION_RUNS the selected tests use, each unless another process has."""
-    if session.config.option.collectonly:
-        return
-    root = Path(os.environ[_RUNS])
-    used = {name for item in session.items for name in getattr(item, "fixturenames", ())}
-    for name, (commands, niceness) in SESSION_RUNS.items():
-        if name not in used:
-            continue
-        try:
-            (root / name).mkdir()
-        except FileExistsError:
-            continue  # claimed by another worker
-        parts = commands(root / name / "work")
-        for part, command in parts.items():
-            SessionRun.start(root / name / part, command, niceness)
-        (root / name / "started").write_text("\n".join(parts))
+    start_runs(session, SESSION_RUNS)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The session's own process stops the SESSION_RUNS still running, and removes their files."""
-    if hasattr(config, "workerinput") or _RUNS not in os.environ:
-        return
-    root = Path(os.environ.pop(_RUNS))
-    for group in root.glob("*/*/group"):  # each run's process group, with anything it left running
-        stop_group(int(group.read_text()))
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _session_runs(name: str) -> dict[str, SessionRun]:
-    directory = Path(os.environ[_RUNS]) / name
-    started = directory / "started"
-    deadline = time.monotonic() + READY_LIMIT
-    while not started.exists():  # another worker claimed it and is starting it
-        if not directory.exists() or time.monotonic() > deadline:
-            pytest.fail(f"{name} (SESSION_RUNS) was not started for this session")
-        time.sleep(0.05)
-    return {part: SessionRun(directory / part) for part in started.read_text().split("\n") if part}
+    close_session(config)
 
 
 @pytest.fixture(scope="session")
 def docs_eval() -> SessionRun | None:
     """`bench/eval_sets.py --json` for tests/test_docs_check.py, when the shared data is there."""
-    return _session_runs("docs_eval").get("eval")
+    return runs_of("docs_eval").get("eval")
 
 
 @pytest.fixture(scope="session")
 def demo_json() -> SessionRun:
     """tests/test_demo.py's acceptance run, `flowmem demo --json` (~25 s of CPU)."""
-    return _session_runs("demo_json")["demo"]
+    return runs_of("demo_json")["demo"]
 
 
 @pytest.fixture(scope="session")
 def temporary_server_demo() -> SessionRun:
     """tests/test_demo.py's `make demo` on Prefect's temporary server of its own (it waits for
     that server as long as it takes: no bound a niced start could miss)."""
-    return _session_runs("temporary_server_demo")["demo"]
+    return runs_of("temporary_server_demo")["demo"]
 
 
 @pytest.fixture(scope="session")
 def determinism_children() -> dict[str, SessionRun] | None:
     """tests/test_determinism.py's runs, one per CPU-kernel variant, inducing and evaluating the
     shared sets (when they are there)."""
-    return _session_runs("determinism_children") or None
+    return runs_of("determinism_children") or None
 
 
 @pytest.fixture(scope="session")
 def bench_run() -> SessionRun:
     """`flowmem bench` at tiny sizes, for tests/test_bench.py."""
-    return _session_runs("bench_run")["bench"]
+    return runs_of("bench_run")["bench"]
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:
