@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
+from tests.prefect_servers import HarnessServer, seed_database, stop, upgrade_command
 from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, Command, SessionRun, background
 from tests.session import built_once, close_session, open_session, runs_of, start_runs
 
@@ -108,72 +106,15 @@ _AHEAD = pytest.StashKey[dict[str, set[str]]]()
 """For each fixture of AHEAD, the tests at which it is set up (if not already)."""
 
 
-class HarnessServer:
-    """The server `prefect_test_harness` starts (the same uvicorn command and environment), but
-    started ahead of the harness, which then uses it instead of starting one and waiting."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        if self.process is not None:
-            return
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        env = {
-            **os.environ,
-            "PREFECT_HOME": str(self.home),
-            "DO_NOT_TRACK": os.environ.get("DO_NOT_TRACK", "1"),
-            "PREFECT_SERVER_ANALYTICS_ENABLED": os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
-            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{self.home / 'prefect-test.db'}",
-            "PREFECT_UI_ENABLED": "0",
-            "PREFECT__SERVER_EPHEMERAL": "1",
-            "PREFECT__SERVER_FINAL": "1",
-        }
-        spec = importlib.util.find_spec("prefect")  # not imported here: the server imports it
-        assert spec is not None and spec.origin is not None
-        app_dir = str(Path(spec.origin).parent.parent)
-        factory = "prefect.server.api.server:create_app"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory", factory]
-            + ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=env,
-        )
-
-    @property
-    def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
-
-    def healthy(self) -> bool:
-        """Wait until it answers /health, however long it takes to start while it runs (a slow or
-        loaded machine only makes this longer; READY_LIMIT stops a server that never answers);
-        False if it exited first (the harness then starts its own)."""
-        import httpx
-
-        assert self.process is not None
-        deadline = time.monotonic() + READY_LIMIT
-        with httpx.Client(timeout=READY_LIMIT) as client:
-            while self.process.poll() is None and time.monotonic() < deadline:
-                try:
-                    if client.get(f"{self.api_url}/health").status_code == 200:
-                        return True
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-        _stop(self.process)
-        return False
-
-
 @pytest.fixture(scope="session")
-def harness_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HarnessServer]:
-    server = HarnessServer(tmp_path_factory.mktemp("prefect-home"))
+def harness_server(
+    tmp_path_factory: pytest.TempPathFactory, prefect_database: Path
+) -> Iterator[HarnessServer]:
+    server = HarnessServer(tmp_path_factory.mktemp("prefect-home"), prefect_database)
     server.start()
     yield server
     if server.process is not None:
-        _stop(server.process)
+        stop(server.process)
 
 
 @pytest.fixture(scope="session")
@@ -187,7 +128,7 @@ def prefect_demo(tmp_path_factory: pytest.TempPathFactory, harness_server: Harne
     run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"), harness_server.api_url)
     background(run.process.pid)
     yield run
-    _stop(run.process)
+    stop(run.process)
 
 
 @pytest.fixture(scope="session")
@@ -433,7 +374,12 @@ def _bench_run(work: Path) -> dict[str, Command]:
     return {"bench": bench_command(work)}
 
 
+def _prefect_database(work: Path) -> dict[str, Command]:
+    return {"upgrade": upgrade_command(work / "prefect.db")}
+
+
 SESSION_RUNS: dict[str, tuple[Callable[[Path], dict[str, Command]], int]] = {
+    "prefect_database": (_prefect_database, 0),
     "docs_eval": (_docs_eval, BACKGROUND_NICENESS),
     "demo_json": (_demo_json, BACKGROUND_NICENESS + 5),
     "temporary_server_demo": (_temporary_server_demo, BACKGROUND_NICENESS),
@@ -460,6 +406,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The session's own process stops the SESSION_RUNS still running, and removes their files."""
     close_session(config)
+
+
+@pytest.fixture(scope="session")
+def prefect_database() -> Path:
+    """A Prefect database with every migration applied (`prefect server database upgrade`), made
+    once for the session: the tests' Prefect servers start on a copy of it (`seed_database`),
+    as on a machine that ran one before, instead of each migrating a new database (~3.5 s of
+    CPU each). The temporary-server demo and the bench start on a new one, as a first run does."""
+    run = runs_of("prefect_database")["upgrade"]
+    done = run.result()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return run.work / "prefect.db"
 
 
 @pytest.fixture(scope="session")
@@ -494,37 +452,33 @@ def bench_run() -> SessionRun:
     return runs_of("bench_run")["bench"]
 
 
-def _stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="session")
 def coexist_server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prefect_database: Path
 ) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
     """The real Prefect server of tests/test_prefect_coexist.py (it takes ~10 s to come up;
     started ahead, see AHEAD; stopped after its last test, see STOP_AFTER_LAST_USE)."""
     from tests.test_prefect_coexist import start_server
 
-    process, env = start_server(tmp_path_factory.mktemp("prefect-coexist"))
-    stop_after_last_use(request, "coexist_server", lambda: _stop(process))
+    home = tmp_path_factory.mktemp("prefect-coexist")
+    seed_database(prefect_database, home / "prefect")  # the server's PREFECT_HOME
+    process, env = start_server(home)
+    stop_after_last_use(request, "coexist_server", lambda: stop(process))
     yield process, env
-    _stop(process)
+    stop(process)
 
 
 @pytest.fixture(scope="session")
-def serve_schedule(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) -> Iterator[Any]:
+def serve_schedule(
+    tmp_path_factory: pytest.TempPathFactory, prefect_harness: None, prefect_database: Path
+) -> Iterator[Any]:
     """tests/test_flows.py's `flowmem serve` that stops at Ctrl-C once its schedule fired, started
     a few tests ahead (see AHEAD), in the environment the flow tests have (`prefect_harness`).
     Not niced: it starts a local Prefect server, which has a bound on its start."""
     from tests.test_flows import ServeUntilCollected
 
-    serving = ServeUntilCollected(tmp_path_factory.mktemp("serve-schedule"))
+    work = tmp_path_factory.mktemp("serve-schedule")
+    seed_database(prefect_database, work / "prefect")  # its PREFECT_HOME: serve's own server's
+    serving = ServeUntilCollected(work)
     yield serving
     serving.stop()
