@@ -163,6 +163,24 @@ def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_l
     assert any(t.workflows_used for t in store.iter_trajectories() if "-r2-" in t.id)
 
 
+def test_a_temporary_server_that_does_not_start_says_why_and_prints_nothing_itself(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """What the demo's temporary Prefect server prints goes to a file of its own (its shutdown
+    logs a cancelled connection reset as an error), shown in the error when it fails to start."""
+    from flowmem.flows.engine import TemporaryServer
+
+    class Failing(TemporaryServer):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", "import sys; print('unable to open database file'); sys.exit(1)"]
+
+    server = Failing()
+    with pytest.raises(RuntimeError, match=r"server exited \(1\):\nunable to open database file$"):
+        server.ready()
+    server.stop()
+    assert capfd.readouterr() == ("", "")
+
+
 def temporary_server_demo_command(work: Path) -> Command:
     """`make demo` with no Prefect server configured. tests/conftest.py starts it
     (`temporary_server_demo`, a `SESSION_RUNS` entry) as the session starts, at a low priority;

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,23 +48,40 @@ class TemporaryServer:
     serving `prefect.server.api.server:create_app` on 127.0.0.1, on the database of
     PREFECT_HOME. Started by a plain `Popen`: Prefect's `SubprocessASGIServer` lives in the
     server's module, whose import (the whole API app, ~1.5 s) the process running the flows
-    would pay before the server even starts."""
+    would pay before the server even starts.
+
+    What it prints goes to a file of its own, shown only when it fails to start: its shutdown
+    at exit may log an error that is not one (SQLAlchemy's pool reporting the cancelled reset of
+    a connection as uvicorn stops it), which the demo's output would otherwise end with."""
 
     def __init__(self) -> None:
         self.port = 0
+        self.output = tempfile.TemporaryFile()
         self.process = self._spawn()
         atexit.register(self.stop)  # after Prefect's log and event workers drain at exit
+
+    def command(self) -> list[str]:
+        """The server's command, on `self.port`."""
+        app_dir = str(Path(prefect.__file__).parent.parent)
+        command = [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory"]
+        command += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)]
+        return [*command, "--log-level", "error", "--lifespan", "on"]
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
-        app_dir = str(Path(prefect.__file__).parent.parent)
-        command = [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory"]
-        command += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)]
-        command += ["--log-level", "error", "--lifespan", "on"]
         settings = get_current_settings().to_environment_variables(exclude_unset=True)
-        return subprocess.Popen(command, env={**os.environ, **TEMPORARY, **settings})
+        self.output.seek(0)
+        self.output.truncate()
+        env = {**os.environ, **TEMPORARY, **settings}
+        return subprocess.Popen(self.command(), env=env, stdout=self.output, stderr=subprocess.STDOUT)
+
+    def _printed(self) -> str:
+        """The end of what it printed, for an error that says why it did not start."""
+        self.output.seek(0)
+        lines = self.output.read().decode(errors="replace").strip().splitlines()
+        return "\n".join(lines[-20:])
 
     @property
     def api_url(self) -> str:
@@ -78,7 +96,8 @@ class TemporaryServer:
                 if self.process.poll() == PORT_TAKEN:
                     self.process = self._spawn()
                 elif self.process.poll() is not None:
-                    raise RuntimeError(f"the temporary Prefect server exited ({self.process.returncode})")
+                    code = self.process.returncode
+                    raise RuntimeError(f"the temporary Prefect server exited ({code}):\n{self._printed()}")
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
                         return self.api_url
@@ -86,7 +105,7 @@ class TemporaryServer:
                     pass
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("the temporary Prefect server did not answer in time")
+        raise RuntimeError(f"the temporary Prefect server did not answer in time:\n{self._printed()}")
 
     def stop(self) -> None:
         if self.process.poll() is None:
