@@ -18,6 +18,7 @@ from flowmem.storage import Store
 from tests.factories import WORKBENCH, DemoTraces, Seeded, seed_charts, seed_dashboard, seed_demo_traces
 from tests.prefect_servers import HarnessServer, seed_database, stop, upgrade_command
 from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, Command, SessionRun, background
+from tests.scheduling import order_and_group, start_ahead, stop_after_last_use
 from tests.session import built_once, close_session, open_session, runs_of, start_runs
 
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -102,9 +103,6 @@ uses it (counted among the tests of its `GROUPS` group when pytest-xdist distrib
 group's tests run one after another on one worker): the work runs while those tests do. The
 command runs are `background` processes; the servers are not (the tests talk to them)."""
 
-_AHEAD = pytest.StashKey[dict[str, set[str]]]()
-"""For each fixture of AHEAD, the tests at which it is set up (if not already)."""
-
 
 @pytest.fixture(scope="session")
 def harness_server(
@@ -186,60 +184,12 @@ through another fixture (`prefect_harness` and `prefect_demo` use `harness_serve
 (its services poll: measured ~1.4 s a minute for `prefect server start`, ~1 s for the
 harness's), and the modules after their last users are most of the session."""
 
-_LAST_USE = pytest.StashKey[dict[str, str]]()
-"""For each fixture of STOP_AFTER_LAST_USE, the last test that uses it."""
-
-_STOPS = pytest.StashKey[dict[str, Callable[[], None]]]()
-"""The stops that `stop_after_last_use` registered, by fixture name."""
-
-
-def stop_after_last_use(request: pytest.FixtureRequest, name: str, stop: Callable[[], None]) -> None:
-    """Have the session fixture `name` (one of STOP_AFTER_LAST_USE) call `stop` after the last
-    test that uses it; `stop` must also be safe to call again at its own teardown."""
-    request.session.stash.setdefault(_STOPS, {})[name] = stop
-
-
-def _plan(config: pytest.Config, items: list[pytest.Item]) -> tuple[dict[str, set[str]], dict[str, str]]:
-    """For each fixture of AHEAD, the tests at which it is set up (if not already); for each of
-    STOP_AFTER_LAST_USE, its last user: among the tests that run one after another with its
-    first user (`_sequence`)."""
-    ahead_at: dict[str, set[str]] = {}
-    last_use: dict[str, str] = {}
-    for name in [*AHEAD, *STOP_AFTER_LAST_USE]:
-        users = [item for item in items if name in getattr(item, "fixturenames", ())]
-        sequence = _sequence(config, items, users[0]) if users else []
-        if sequence and name in AHEAD:
-            first = sequence.index(users[0])
-            ahead_at[name] = {item.nodeid for item in sequence[max(0, first - AHEAD[name]) :]}
-        if sequence and name in STOP_AFTER_LAST_USE:
-            last_use[name] = users[-1].nodeid
-    return ahead_at, last_use
-
 
 @pytest.fixture(autouse=True)
 def _start_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     """Sets up each fixture of AHEAD its number of tests before the first test that uses it;
     after its test, stops what `stop_after_last_use` registered for that test."""
-    stash = request.session.stash
-    if _AHEAD not in stash:
-        stash[_AHEAD], stash[_LAST_USE] = _plan(request.config, request.session.items)
-    for name, nodeids in stash[_AHEAD].items():
-        if request.node.nodeid in nodeids:
-            request.getfixturevalue(name)
-    # A last user skipped before its set-up (a skip mark) never reaches the stop below: the
-    # first test after it stops what is still running (Playwright's loop would otherwise stay
-    # in this thread, and every later asyncio.run would fail).
-    order = {item.nodeid: i for i, item in enumerate(request.session.items)}
-    stops = stash.get(_STOPS, {})
-    here = order.get(request.node.nodeid, -1)
-    for name, last in stash[_LAST_USE].items():
-        if name in stops and order.get(last, here) < here:
-            stops.pop(name)()
-    yield
-    stops = stash.get(_STOPS, {})
-    for name, last in stash[_LAST_USE].items():
-        if last == request.node.nodeid and name in stops:
-            stops.pop(name)()
+    yield from start_ahead(request, AHEAD, STOP_AFTER_LAST_USE)
 
 
 @pytest.fixture(scope="session")
@@ -316,28 +266,7 @@ stops it at its end)."""
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.startswith(LAST))  # stable: the order is kept otherwise
-    for item in items:
-        groups = {GROUPS[name] for name in getattr(item, "fixturenames", ()) if name in GROUPS}
-        if len(groups) > 1:
-            raise pytest.UsageError(f"{item.nodeid} uses the fixtures of two GROUPS: {sorted(groups)}")
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(groups.pop()))
-
-
-def _group(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0]) if mark is not None else None
-
-
-def _sequence(config: pytest.Config, items: list[pytest.Item], first: pytest.Item) -> list[pytest.Item]:
-    """The tests that run one after another with `first` in this process: every test; on a
-    pytest-xdist worker, those of `first`'s group, or none when it has none (which of them this
-    worker runs, and when, is not known ahead)."""
-    if not hasattr(config, "workerinput"):
-        return items
-    group = _group(first)
-    return [item for item in items if _group(item) == group] if group is not None else []
+    order_and_group(items, LAST, GROUPS)
 
 
 # The command runs the session starts as it begins, once for all its processes.

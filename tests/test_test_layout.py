@@ -1,7 +1,7 @@
 """The tests' own layout: a test module is read on its own. What several modules share lives in
 helper modules (tests/factories.py, tests/malformed.py, tests/processes.py, tests/session.py,
-tests/prefect_servers.py, tests/llm_stub.py), which import no test module either; no module
-imports tests/conftest.py (pytest loads it)."""
+tests/scheduling.py, tests/prefect_servers.py, tests/llm_stub.py), which import no test module
+either; no module imports tests/conftest.py (pytest loads it)."""
 
 from __future__ import annotations
 
