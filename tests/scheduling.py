@@ -18,6 +18,9 @@ _LAST_USE = pytest.StashKey[dict[str, str]]()
 _STOPS = pytest.StashKey[dict[str, Callable[[], None]]]()
 """The stops that `stop_after_last_use` registered, by fixture name."""
 
+_ORDER = pytest.StashKey[dict[str, int]]()
+"""Each selected test's place in the session's order."""
+
 
 def order_and_group(items: list[pytest.Item], last: tuple[str, ...], groups: Mapping[str, str]) -> None:
     """Put the tests of the modules `last` at the end (the order is kept otherwise), and mark each
@@ -79,13 +82,14 @@ def start_ahead(
     stash = request.session.stash
     if _AHEAD not in stash:
         stash[_AHEAD], stash[_LAST_USE] = _plan(request.config, request.session.items, ahead, stop_after)
+        stash[_ORDER] = {item.nodeid: i for i, item in enumerate(request.session.items)}
     for name, nodeids in stash[_AHEAD].items():
         if request.node.nodeid in nodeids:
             request.getfixturevalue(name)
     # A last user skipped before its set-up (a skip mark) never reaches the stop below: the
     # first test after it stops what is still running (Playwright's loop would otherwise stay
     # in this thread, and every later asyncio.run would fail).
-    order = {item.nodeid: i for i, item in enumerate(request.session.items)}
+    order = stash[_ORDER]
     stops = stash.get(_STOPS, {})
     here = order.get(request.node.nodeid, -1)
     for name, last in stash[_LAST_USE].items():

@@ -61,15 +61,24 @@ def start_runs(session: pytest.Session, runs: Builders) -> None:
         (_root() / name / "started").write_text("\n".join(parts))
 
 
+def _wait_for(path: Path, failed: Callable[[], str | None], late: str) -> None:
+    """Wait until another process makes `path`; fail the test with what `failed` says once it says
+    something, or with `late` after READY_LIMIT."""
+    deadline = time.monotonic() + READY_LIMIT
+    while not path.exists():
+        if (why := failed()) is not None:
+            pytest.fail(why)
+        if time.monotonic() > deadline:
+            pytest.fail(late)
+        time.sleep(0.05)
+
+
 def runs_of(name: str) -> dict[str, SessionRun]:
     """The runs started for `name`, by this process or another (waiting until they are)."""
     directory = _root() / name
     started = directory / "started"
-    deadline = time.monotonic() + READY_LIMIT
-    while not started.exists():  # another worker claimed it and is starting it
-        if not directory.exists() or time.monotonic() > deadline:
-            pytest.fail(f"{name} (SESSION_RUNS) was not started for this session")
-        time.sleep(0.05)
+    not_started = f"{name} (SESSION_RUNS) was not started for this session"
+    _wait_for(started, lambda: None if directory.exists() else not_started, not_started)
     return {part: SessionRun(directory / part) for part in started.read_text().split("\n") if part}
 
 
@@ -82,13 +91,13 @@ def built_once(name: str, build: Callable[[Path], T]) -> T:
     try:
         directory.mkdir()
     except FileExistsError:  # another process builds it
-        deadline = time.monotonic() + READY_LIMIT
-        while not result.exists():
-            if failure.exists():
-                pytest.fail(f"building {name} failed in another process: {failure.read_text()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{name} was not built in {READY_LIMIT:.0f} s")
-            time.sleep(0.05)
+
+        def failed() -> str | None:
+            if not failure.exists():
+                return None
+            return f"building {name} failed in another process: {failure.read_text()}"
+
+        _wait_for(result, failed, f"{name} was not built in {READY_LIMIT:.0f} s")
         loaded: T = pickle.loads(result.read_bytes())
         return loaded
     try:
