@@ -102,6 +102,10 @@ def test_a_scheduler_that_does_not_answer_fails_the_run_before_it_reads_or_write
 ) -> None:
     import dask
 
+    # distributed's defaults first: a `dask.config.set` of one of its keys made before they exist
+    # deletes the whole "distributed" section on exit, and a later Dask test in this process fails.
+    import distributed  # noqa: F401
+
     from flowmem.flows.pipeline import induce_flow
 
     store_trajectories(store_from(settings), simulate(40, seed=5), settings.scrub)
@@ -112,3 +116,4 @@ def test_a_scheduler_that_does_not_answer_fails_the_run_before_it_reads_or_write
     ):
         induce_flow(db=settings.db)
     assert store_from(settings).list_runs() == [] and store_from(settings).list_workflows() == []
+    assert dask.config.get("distributed.comm.timeouts.connect") != "1s"
