@@ -120,6 +120,51 @@ def test_llm_induction_calls_per_changed_cluster_only(
     assert "| clusters changed / all | 1 / 2 |" in _latest_artifact("flowmem-induce")
 
 
+class SlotReading(RuleInducer):
+    """An LLM inducer stand-in that notes, at each call, the slots of `LLM_LIMIT` held (None:
+    no such limit)."""
+
+    kind = "llm"
+    held: list[int | None] = []
+
+    def induce(self, cluster: ClusterInput) -> Induced:
+        from prefect.client.orchestration import get_client
+        from prefect.exceptions import ObjectNotFound
+
+        from flowmem.flows.pipeline import LLM_LIMIT
+
+        with get_client(sync_client=True) as client:
+            try:
+                SlotReading.held.append(client.read_global_concurrency_limit_by_name(LLM_LIMIT).active_slots)
+            except ObjectNotFound:
+                SlotReading.held.append(None)
+        return Induced(super().induce(cluster).workflows, Usage(calls=1))
+
+
+def test_llm_calls_hold_a_slot_of_the_global_limit_only_when_it_exists(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+
+    from flowmem.flows import pipeline
+
+    store = store_from(settings)
+    store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
+    monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: SlotReading())
+    SlotReading.held = []
+    assert pipeline.induce_flow(db=settings.db, inducer="llm")["llm_calls"] == 2
+    assert "do not exist" not in capfd.readouterr().err  # no limit: nothing asked for, nothing warned
+    store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(4)], settings.scrub)
+    with get_client(sync_client=True) as client:
+        client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=pipeline.LLM_LIMIT, limit=1))
+        try:
+            assert pipeline.induce_flow(db=settings.db, inducer="llm")["llm_calls"] == 1
+        finally:  # the harness's server is the whole worker's
+            client.delete_global_concurrency_limit_by_name(pipeline.LLM_LIMIT)
+    assert SlotReading.held == [None, None, 1]
+
+
 def _latest_artifact(key: str) -> str:
     import asyncio
 

@@ -9,12 +9,15 @@ and a namespace override), build one `Settings`, and pass it down. The flow of `
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar, cast
 
 from prefect import Task, flow, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
+from prefect.client.orchestration import get_client
 from prefect.concurrency.sync import concurrency
+from prefect.exceptions import ObjectNotFound
 from prefect.futures import PrefectFuture
 
 from flowmem.flows.runners import task_runner
@@ -33,7 +36,8 @@ __all__ = ["collect_flow", "cycle_flow", "induce_flow", "learn_flow", "maintain_
 T = TypeVar("T")
 
 LLM_LIMIT = "flowmem-llm"
-"""Global concurrency limit on LLM calls (create it with `prefect gcl create flowmem-llm --limit N`)."""
+"""Global concurrency limit on LLM calls (create it with `prefect gcl create flowmem-llm --limit N`).
+Looked up once per run: without it, LLM calls do not wait for a slot."""
 
 RETRY_DELAYS: tuple[float, ...] = (1, 10)
 """Seconds before each further attempt at a cluster whose LLM induction failed: three in all.
@@ -74,30 +78,50 @@ def plan_run(settings: Settings, force: bool) -> RunPlan:
 # task itself failing (a cluster that fails is an outcome, attempted again in `_attempts`).
 @task(cache_policy=NONE, retries=2, retry_delay_seconds=[1, 10])
 def induce_batch(
-    clusters: Parcel[list[ClusterInput | ClusterMembers]], settings: Settings, kind: str
+    clusters: Parcel[list[ClusterInput | ClusterMembers]],
+    settings: Settings,
+    kind: str,
+    limited: bool = False,
 ) -> list[ClusterOutcome]:
     """Induce some clusters; a cluster that fails is reported in its outcome, not raised. With
     the LLM inducer a batch is one cluster, attempted again after a failure (`RETRY_DELAYS`),
-    each attempt waiting for the global concurrency limit."""
+    each attempt waiting for the global concurrency limit when the run found one (`limited`)."""
     inducer, store = inducer_from(kind, settings), store_from(settings)
     if kind != "llm":  # clusters planned as their members' ids are read here
         return induce_all(store, clusters.value, inducer)
-    return [_attempts(cluster_input(store, c), inducer) for c in clusters.value]
+    return [_attempts(cluster_input(store, c), inducer, limited) for c in clusters.value]
 
 
-def _attempts(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
+def _attempts(cluster: ClusterInput, inducer: Inducer, limited: bool) -> ClusterOutcome:
     """The outcome of the first attempt that succeeds, or of the last one, with the LLM usage
     of every attempt added up."""
     spent = Usage()
     for delay in (0, *RETRY_DELAYS):
         time.sleep(delay)
-        with concurrency(LLM_LIMIT, occupy=1, strict=False):
+        with _slot(limited):
             outcome = induce_cluster(cluster, inducer)
         spent += outcome.usage
         if outcome.error is None:
             break
     outcome.usage = spent
     return outcome
+
+
+def _slot(limited: bool) -> AbstractContextManager[None]:
+    """A slot of `LLM_LIMIT` held while it lasts, or nothing to wait for."""
+    return concurrency(LLM_LIMIT, occupy=1, strict=False) if limited else nullcontext()
+
+
+def llm_limit_exists() -> bool:
+    """Whether the global concurrency limit `LLM_LIMIT` exists, asked once per run: asking
+    Prefect for a slot of a limit that does not exist took up to ~2 s per task on a SQLite
+    server (two tasks at once), each time to learn that there is nothing to wait for."""
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(LLM_LIMIT)
+        except ObjectNotFound:
+            return False
+    return True
 
 
 def batches(
@@ -205,6 +229,7 @@ def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
             "clusters": [Parcel(g) for g in groups],
             "settings": unmapped(settings),
             "kind": inducer,
+            "limited": inducer == "llm" and bool(groups) and llm_limit_exists(),
         }
         # `TaskRunner.map` is typed for a task returning `R | Coroutine[..., R]`; ours is sync.
         futures = runner.map(cast(Task[..., Any], induce_batch), parameters) if groups else []
