@@ -216,8 +216,12 @@ def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServe
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing import utilities
 
+    # No flow run heartbeats (as the demo's engine): each flow run's end waits up to a second
+    # for its heartbeat thread, asleep in one-second steps (~half the wall time of a short flow).
+    quiet = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
     # Its own server, started only when ours exited, may take long too: no budget but the bound.
     harness = utilities.prefect_test_harness(server_startup_timeout=int(READY_LIMIT))
     with pytest.MonkeyPatch.context() as patch:
@@ -228,12 +232,14 @@ def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServe
             server.server_process, server.running = harness_server.process, True
             patch.setattr(utilities, "_find_available_port", lambda: harness_server.port)
         harness.__enter__()
+    quiet.__enter__()
     exited = False
 
     def exit_harness() -> None:  # stops its server too
         nonlocal exited
         if not exited:
             exited = True
+            quiet.__exit__(None, None, None)
             harness.__exit__(None, None, None)
 
     stop_after_last_use(request, "harness_server", exit_harness)
