@@ -40,7 +40,8 @@ def run_bench(
     *, full: bool = False, scale: float = 1.0, py313: str | None = None, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Measure everything; sizes are the quick ones (plus the full ones) times `scale`, but the keys
-    keep the nominal sizes (`FLOWMEM_BENCH_SCALE=0.001` makes a smoke test of it)."""
+    keep the nominal sizes (`FLOWMEM_BENCH_SCALE=0.001` makes a smoke test of it: below scale 1,
+    fewer repeats and one second of API load instead of five)."""
 
     def size(n: int) -> int:
         return max(10, int(n * scale))
@@ -70,7 +71,7 @@ def run_bench(
             out["induce_nothing_new_ratio"] = found["induce_nothing_new_s"] / found["induce_s"]
             out["incremental_inprocess_ratio"] = found["incremental_inprocess_ratio"]
     log(f"api: 8 clients, {API:,} workflows ...")
-    out.update(api_search(size(API)))
+    out.update(api_search(size(API), seconds=5.0 if scale >= 1 else 1.0))
     log("memharness ...")
     out.update(memharness(py313, size(MEMHARNESS), repeats=20 if scale >= 1 else 3))
     return out
