@@ -8,6 +8,11 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export LANCEDB_LOG := error
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+# Python caches compiled modules (__pycache__/, git-ignored) even where the environment says not
+# to (PYTHONDONTWRITEBYTECODE, common in container images): the tests start many
+# interpreters, each of which would compile flowmem again, and pytest's rewrite of every test
+# module (~5 s of CPU a pytest process) would be redone by every worker.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup lock demo test lint typecheck pytest bench docs-check clean
 
