@@ -112,7 +112,7 @@ def _slot(limited: bool) -> AbstractContextManager[None]:
     return concurrency(LLM_LIMIT, occupy=1, strict=False) if limited else nullcontext()
 
 
-def llm_limit_exists() -> bool:
+def _llm_limit_exists() -> bool:
     """Whether the global concurrency limit `LLM_LIMIT` exists, asked once per run: asking
     Prefect for a slot of a limit that does not exist took up to ~2 s per task on a SQLite
     server (two tasks at once), each time to learn that there is nothing to wait for."""
@@ -229,7 +229,7 @@ def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
             "clusters": [Parcel(g) for g in groups],
             "settings": unmapped(settings),
             "kind": inducer,
-            "limited": inducer == "llm" and bool(groups) and llm_limit_exists(),
+            "limited": inducer == "llm" and bool(groups) and _llm_limit_exists(),
         }
         # `TaskRunner.map` is typed for a task returning `R | Coroutine[..., R]`; ours is sync.
         futures = runner.map(cast(Task[..., Any], induce_batch), parameters) if groups else []
