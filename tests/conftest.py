@@ -216,12 +216,13 @@ def prefect_harness(request: pytest.FixtureRequest, harness_server: HarnessServe
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.settings import temporary_settings
     from prefect.testing import utilities
 
-    # No flow run heartbeats (as the demo's engine): each flow run's end waits up to a second
-    # for its heartbeat thread, asleep in one-second steps (~half the wall time of a short flow).
-    quiet = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    from flowmem.flows.engine import NO_HEARTBEAT
+
+    # No flow run heartbeats, as the demo's engine (~half the wall time of a short flow's run).
+    quiet = temporary_settings(updates=NO_HEARTBEAT)
     # Its own server, started only when ours exited, may take long too: no budget but the bound.
     harness = utilities.prefect_test_harness(server_startup_timeout=int(READY_LIMIT))
     with pytest.MonkeyPatch.context() as patch:

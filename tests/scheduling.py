@@ -90,13 +90,15 @@ def start_ahead(
     # first test after it stops what is still running (Playwright's loop would otherwise stay
     # in this thread, and every later asyncio.run would fail).
     order = stash[_ORDER]
-    stops = stash.get(_STOPS, {})
     here = order.get(request.node.nodeid, -1)
-    for name, last in stash[_LAST_USE].items():
-        if name in stops and order.get(last, here) < here:
-            stops.pop(name)()
+    _stop(stash, lambda last: order.get(last, here) < here)
     yield
+    _stop(stash, lambda last: last == request.node.nodeid)
+
+
+def _stop(stash: pytest.Stash, due: Callable[[str], bool]) -> None:
+    """Call (once) the registered stop of each fixture whose last user is `due`."""
     stops = stash.get(_STOPS, {})
     for name, last in stash[_LAST_USE].items():
-        if last == request.node.nodeid and name in stops:
+        if name in stops and due(last):
             stops.pop(name)()

@@ -32,12 +32,17 @@ from prefect.settings import (
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["PrefectCycle", "TemporaryServer", "prefect_cycle"]
+__all__ = ["NO_HEARTBEAT", "PrefectCycle", "TemporaryServer", "prefect_cycle"]
 
 TEMPORARY = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
 """What makes Prefect's API app a temporary server (Prefect's `SubprocessASGIServer` sets the
 same): no UI, and only the services a temporary server runs (recording task runs and events;
 no scheduler)."""
+
+NO_HEARTBEAT: dict[Any, Any] = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+"""Prefect settings under which flow runs send no heartbeats: they only tell a server watching
+for crashed runs that this process still lives, and a flow run's heartbeat thread, which sleeps
+a second at a time, makes every flow run's end wait up to a second for it."""
 
 PORT_TAKEN = 3
 """uvicorn's exit status when its port was taken between our choosing it and its binding it."""
@@ -118,11 +123,8 @@ class TemporaryServer:
 
 
 class PrefectCycle:
-    """`cycle_flow` on a store's settings, run on `server` (None: Prefect's configured API).
-
-    Flow runs send no heartbeats: they only tell a server watching for crashed runs that
-    this process still lives, and a flow run's heartbeat thread, which sleeps a second at a
-    time, makes every flow run's end wait up to a second for it."""
+    """`cycle_flow` on a store's settings, run on `server` (None: Prefect's configured API),
+    its flow runs sending no heartbeats (`NO_HEARTBEAT`)."""
 
     def __init__(self, server: TemporaryServer | None) -> None:
         self.server = server
@@ -132,7 +134,7 @@ class PrefectCycle:
         # engine take a second to import, which the server's start then hides.
         from flowmem.flows.pipeline import cycle_flow
 
-        updates: dict[Any, Any] = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        updates = dict(NO_HEARTBEAT)
         if self.server is not None:
             updates[PREFECT_API_URL] = self.server.ready()
         with temporary_settings(updates=updates):
