@@ -1,21 +1,26 @@
 """The examples. examples/llm_office_loop.py against a scripted chat-completions endpoint on
 httpx.MockTransport (no network, no key): the loop records the memory arm's runs, learns between
-rounds and serves what it learned to the next round. Then each example run as a new user runs it
-(a subprocess): without a model, against an endpoint that is down or refuses, without the Agents
-SDK (one line saying what to set, a non-zero exit, no run stored), and against a local stub."""
+rounds and serves what it learned to the next round. Then each example run as a new user runs it:
+against a local stub (a subprocess, `python examples/<name>.py`), and without a model, against an
+endpoint that is down or refuses, without the Agents SDK (one line saying what to set, a
+non-zero exit, no run stored), those in this process with the environment, directory and
+arguments of a new user's run (`run_here`)."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import os
 import re
+import runpy
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -224,27 +229,33 @@ RUN_TIMEOUT = READY_LIMIT
 idle core on a loaded machine, until its test waits for it (`Launched.result`)."""
 
 
+def user_environment(base: Mapping[str, str], tmp_path: Path, **env: str) -> dict[str, str]:
+    """A new user's environment for an example run in `tmp_path`: `base` without any OPENAI_* or
+    FLOWMEM_* variable, then `FLOWMEM_DB=<tmp_path>/db` and `env`."""
+    clean = {k: v for k, v in base.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
+    return clean | {"FLOWMEM_DB": str(tmp_path / "db"), **env}
+
+
+def user_arguments(name: str, tmp_path: Path, args: tuple[str, ...]) -> list[str]:
+    """The example's arguments: `args`, and for the office loop its store (emptied first, not
+    FLOWMEM_DB) in `tmp_path`."""
+    return ["--db", str(tmp_path / "db"), *args] if name == "llm_office_loop" else list(args)
+
+
 def run_example(
     name: str,
     tmp_path: Path,
     *args: str,
-    code: str | None = None,
     environ: dict[str, str] | None = None,
     niceness: int = 0,
     pids: list[int] | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """`python examples/<name>.py ARGS` (or `python -c CODE`) in `tmp_path`, with no OPENAI_* or
-    FLOWMEM_* variable but `FLOWMEM_DB=<tmp_path>/db` and `env`; the office loop gets that store too.
-    The rest of the environment is `environ` (os.environ when the call is made by default);
-    `niceness` lowers the run's priority (tests/conftest.py's `background`)."""
-    base = os.environ if environ is None else environ
-    clean = {k: v for k, v in base.items() if not k.startswith(("OPENAI_", "FLOWMEM_"))}
-    clean.update(FLOWMEM_DB=str(tmp_path / "db"), **env)
-    if name == "llm_office_loop":  # its own store (emptied first), not FLOWMEM_DB
-        args = ("--db", str(tmp_path / "db"), *args)
-    command = ["-c", code] if code is not None else [str(EXAMPLES / f"{name}.py"), *args]
-    argv = [sys.executable, *command]
+    """`python examples/<name>.py ARGS` in `tmp_path`, in `user_environment` of `environ`
+    (os.environ when the call is made by default); `niceness` lowers the run's priority
+    (tests/processes.py's `background`)."""
+    argv = [sys.executable, str(EXAMPLES / f"{name}.py"), *user_arguments(name, tmp_path, args)]
+    clean = user_environment(os.environ if environ is None else environ, tmp_path, **env)
     with subprocess.Popen(
         argv, cwd=tmp_path, env=clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
@@ -258,6 +269,52 @@ def run_example(
             process.kill()
             raise
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+@dataclass
+class Here:
+    """Runs an example in this process as `run_example` runs it in a new one (its test's
+    monkeypatch and capfd)."""
+
+    monkeypatch: pytest.MonkeyPatch
+    capfd: pytest.CaptureFixture[str]
+
+    def run(self, name: str, tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """`python examples/<name>.py ARGS` run here: the environment, working directory and
+        argv of `run_example`'s, what it writes to stdout and stderr, and the exit status and
+        message the interpreter would give (`sys.exit("...")` prints it to stderr and exits 1;
+        an uncaught exception prints its traceback and exits 1). The collection afterwards
+        makes a file or a socket it left open a ResourceWarning now, which fails this test
+        (pyproject.toml's filterwarnings), where a process would exit without a word."""
+        script = EXAMPLES / f"{name}.py"
+        argv = [str(script), *user_arguments(name, tmp_path, args)]
+        patch, environ = self.monkeypatch, user_environment(os.environ, tmp_path, **env)
+        for variable in set(os.environ) - set(environ):
+            patch.delenv(variable)
+        for variable, value in environ.items():
+            patch.setenv(variable, value)
+        patch.chdir(tmp_path)
+        patch.setattr(sys, "argv", argv)
+        self.capfd.readouterr()
+        code, message = 0, ""
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit:
+            code, message = _exit_status(exit.code)
+        except Exception:
+            code, message = 1, traceback.format_exc()
+        gc.collect()
+        out, err = self.capfd.readouterr()
+        return subprocess.CompletedProcess(argv, code, out, err + message)
+
+
+def _exit_status(code: object) -> tuple[int, str]:
+    """The exit status and the message on stderr of `sys.exit(code)` at an interpreter's top."""
+    if code is None:
+        return 0, ""
+    if isinstance(code, int):
+        return code, ""
+    return 1, f"{code}\n"
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -310,21 +367,71 @@ REFUSED = [  # the three examples share this code: each is checked once, each st
 ]
 
 
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> Here:
+    """Example runs in this test's process (`Here.run`)."""
+    return Here(monkeypatch, capfd)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_without_a_model_each_example_says_what_to_set_in_one_line(
+    name: str, here: Here, tmp_path: Path
+) -> None:
+    line = one_line(here.run(name, tmp_path))
+    assert line.startswith(f"{name} needs a model")
+    for variable in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL", "FLOWMEM_LLM_MODEL"):
+        assert variable in line
+    assert "OpenAI-compatible" in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(name: str, here: Here, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        line = one_line(here.run(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
+    assert line.startswith(f"{name}: no answer from {url}")
+    assert "FLOWMEM_LLM_BASE_URL" in line and "OpenAI-compatible" in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+@pytest.mark.parametrize(("name", "status", "phrase", "variable"), REFUSED)
+def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
+    name: str, status: int, phrase: str, variable: str, here: Here, tmp_path: Path
+) -> None:
+    with Refusing(status) as url:
+        line = one_line(here.run(name, tmp_path, FLOWMEM_LLM_BASE_URL=url, FLOWMEM_LLM_MODEL="m"))
+    assert line.startswith(f"{name}: {url}") and phrase in line and variable in line
+    assert stored(Settings(db=str(tmp_path / "db"))) == []
+
+
+def test_without_the_agents_sdk_its_example_says_what_to_install(
+    here: Here, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "agents", None)  # `import agents` fails as if not installed
+    line = one_line(here.run("openai_agents_sdk", tmp_path))
+    assert "OpenAI Agents SDK" in line and "pip install" in line and "openai-agents" in line
+    assert not (tmp_path / "db").exists()
+
+
+# -- and against a working endpoint, as `python examples/<name>.py` ---------------------------
+
+
 @dataclass
 class Launched:
-    """An example run started by `launched`: its directory, the endpoint it was given (or ""),
-    the stub behind that endpoint (if any), and the run (`done.result()` waits for it)."""
+    """An example run started by `launch_examples`: its directory, the stub behind its
+    endpoint, and the run (`done.result()` waits for it)."""
 
     cwd: Path
-    url: str
+    stub: LLMStub
     done: Future[subprocess.CompletedProcess[str]]
-    stub: LLMStub | None = None
     started: list[int] = field(default_factory=list)
     """The processes of every run launched with it, as they start."""
 
     def result(self) -> subprocess.CompletedProcess[str]:
         """Wait for the run, with every run started (this one and those before it in the pool)
-        at full priority from now on (tests/conftest.py's `foreground`)."""
+        at full priority from now on (tests/processes.py's `foreground_tree`)."""
         while True:
             for pid in list(self.started):
                 foreground_tree(pid)
@@ -335,119 +442,50 @@ class Launched:
 
 
 @contextlib.contextmanager
-def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Launched]]:
-    """Every example run of the tests below, started at once, two at a time. Each is a fresh
+def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launched]]:
+    """Each example run against a local stub, started at once, two at a time. Each is a fresh
     interpreter that spends most of its time importing; tests/conftest.py starts them some
     tests before this module's (`examples_launched`), at a low priority (on the CPU pytest
-    leaves idle), and each test waits for its own run and checks it. The endpoints (a closed
-    port, refusing servers, working stubs) live as long as the runs' results are used."""
+    leaves idle), and each test waits for its own run and checks it. The stubs live as long as
+    the runs' results are used."""
     with contextlib.ExitStack() as stack:
-        sock = stack.enter_context(socket.socket())
-        sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-        refusing = {name: stack.enter_context(Refusing(status)) for name, status, _, _ in REFUSED}
         stubs = {name: stack.enter_context(LLMStub(default={"done": True})) for name in NAMES}
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))  # exits first: every run ended
-        runs: dict[tuple[str, str], Launched] = {}
         started: list[int] = []
         environ = dict(os.environ)  # as it is now, not as another test may have set it meanwhile
-
-        def launch(key: tuple[str, str], url: str, *args: str, code: str | None = None) -> None:
-            name, cwd = key[1], tmp_path_factory.mktemp("-".join(key))
-            env = {"FLOWMEM_LLM_BASE_URL": url, "FLOWMEM_LLM_MODEL": "m"} if url else {}
+        runs: dict[str, Launched] = {}
+        for name in NAMES:
+            cwd = tmp_path_factory.mktemp(f"working-{name}")
             done = pool.submit(
                 run_example,
                 name,
                 cwd,
-                *args,
-                code=code,
+                *(["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []),
                 environ=environ,
                 niceness=BACKGROUND_NICENESS,
                 pids=started,
-                **env,
+                FLOWMEM_LLM_BASE_URL=stubs[name].url,
+                FLOWMEM_LLM_MODEL="m",
             )
-            runs[key] = Launched(cwd, url, done, started=started)
-
-        for name in NAMES:
-            launch(("no_model", name), "")
-            launch(("unreachable", name), closed)
-            launch(("refused", name), refusing[name])
-        # None in sys.modules makes `import agents` fail as if the package were not installed.
-        block = "import runpy, sys; sys.modules['agents'] = None"
-        code = f"{block}; runpy.run_path({str(EXAMPLES / 'openai_agents_sdk.py')!r}, run_name='__main__')"
-        launch(("no_sdk", "openai_agents_sdk"), "", code=code)
-        for name in NAMES:
-            launch(
-                ("working", name),
-                stubs[name].url,
-                *(["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []),
-            )
-            runs["working", name].stub = stubs[name]
+            runs[name] = Launched(cwd, stubs[name], done, started=started)
         yield runs
 
 
 @pytest.fixture(scope="module")
-def launched(examples_launched: dict[tuple[str, str], Launched]) -> dict[tuple[str, str], Launched]:
+def launched(examples_launched: dict[str, Launched]) -> dict[str, Launched]:
     """The example runs of `launch_examples`, started ahead by tests/conftest.py."""
     return examples_launched
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_without_a_model_each_example_says_what_to_set_in_one_line(
-    name: str, launched: dict[tuple[str, str], Launched]
-) -> None:
-    run = launched["no_model", name]
-    line = one_line(run.result())
-    assert line.startswith(f"{name} needs a model")
-    for variable in ("OPENAI_API_KEY", "FLOWMEM_LLM_API_KEY", "FLOWMEM_LLM_BASE_URL", "FLOWMEM_LLM_MODEL"):
-        assert variable in line
-    assert "OpenAI-compatible" in line
-    assert stored(Settings(db=str(run.cwd / "db"))) == []
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
-def test_an_unreachable_endpoint_is_one_line_and_stores_no_run(
-    name: str, launched: dict[tuple[str, str], Launched]
-) -> None:
-    run = launched["unreachable", name]
-    line = one_line(run.result())
-    assert line.startswith(f"{name}: no answer from {run.url}")
-    assert "FLOWMEM_LLM_BASE_URL" in line and "OpenAI-compatible" in line
-    assert stored(Settings(db=str(run.cwd / "db"))) == []
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("name", "status", "phrase", "variable"), REFUSED)
-def test_a_refused_key_or_an_unknown_model_is_one_line_and_stores_no_run(
-    name: str, status: int, phrase: str, variable: str, launched: dict[tuple[str, str], Launched]
-) -> None:
-    run = launched["refused", name]
-    line = one_line(run.result())
-    assert line.startswith(f"{name}: {run.url}") and phrase in line and variable in line
-    assert stored(Settings(db=str(run.cwd / "db"))) == []
-
-
-@pytest.mark.slow
-def test_without_the_agents_sdk_its_example_says_what_to_install(
-    launched: dict[tuple[str, str], Launched],
-) -> None:
-    run = launched["no_sdk", "openai_agents_sdk"]
-    line = one_line(run.result())
-    assert "OpenAI Agents SDK" in line and "pip install" in line and "openai-agents" in line
-    assert not (run.cwd / "db").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
 def test_with_a_working_endpoint_each_example_runs_and_records(
-    name: str, launched: dict[tuple[str, str], Launched]
+    name: str, launched: dict[str, Launched]
 ) -> None:
-    run = launched["working", name]
+    run = launched[name]
     done = run.result()
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert run.stub is not None and {r.body["model"] for r in run.stub.requests} == {"m"}
+    assert {r.body["model"] for r in run.stub.requests} == {"m"}
     [recorded] = stored(Settings(db=str(run.cwd / "db")))
     assert recorded.final_answer == '{"done": true}'
