@@ -9,11 +9,14 @@ as against a server that no longer answers).
 
 from __future__ import annotations
 
+import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -79,46 +82,77 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")  # a zombie has ended: nothing may be left to reap it here
 
 
-def _start(tmp_path: Path, hang: str) -> tuple[subprocess.Popen[str], int]:
+class Serving:
+    """The serving child, its stdout read line by line by a thread: waiting for a line that
+    never comes fails at its bound instead of blocking the test in a read."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)  # the end of its output
+
+    def read_until(self, line: str, *, timeout: float) -> list[str]:
+        """The lines up to `line`, which must come within `timeout` seconds."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                got = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            assert got is not None, f"the child ended: {seen} {self._stderr()}"
+            seen.append(got)
+            if got == line:
+                return seen
+        raise AssertionError(f"no line {line!r} in {timeout:.0f} s: {seen}")
+
+    def finish(self, timeout: float) -> tuple[str, str]:
+        """Its exit within `timeout` seconds (killed otherwise): the rest of stdout, and stderr."""
+        try:
+            self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self.reader.join()
+        rest = list(iter(self.lines.get_nowait, None))
+        err = self._stderr()
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+        return "".join(f"{line}\n" for line in rest), err
+
+    def _stderr(self) -> str:
+        return self.process.stderr.read() if self.process.stderr and self.process.poll() is not None else ""
+
+
+def _start(tmp_path: Path, hang: str) -> tuple[Serving, int]:
     """The serving child, once its runner runs, and the pid of its local server."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "FLOWMEM_DB": str(tmp_path / "db")}
     command = [sys.executable, "-c", SERVE, str(tmp_path / "root"), hang]
-    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _read_until(child, "running", timeout=READY_LIMIT)
-    servers = _children(child.pid)
+    child = Serving(
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    )
+    child.read_until("running", timeout=READY_LIMIT)
+    servers = _children(child.process.pid)
     assert len(servers) == 1 and _alive(servers[0])
     return child, servers[0]
-
-
-def _read_until(child: subprocess.Popen[str], line: str, *, timeout: float) -> list[str]:
-    assert child.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = child.stdout.readline()
-        assert got, f"the child ended: {seen} {child.stderr.read() if child.stderr else ''}"
-        seen.append(got.rstrip("\n"))
-        if seen[-1] == line:
-            return seen
-    raise AssertionError(f"no line {line!r}: {seen}")
-
-
-def _finish(child: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
-    try:
-        return child.communicate(timeout=timeout)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
 
 
 @pytest.mark.parametrize("first", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_the_first_signal_stops_serve_cleanly(tmp_path: Path, first: signal.Signals) -> None:
     child, server = _start(tmp_path, "none")
-    child.send_signal(first)
-    out, err = _finish(child, timeout=READY_LIMIT)
-    assert child.returncode == 0, err
+    child.process.send_signal(first)
+    out, err = child.finish(timeout=READY_LIMIT)
+    assert child.process.returncode == 0, err
     assert out.splitlines() == ["runner stopping", "pausing 1", "paused", "flowmem serve stopped"]
     assert err == ""  # no traceback, no line
     assert not _alive(server)
@@ -138,17 +172,75 @@ def test_a_second_signal_while_stopping_ends_serve_at_once(
     tmp_path: Path, hang: str, second: signal.Signals, doing: str
 ) -> None:
     child, server = _start(tmp_path, hang)
-    child.send_signal(signal.SIGTERM)
-    _read_until(child, "runner stopping" if hang == "runner" else "pausing 1", timeout=READY_LIMIT)
+    child.process.send_signal(signal.SIGTERM)
+    child.read_until("runner stopping" if hang == "runner" else "pausing 1", timeout=READY_LIMIT)
     time.sleep(0.2)  # the stop is stuck now; without a way out it would stay so for an hour
-    child.send_signal(second)
+    child.process.send_signal(second)
     # Ends at once, not after the hour the stuck stop lasts (a bound, not a budget: about 0.1 s
     # on idle cores; a loaded machine only makes it longer).
-    out, err = _finish(child, timeout=STUCK_SECONDS / 6)
-    assert child.returncode == 128 + second
+    out, err = child.finish(timeout=STUCK_SECONDS / 6)
+    assert child.process.returncode == 128 + second
     assert err.splitlines() == [f"flowmem serve: forced to stop by a second {second.name} while {doing}"]
     assert "flowmem serve stopped" not in out and "paused" not in out.splitlines()
     deadline = time.monotonic() + STUCK_SECONDS / 6  # killed, not left running without its parent
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(server)
+
+
+# The kernel hands a signal sent to a process to any of its threads that does not block it;
+# Python runs the handler in the main thread only when that thread next runs Python code.
+# `tgkill` gives it to one thread of our choice, as the kernel may.
+
+_tgkill = getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
+
+
+def _to_another_thread(pid: int, signum: signal.Signals) -> None:
+    """Send `signum` to a thread of `pid` other than its main one (one that does not block it)."""
+    assert _tgkill is not None
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines())
+        if int(task.name) != pid and not int(status["SigBlk"], 16) & (1 << (signum - 1)):
+            assert _tgkill(pid, int(task.name), signum) == 0, os.strerror(ctypes.get_errno())
+            return
+    raise AssertionError(f"no thread of {pid} but the main one takes {signum.name}")
+
+
+def _asleep_in(pid: int, call: str) -> None:
+    """Wait until the main thread of `pid` sleeps in the kernel function `call` (its wchan),
+    where a signal given to another thread does not wake it (a bound, not a budget; where
+    the kernel hides wchan, no wait)."""
+    wchan = Path(f"/proc/{pid}/task/{pid}/wchan")
+    deadline = time.monotonic() + READY_LIMIT
+    while wchan.read_text() not in (call, "0", "") and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(_tgkill is None, reason="needs the C library's tgkill")
+def test_a_signal_that_another_thread_receives_stops_serve_as_promptly(tmp_path: Path) -> None:
+    child, server = _start(tmp_path, "none")
+    _asleep_in(child.process.pid, "do_epoll_wait")  # the runner waits: nothing else wakes its loop
+    _to_another_thread(child.process.pid, signal.SIGTERM)
+    out, err = child.finish(timeout=READY_LIMIT)  # without a wakeup: the runner's hour
+    assert child.process.returncode == 0, err
+    assert out.splitlines() == ["runner stopping", "pausing 1", "paused", "flowmem serve stopped"]
+    assert not _alive(server)
+
+
+@pytest.mark.skipif(_tgkill is None, reason="needs the C library's tgkill")
+@pytest.mark.parametrize("hang", ["runner", "pause"])
+def test_a_second_signal_that_another_thread_receives_ends_a_stuck_stop_at_once(
+    tmp_path: Path, hang: str
+) -> None:
+    child, server = _start(tmp_path, hang)
+    child.process.send_signal(signal.SIGTERM)
+    child.read_until("runner stopping" if hang == "runner" else "pausing 1", timeout=READY_LIMIT)
+    _asleep_in(child.process.pid, "hrtimer_nanosleep")  # stuck: time.sleep in the main thread
+    _to_another_thread(child.process.pid, signal.SIGINT)
+    out, err = child.finish(timeout=STUCK_SECONDS / 6)
+    assert child.process.returncode == 128 + signal.SIGINT
+    assert len(err.splitlines()) == 1 and "forced to stop by a second SIGINT" in err
+    deadline = time.monotonic() + STUCK_SECONDS / 6
     while _alive(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(server)

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -142,11 +143,23 @@ class _Stop:
     longer answers the pause, or a flow run that will not end — and a supervisor or an
     operator then signals again: that ends the process with 128 + the signal's number, the
     local Prefect server killed, after one line saying what was cut short.
+
+    Python runs a signal's handler in the main thread, when that thread next runs Python code;
+    the kernel may hand the signal to any other thread (lancedb's, Prefect's), which interrupts
+    nothing there: the main thread, asleep in the event loop's select or in a stuck stop,
+    would not see the signal until something else woke it: the runner's next poll
+    (PREFECT_RUNNER_POLL_FREQUENCY, 10 s by default), or never, in a stop stuck in a blocking
+    call (seen in a test: a SIGTERM left unanswered for minutes). `watching` makes every signal also a byte on a socket
+    (`signal.set_wakeup_fd`) that a thread of ours reads: it wakes the loop, and it ends the
+    process itself on a second signal, whatever the main thread is doing.
     """
 
     def __init__(self) -> None:
         self.stopping = False
         """Whether a stop has begun (by a signal, or because the runner ended)."""
+        self.seen = 0
+        """Signals read from the wakeup socket (`watching`)."""
+        self._exiting = threading.Lock()
         self.doing = "stopping the local Prefect server"
         """What a stop is doing at this point, for the line a forced stop prints."""
         self.task: asyncio.Task[None] | None = None
@@ -166,7 +179,9 @@ class _Stop:
         raise KeyboardInterrupt
 
     def force(self, signum: int) -> None:
-        """End the process now (the local server killed), saying what was cut short."""
+        """End the process now (the local server killed), saying what was cut short (once: the
+        handler in the main thread and the watching thread may both get here)."""
+        self._exiting.acquire()  # the second to get here waits: the first ends the process
         name = signal.Signals(signum).name
         sys.stderr.write(f"flowmem serve: forced to stop by a second {name} while {self.doing}\n")
         if self.server is not None and self.server.poll() is None:
@@ -174,6 +189,41 @@ class _Stop:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(128 + signum)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """While the block runs, every signal with a Python handler also writes its number to
+        a socket that a daemon thread reads (`_watch`)."""
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)  # what set_wakeup_fd requires: a full socket drops bytes
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        thread = threading.Thread(
+            target=self._watch, args=(reader,), name="flowmem-serve-signals", daemon=True
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous)
+            writer.close()  # the thread reads the end of the stream and returns
+            thread.join()
+            reader.close()
+
+    def _watch(self, reader: socket.socket) -> None:
+        """A second SIGTERM or SIGINT ends the process from here; any one wakes the runner's
+        loop, so the main thread runs the handler now. (Whether a first signal came after the
+        runner ended by itself, the byte does not say: the handler decides that one.)"""
+        while numbers := reader.recv(64):
+            for signum in numbers:
+                if signum not in (signal.SIGTERM, signal.SIGINT):
+                    continue
+                if self.seen:
+                    self.force(signum)
+                self.seen += 1
+                task = self.task
+                if task is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                        task.get_loop().call_soon_threadsafe(lambda: None)
 
     async def run(self, runner: Runner) -> None:
         """Run the runner as the task a first signal cancels."""
@@ -225,7 +275,7 @@ def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
     # asyncio.run leaves SIGINT to us.
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with local_server(started=lambda process: setattr(stop, "server", process)):
+        with stop.watching(), local_server(started=lambda process: setattr(stop, "server", process)):
             runner = _Runner(pause_on_shutdown=False)  # paused below, however early the stop
             runner.on_signal = stop
             ids = [cast(UUID, runner.add_deployment(d)) for d in deployments]
