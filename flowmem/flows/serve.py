@@ -149,9 +149,10 @@ class _Stop:
     nothing there: the main thread, asleep in the event loop's select or in a stuck stop,
     would not see the signal until something else woke it: the runner's next poll
     (PREFECT_RUNNER_POLL_FREQUENCY, 10 s by default), or never, in a stop stuck in a blocking
-    call (seen in a test: a SIGTERM left unanswered for minutes). `watching` makes every signal also a byte on a socket
-    (`signal.set_wakeup_fd`) that a thread of ours reads: it wakes the loop, and it ends the
-    process itself on a second signal, whatever the main thread is doing.
+    call (seen in a test: a SIGTERM left unanswered for minutes). `watching` makes every
+    signal also a byte on a socket (`signal.set_wakeup_fd`) that a thread of ours reads: it
+    wakes the loop, and it ends the process itself on a second signal, whatever the main
+    thread is doing.
     """
 
     def __init__(self) -> None:
