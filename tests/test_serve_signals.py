@@ -118,7 +118,9 @@ class Serving:
         try:
             self.process.wait(timeout=timeout)
         finally:
-            if self.process.poll() is None:
+            if self.process.poll() is None:  # its local server too: nothing outlives a failed test
+                for pid in _children(self.process.pid):
+                    os.kill(pid, signal.SIGKILL)
                 self.process.kill()
                 self.process.wait()
         self.reader.join()
