@@ -175,9 +175,15 @@ class _Stop:
         if self.task is not None and not self.task.done():
             # Called between two steps of the loop, in its thread: what asyncio's own handler does.
             self.task.cancel()
-            self.task.get_loop().call_soon_threadsafe(lambda: None)
+            self._wake(self.task)
             return
         raise KeyboardInterrupt
+
+    @staticmethod
+    def _wake(task: asyncio.Task[None]) -> None:
+        """Wake the loop that runs `task` (from its thread or another), so it runs what is due."""
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            task.get_loop().call_soon_threadsafe(lambda: None)
 
     def force(self, signum: int) -> None:
         """End the process now (the local server killed), saying what was cut short (once: the
@@ -221,10 +227,8 @@ class _Stop:
                 if self.seen:
                     self.force(signum)
                 self.seen += 1
-                task = self.task
-                if task is not None:
-                    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                        task.get_loop().call_soon_threadsafe(lambda: None)
+                if (task := self.task) is not None:
+                    self._wake(task)
 
     async def run(self, runner: Runner) -> None:
         """Run the runner as the task a first signal cancels."""
