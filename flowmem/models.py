@@ -22,6 +22,7 @@ __all__ = [
     "RUN_STATE_VERSION",
     "PROCEDURE",
     "NAMESPACE_PATTERN",
+    "Repeat",
     "InductionRun",
     "Fit",
     "FrozenMemberships",
@@ -156,6 +157,21 @@ class Trajectory(_Frozen):
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+class Repeat(_Frozen):
+    """A loop: the steps that carry it are done once per item of a collection, in order
+    (consecutive steps with an equal `Repeat` are one loop's body)."""
+
+    over: str = Field(min_length=1)
+    """The placeholder that takes each item in turn (`reservation_id`)."""
+    source: str = "task"
+    """Where the items come from: `task`, or `result of <action>` (an earlier step's result)."""
+
+    def says(self) -> str:
+        """The loop's head as a person writes it: `for each {reservation_id} from get_user_details`."""
+        origin = "the task" if self.source == "task" else self.source.removeprefix("result of ")
+        return f"for each {{{self.over}}} from {origin}"
+
+
 class WorkflowStep(_Frozen):
     """One abstract step of a workflow; argument values may hold `{placeholders}`."""
 
@@ -174,6 +190,9 @@ class WorkflowStep(_Frozen):
     """In a task-level workflow: the id of the sub-routine workflow this step is part of
     (composition, `induction.subroutines.compose_workflows`); a prompt that shows the
     sub-routine too refers to it by name instead of repeating its steps."""
+    repeat: Repeat | None = None
+    """Set on each step of a loop's body: the steps are done once per item (`Repeat`); a
+    run that repeats the body n times follows this one step (or body) n times."""
 
 
 class UsageStats(_Frozen):
@@ -281,6 +300,20 @@ class Workflow(_Frozen):
         return [s.action for s in self.steps]
 
     @property
+    def pattern(self) -> list[str | tuple[str, ...]]:
+        """The action names with each loop as the tuple of its body's actions: what a run
+        following the workflow does, a loop's body done once or more (`align.pattern_pairs`)."""
+        out: list[str | tuple[str, ...]] = []
+        for i, s in enumerate(self.steps):
+            if s.repeat is None:
+                out.append(s.action)
+            elif i > 0 and self.steps[i - 1].repeat == s.repeat and isinstance(out[-1], tuple):
+                out[-1] = (*out[-1], s.action)
+            else:
+                out.append((s.action,))
+        return out
+
+    @property
     def composed_actions(self) -> list[str]:
         """The action names, a run of steps that is one sub-routine counted as one step
         (`subroutine:<id>`): how `redundancy` counts a workflow composed of sub-routines."""
@@ -306,6 +339,8 @@ class Workflow(_Frozen):
                 del step["choices"]
             if step["subroutine"] is None:
                 del step["subroutine"]
+            if step["repeat"] is None:
+                del step["repeat"]
         blob = json.dumps(content, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
