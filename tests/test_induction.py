@@ -17,7 +17,7 @@ from flowmem.induction.nearest import ExampleIndex, key_shares
 from flowmem.induction.orchestrate import induce_cluster, induce_drafts, merge_duplicates, plan_versions
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
-from flowmem.models import Trajectory
+from flowmem.models import Trajectory, placeholders_in
 from tests.factories import NAMES, SUBJECTS, cancel, forward, make_workflow, run
 
 
@@ -280,7 +280,9 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The check after abstraction cannot fire by construction; it is the last word if the
-    abstraction ever lets a value through, so it is tested by breaking the abstraction."""
+    abstraction ever lets a value through, so it is tested by breaking the abstraction: a value
+    left in an argument is repaired into a placeholder; one left where no placeholder can go
+    (where a value comes from) refuses the variant, and so the cluster, whose only one it is."""
     import flowmem.induction.abstract as abstract
     import flowmem.induction.rule as rule
     from flowmem.induction.abstract import Abstraction
@@ -298,6 +300,21 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     runs = [forward(i) for i in range(8)]
     [cluster] = plan_clusters(runs).clusters
     assert "budget review" in cluster.example_literals
+    [repaired] = RuleInducer().induce(cluster).workflows
+    [placeholder] = placeholders_in(repaired.steps[0].args)
+    assert (
+        repaired.steps[0].args == {"query": "{" + placeholder + "}"}
+        and repaired.parameters[placeholder] == "task"
+    )
+    assert "budget review" not in render_workflow(repaired)
+
+    def unrepairable(*args: Any, **kwargs: Any) -> Abstraction:
+        done = real(*args, **kwargs)
+        return Abstraction(
+            done.steps, {**done.parameters, "x": "result of budget review"}, done.values, done.choices
+        )
+
+    monkeypatch.setattr(rule, "abstract_runs", unrepairable)
     with pytest.raises(InductionRefused, match="would carry example values") as refused:
         RuleInducer().induce(cluster)
     assert refused.value.reason == "example_values"

@@ -117,7 +117,7 @@ def test_skill_folder_names_carry_no_cluster_ids() -> None:
 def test_workbench_workflows_have_distinct_grammatical_names_and_descriptions() -> None:
     runs = [t for t in load(WORKBENCH, Settings()) if t.meta["instance"] <= 6]
     workflows = induce_drafts(runs, RuleInducer()).workflows
-    assert len(workflows) > 100
+    assert len(workflows) > 80  # repeats folded into loops merge drafts that differed in a count
     for agent in {w.agent for w in workflows}:
         own = [w for w in workflows if w.agent == agent]
         assert Counter(w.name for w in own).most_common(1)[0][1] == 1

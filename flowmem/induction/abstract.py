@@ -16,12 +16,16 @@ from typing import Any
 
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, scalars
-from flowmem.models import Trajectory, WorkflowStep
+from flowmem.induction.loops import body_of, is_loop, iterations
+from flowmem.models import Repeat, Step, Trajectory, WorkflowStep, placeholders_in
 from flowmem.policy.scrub import MASKS
 
 __all__ = ["Abstraction", "abstract_runs"]
 
 _NAME = re.compile(r"[^a-z0-9_]+")
+_DATED = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b")
+"""A calendar date or a time of day: it says when a run happened or what it asked for, so a
+routine never calls a tool with one fixed (runs of one day can all share it)."""
 
 
 @dataclass(frozen=True)
@@ -50,97 +54,213 @@ def _slug(key: str) -> str:
     return name if not name[0].isdigit() else f"v_{name}"
 
 
-def _source(values: dict[int, Any], runs: Sequence[Trajectory], step_of: dict[int, int]) -> str:
+Where = tuple[int, int]
+"""An occurrence of a step in the example runs: (run index, iteration of a loop: 0 outside one)."""
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The example runs, folded (`loops.fold`), with each step's raw position."""
+
+    runs: Sequence[Trajectory]
+    flat: list[list[Step]]
+    """Each run's raw steps (a loop unit's iterations in order)."""
+    starts: list[list[list[list[int]]]]
+    """Run -> folded position -> iteration -> body position -> its raw position (-1: skipped)."""
+
+    @classmethod
+    def of(cls, runs: Sequence[Trajectory]) -> _Runs:
+        flat: list[list[Step]] = []
+        starts: list[list[list[list[int]]]] = []
+        for run in runs:
+            raw: list[Step] = []
+            at: list[list[list[int]]] = []
+            for step in run.steps:
+                places: list[list[int]] = []
+                for chunk in iterations(step):
+                    places.append([])
+                    for s in chunk:
+                        places[-1].append(-1 if s is None else len(raw))
+                        raw += [] if s is None else [s]
+                at.append(places)
+            flat.append(raw)
+            starts.append(at)
+        return cls(runs, flat, starts)
+
+
+def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
     """Say where the value of a placeholder comes from, without naming any value."""
-    if sum(in_task(v, runs[i].task) for i, v in values.items()) * 2 >= len(values):
+    if sum(in_task(v, runs.runs[i].task) for (i, _), v in seen.items()) * 2 >= len(seen):
         return "task"
     hits: Counter[str] = Counter()
-    for i, v in values.items():
+    for where, v in seen.items():
         texts = [t for t in scalars(v) if len(t) >= 3]
-        for step in reversed(runs[i].steps[: step_of[i]]):
+        for step in reversed(runs.flat[where[0]][: raw_at[where]]):
             if texts and all(t in (step.observation or "") for t in texts):
                 hits[step.action] += 1
                 break
     if hits:
         action, n = hits.most_common(1)[0]
-        if n * 2 >= len(values):
+        if n * 2 >= len(seen):
             return f"result of {action}"
     return "task"
 
 
 def _seen_at(
-    runs: Sequence[Trajectory], aligned: Sequence[dict[int, int]], pos: int, key: str
-) -> tuple[dict[int, Any], dict[int, int]]:
-    """The value of argument `key` in each run whose step aligned with template position
-    `pos` has it, by run index, and the position of that step in each such run."""
-    seen: dict[int, Any] = {}
-    step_of: dict[int, int] = {}
-    for i, (run, pairs) in enumerate(zip(runs, aligned, strict=True)):
-        if pos in pairs and key in run.steps[pairs[pos]].args:
-            seen[i] = run.steps[pairs[pos]].args[key]
-            step_of[i] = pairs[pos]
-    return seen, step_of
+    runs: _Runs, aligned: Sequence[dict[int, int]], pos: int, body: int, key: str
+) -> tuple[dict[Where, Any], dict[Where, int]]:
+    """The value of argument `key` in each run's step aligned with template position `pos`
+    (body step `body` of each iteration, for a loop unit), and that step's raw position."""
+    seen: dict[Where, Any] = {}
+    raw_at: dict[Where, int] = {}
+    for i, (run, pairs) in enumerate(zip(runs.runs, aligned, strict=True)):
+        if pos not in pairs:
+            continue
+        at = pairs[pos]
+        for it, chunk in enumerate(iterations(run.steps[at])):
+            step = chunk[body] if body < len(chunk) else None
+            if step is not None and key in step.args:
+                seen[(i, it)] = step.args[key]
+                raw_at[(i, it)] = runs.starts[i][at][it][body]
+    return seen, raw_at
 
 
-def _constant(seen: Mapping[int, Any], runs: Sequence[Trajectory], literals: LiteralIndex) -> bool:
-    """Whether an argument stays as written: the same in two runs or more, and nothing in it
-    specific to a run (a rare literal, a value from the task, a masked secret)."""
+def _constant(
+    seen: Mapping[Where, Any], runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: AbstractSet[str]
+) -> bool:
+    """Whether an argument stays as written: the same in two occurrences or more, and nothing
+    in it specific to a run (a rare literal, a value from the task, a masked secret, or any
+    value the workflow must not carry: `forbidden` holds the example values of the whole
+    cluster, whose other runs' tasks may name a value these runs took without naming it)."""
     distinct = {canonical(v) for v in seen.values()}
     specific = any(
-        literals.is_rare(t) or in_task(t, runs[i].task) or _masked(t)
-        for i, v in seen.items()
+        literals.is_rare(t)
+        or in_task(t, runs[i].task)
+        or _masked(t)
+        or bool(_DATED.search(t))
+        or bool(find_literals(t, forbidden))
+        for (i, _), v in seen.items()
         for t in scalars(v)
         if len(t) >= 3
     )
     return len(distinct) == 1 and len(seen) >= 2 and not specific
 
 
-def _fresh_name(key: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
-    """A parameter name for argument `key`: its slug, not read as a literal, not yet taken."""
+def _fresh_name(key: str, action: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
+    """A parameter name for argument `key` of `action`: its slug; where another role took it,
+    the slug after the action's verb (`{return_order_id}` beside `{order_id}`), then either
+    as `other_` (a second order returned: `{other_return_order_id}`); a number only where all
+    are taken. Never one that reads as a literal."""
     base = _slug(key)
     if find_literals("{" + base + "}", forbidden):  # a name must not read as a value
         base += "_value"
+    verb = _slug(action.rsplit(".", 1)[-1]).split("_")[0]
+    by_verb = f"{verb}_{base}" if verb and not base.startswith(verb) else base
+    for name in (base, by_verb, f"other_{base}", f"other_{by_verb}"):
+        if name not in taken and not find_literals("{" + name + "}", forbidden):
+            return name
     name, k = base, 2
     while name in taken:
         name, k = f"{base}_{k}", k + 1
     return name
 
 
-def _choices(seen: Mapping[int, Any], literals: LiteralIndex) -> list[str] | None:
+def _choices(seen: Mapping[Where, Any], literals: LiteralIndex) -> list[str] | None:
     """The values a parameter chooses among (`LiteralIndex.choices`); none for a masked one."""
     masked = any(_masked(t) for v in seen.values() for t in scalars(v))
     return None if masked else literals.choices(seen.values())
 
 
+class _Abstracting:
+    """The placeholders made so far while abstracting one template (see `abstract_runs`)."""
+
+    def __init__(self, runs: _Runs, literals: LiteralIndex, forbidden: AbstractSet[str]) -> None:
+        self.runs, self.literals, self.forbidden = runs, literals, forbidden
+        self.parameters: dict[str, str] = {}
+        self.values: dict[str, dict[Where, str]] = {}
+        self.choices: dict[str, list[str]] = {}
+        self.seen: dict[str, dict[Where, Any]] = {}
+        """Placeholder -> the values it stood for, as the runs had them."""
+
+    def step(self, action: str, template: Mapping[str, Any], seen_of: Any) -> WorkflowStep:
+        """One abstract step: each argument kept as written (`_constant`) or a placeholder,
+        the same one wherever it took the same values in the same occurrences (one role)."""
+        args: dict[str, Any] = {}
+        step_choices: dict[str, list[str]] = {}
+        for key, template_value in template.items():
+            seen, raw_at = seen_of(key)
+            if _constant(seen, self.runs.runs, self.literals, self.forbidden):
+                args[key] = template_value
+                continue
+            keyed = {w: canonical(v) for w, v in seen.items()}
+            name = next((n for n, vals in self.values.items() if vals == keyed), None)
+            if name is None:
+                name = _fresh_name(key, action, self.values.keys(), self.forbidden)
+                self.values[name], self.seen[name] = keyed, seen
+                self.parameters[name] = _source(seen, self.runs, raw_at)
+                listed = _choices(seen, self.literals)
+                if listed is not None:
+                    self.choices[name] = listed
+            args[key] = "{" + name + "}"
+            if name in self.choices:
+                step_choices[name] = self.choices[name]
+        return WorkflowStep(action=action, args=args, choices=step_choices)
+
+    def loop(self, pos: int, unit: Step, aligned: Sequence[dict[int, int]]) -> list[WorkflowStep]:
+        """A loop unit's body as abstract steps carrying one `Repeat` over its first placeholder;
+        the body as plain steps where no run repeats it or nothing in it varies."""
+        body = body_of(unit.action)
+        chunks = iterations(unit)
+        steps = []
+        for b, action in enumerate(body):
+            taken = [step for c in chunks if (step := c[b]) is not None]
+            keys = dict.fromkeys(k for step in taken for k in step.args)
+            template = {k: next(s.args[k] for s in taken if k in s.args) for k in keys}
+            steps.append(
+                self.step(action, template, lambda key, b=b: _seen_at(self.runs, aligned, pos, b, key))
+            )
+        repeated = any(
+            len(iterations(run.steps[pairs[pos]])) > 1
+            for run, pairs in zip(self.runs.runs, aligned, strict=True)
+            if pos in pairs
+        )
+        names = placeholders_in([s.args for s in steps])
+        if not repeated or not names:
+            return steps
+        # The item is what changes from one pass to the next; where the items come from is
+        # said by what the run had before the loop began.
+        over = next((n for n in names if self._varies(n)), names[0])
+        seen = self.seen[over]
+        begins = {w: self._begin(w[0], aligned[w[0]][pos]) for w in seen}
+        repeat = Repeat(over=over, source=_source(seen, self.runs, begins))
+        return [s.model_copy(update={"repeat": repeat}) for s in steps]
+
+    def _varies(self, name: str) -> bool:
+        """Whether a placeholder takes another value in another pass of the same run."""
+        by_run: dict[int, set[str]] = {}
+        for (i, _), v in self.values[name].items():
+            by_run.setdefault(i, set()).add(v)
+        return any(len(v) > 1 for v in by_run.values())
+
+    def _begin(self, run: int, at: int) -> int:
+        """The raw position where the loop unit at folded position `at` of a run begins."""
+        return min(p for places in self.runs.starts[run][at] for p in places if p >= 0)
+
+
 def abstract_runs(
     template: Trajectory, runs: Sequence[Trajectory], literals: LiteralIndex, forbidden: AbstractSet[str]
 ) -> Abstraction:
-    """Abstract the template run's steps, aligning every example run to it by action LCS."""
+    """Abstract the template run's steps, aligning every example run to it by action LCS.
+    The runs may be folded (`loops.fold`): a loop unit becomes its body's steps, repeated."""
     actions = template.actions
     aligned: list[dict[int, int]] = [dict(lcs_pairs(actions, r.actions)) for r in runs]
+    state = _Abstracting(_Runs.of(runs), literals, forbidden)
     steps: list[WorkflowStep] = []
-    parameters: dict[str, str] = {}
-    values: dict[str, dict[int, str]] = {}
-    choices: dict[str, list[str]] = {}
     for pos, step in enumerate(template.steps):
-        args: dict[str, Any] = {}
-        step_choices: dict[str, list[str]] = {}
-        for key, template_value in step.args.items():
-            seen, step_of = _seen_at(runs, aligned, pos, key)
-            if _constant(seen, runs, literals):
-                args[key] = template_value
-                continue
-            keyed = {i: canonical(v) for i, v in seen.items()}
-            name = next((n for n, vals in values.items() if vals == keyed), None)
-            if name is None:
-                name = _fresh_name(key, values.keys(), forbidden)
-                values[name] = keyed
-                parameters[name] = _source(seen, runs, step_of)
-                listed = _choices(seen, literals)
-                if listed is not None:
-                    choices[name] = listed
-            args[key] = "{" + name + "}"
-            if name in choices:
-                step_choices[name] = choices[name]
-        steps.append(WorkflowStep(action=step.action, args=args, choices=step_choices))
-    return Abstraction(steps=steps, parameters=parameters, values=values, choices=choices)
+        if is_loop(step):
+            steps += state.loop(pos, step, aligned)
+            continue
+        seen_of = lambda key, pos=pos: _seen_at(state.runs, aligned, pos, 0, key)  # noqa: E731
+        steps.append(state.step(step.action, step.args, seen_of))
+    values = {name: {i: v for (i, it), v in vals.items() if it == 0} for name, vals in state.values.items()}
+    return Abstraction(steps=steps, parameters=state.parameters, values=values, choices=state.choices)

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
 
-__all__ = ["lcs_len", "lcs_pairs", "medoid"]
+__all__ = ["Pattern", "flat_pattern", "lcs_len", "lcs_pairs", "medoid", "pattern_pairs"]
 
 
 def _table(a: Sequence[str], b: Sequence[str]) -> list[list[int]]:
@@ -71,3 +71,37 @@ def medoid(sequences: Sequence[Sequence[str]]) -> int:
         if rank > best_key:  # in order of first occurrence: a tie keeps the first
             best, best_key = first[a], rank
     return best
+
+
+Pattern = Sequence[str | tuple[str, ...]]
+"""Actions as a workflow prescribes them: a plain action, or a loop as the tuple of its
+body's actions, done once or more (`models.Workflow.pattern`)."""
+
+
+def flat_pattern(pattern: Pattern) -> list[str]:
+    """A pattern's actions with each loop's body once: one per workflow step."""
+    return [a for item in pattern for a in ((item,) if isinstance(item, str) else item)]
+
+
+def pattern_pairs(run: Sequence[str], pattern: Pattern) -> list[tuple[int, int]]:
+    """Index pairs (i, j) along one longest common subsequence of a run's actions and a
+    pattern, `run[i]` matched by step `j` of the pattern (`flat_pattern`'s positions), a
+    loop's body repeated as often as the run could use it: a step of a loop's body may match
+    several of the run's steps. Without loops, `lcs_pairs`."""
+    if all(isinstance(item, str) for item in pattern):
+        return lcs_pairs(run, [a for a in pattern if isinstance(a, str)])
+    expanded: list[str] = []
+    step_of: list[int] = []
+    j = 0
+    for item in pattern:
+        if isinstance(item, str):
+            expanded.append(item)
+            step_of.append(j)
+            j += 1
+            continue
+        times = max(1, -(-len(run) // len(item)))
+        for _ in range(times):
+            expanded += item
+            step_of += range(j, j + len(item))
+        j += len(item)
+    return [(i, step_of[k]) for i, k in lcs_pairs(run, expanded)]

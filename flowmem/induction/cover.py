@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.align import lcs_pairs
+from flowmem.induction.align import Pattern, flat_pattern, pattern_pairs
 from flowmem.induction.nearest import snap_cosines
 from flowmem.models import Workflow
 from flowmem.policy.serving import compose, within_gap
@@ -56,6 +56,16 @@ def nearest(scores: npt.NDArray[np.floating], k: int = EVIDENCE) -> list[int]:
     return [int(i) for i in found[np.lexsort((found, -scores[found]))]]
 
 
+Match = tuple[set[int], int]
+"""What a memory matches of a run: the run's steps (a loop's body as often as the run repeats
+it), and how many of the memory's own steps."""
+
+
+def _match(run: Sequence[str], pattern: Pattern) -> Match:
+    pairs = pattern_pairs(run, pattern)
+    return {i for i, _ in pairs}, len({j for _, j in pairs})
+
+
 class _Choice:
     """Memories chosen so far, with what they match of each evidence run."""
 
@@ -65,26 +75,27 @@ class _Choice:
         self.hits = [0] * len(runs)
         self.shown = 0
 
-    def value(self, found: Sequence[set[int]] = (), size: int = 0) -> float:
+    def value(self, found: Sequence[Match] = (), size: int = 0) -> float:
         """Mean coverage + weight × precision over the runs, with one more memory (`found`:
-        the steps of each run it matches; `size`: its steps) or as it is."""
+        per run, the run's steps it matches and how many of its own steps match; `size`: its
+        steps) or as it is."""
         shown = self.shown + size
         total = 0.0
         for r, run in enumerate(self.runs):
-            extra = found[r] if found else set()
-            precision = (self.hits[r] + len(extra)) / shown if shown else 0.0
+            extra, used = found[r] if found else (set(), 0)
+            precision = (self.hits[r] + used) / shown if shown else 0.0
             total += len(self.covered[r] | extra) / len(run) + self.weight * precision
         return total / len(self.runs)
 
-    def add(self, found: Sequence[set[int]], size: int) -> None:
-        for r, steps in enumerate(found):
+    def add(self, found: Sequence[Match], size: int) -> None:
+        for r, (steps, used) in enumerate(found):
             self.covered[r] |= steps
-            self.hits[r] += len(steps)
+            self.hits[r] += used
         self.shown += size
 
 
 def cover(
-    candidates: Sequence[Sequence[str]],
+    candidates: Sequence[Pattern],
     evidence: Sequence[Sequence[str]],
     k: int,
     weight: float = COVER_WEIGHT,
@@ -97,17 +108,17 @@ def cover(
     runs = [list(e) for e in evidence if e]
     if not runs:
         return list(keep)
-    matches: dict[tuple[str, ...], list[set[int]]] = {}  # per distinct candidate, per run
+    matches: dict[tuple[str | tuple[str, ...], ...], list[Match]] = {}  # per distinct candidate, per run
     for c in candidates:
-        matches.setdefault(tuple(c), [{i for i, _ in lcs_pairs(run, c)} for run in runs])
+        matches.setdefault(tuple(c), [_match(run, c) for run in runs])
     choice = _Choice(runs, weight)
     chosen = list(keep)
     for p in chosen:
-        choice.add(matches[tuple(candidates[p])], len(candidates[p]))
+        choice.add(matches[tuple(candidates[p])], len(flat_pattern(candidates[p])))
     best = choice.value() if chosen else 0.0
     while len(chosen) < k:
         values = [
-            (choice.value(matches[tuple(c)], len(c)), -i)
+            (choice.value(matches[tuple(c)], len(flat_pattern(c))), -i)
             for i, c in enumerate(candidates)
             if c and i not in chosen
         ]
@@ -115,7 +126,7 @@ def cover(
         if value <= best:
             break
         chosen.append(-minus)
-        choice.add(matches[tuple(candidates[-minus])], len(candidates[-minus]))
+        choice.add(matches[tuple(candidates[-minus])], len(flat_pattern(candidates[-minus])))
         best = value
     return chosen
 
@@ -134,7 +145,7 @@ def choose(
     together: `cover`ed by the evidence runs when there are some (and `weight` is not None);
     without, those within the relevance gap and ratio of the first, `compose`d."""
     if weight is not None and any(evidence):
-        return cover([w.actions for w in ranked], evidence, k, weight, keep=[0] if ranked else [])
+        return cover([w.pattern for w in ranked], evidence, k, weight, keep=[0] if ranked else [])
     return compose(ranked[: within_gap(scores, gap, ratio)], k)
 
 

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from flowmem.induction.align import lcs_len, lcs_pairs
+from flowmem.induction.align import Pattern, flat_pattern, lcs_len, pattern_pairs
 from flowmem.induction.literals import MIN_CHARS, find_literals, scalar_text
 
 __all__ = [
@@ -35,8 +35,9 @@ class Retrieval:
     """The test run's action names."""
     test_success: bool
     """Whether the test run succeeded (coverage counts successful runs only)."""
-    memories: list[tuple[str, list[str], str]]
-    """Per retrieved memory: (memory id, its action names, its rendered text)."""
+    memories: list[tuple[str, Pattern, str]]
+    """Per retrieved memory: (memory id, its actions as a `Pattern`: a loop as its body's
+    tuple, `Workflow.pattern`; a raw run's action names), its rendered text)."""
 
 
 class LeakChecker:
@@ -112,20 +113,22 @@ def memory_metrics(
         if not (r.test_success and r.test_actions):
             continue
         scored += 1
-        best, best_len = 0, 0
+        best, best_used, best_len = 0, 0, 0
         matched: set[int] = set()  # test positions matched by any memory
         shown = hits = 0  # memory steps shown, and matched
-        for _, actions, _ in r.memories:
-            aligned = lcs_pairs(r.test_actions, actions)
-            n = len(aligned)
+        for _, pattern, _ in r.memories:
+            aligned = pattern_pairs(r.test_actions, pattern)
+            n = len(aligned)  # the run's steps it matches (a loop's body as often as repeated)
+            used = len({j for _, j in aligned})  # its own steps that match (a body's once)
+            size = len(flat_pattern(pattern))
             # The best memory has the longest LCS; among equals, the higher-ranked one (the
             # argmax convention, as in the reference measurement of the raw baseline).
             if n > best:
-                best, best_len = n, len(actions)
+                best, best_used, best_len = n, used, size
             matched.update(i for i, _ in aligned)
-            shown, hits = shown + len(actions), hits + n
+            shown, hits = shown + size, hits + used
         coverage += best / len(r.test_actions)
-        precision += best / best_len if best else 0.0
+        precision += best_used / best_len if best else 0.0
         joint_coverage += len(matched) / len(r.test_actions)
         joint_precision += hits / shown if shown else 0.0
         useful += best >= min(2, len(r.test_actions))

@@ -67,17 +67,27 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
     lines = [f"Workflow {w.name}" + (f": {w.description}" if description and w.description else "")]
     listed: set[str] = set()  # a placeholder's choices are shown where it first appears
     n = 0
+    body = 0  # the position of a step within the loop it is part of (a, b, ...)
     for j, s in enumerate(w.steps):
         if s.subroutine is not None and s.subroutine in shown:
             if j == 0 or w.steps[j - 1].subroutine != s.subroutine:
                 n += 1
                 lines.append(f"{n}. Follow workflow {shown[s.subroutine]} (shown here)")
             continue
-        n += 1
         who = f"[{s.agent}] " if s.agent else ""
         choices = {k: v for k, v in s.choices.items() if k not in listed}
         listed.update(choices)
-        lines.append(f"{n}. {who}{render_call(s.action, s.args, choices)}")
+        call = f"{who}{render_call(s.action, s.args, choices)}"
+        if s.repeat is None:
+            n, body = n + 1, 0
+            lines.append(f"{n}. {call}")
+            continue
+        if body == 0 or w.steps[j - 1].repeat != s.repeat:
+            n, body = n + 1, 0
+            head = s.repeat.says()
+            lines.append(f"{n}. {head[0].upper()}{head[1:]}:")
+        lines.append(f"   {n}{chr(ord('a') + body % 26)}. {call}")
+        body += 1
     derived = {k: v for k, v in w.parameters.items() if v != "task"}
     if derived:
         lines.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from flowmem.induction.abstract import abstract_runs
@@ -11,13 +11,14 @@ from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usag
 from flowmem.induction.describe import describe, name_for, step_intents
 from flowmem.induction.failures import pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
-from flowmem.induction.literals import find_literals
+from flowmem.induction.literals import find_literals, scalars
+from flowmem.induction.loops import folded, unfolded_actions
 from flowmem.induction.noise import working_steps
 from flowmem.induction.render import render_workflow
 from flowmem.induction.segments import is_read
-from flowmem.models import Provenance, Trajectory, Workflow, is_demonstration
+from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
 
-__all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "variants"]
+__all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "repaired", "variants"]
 
 
 class RuleInducer:
@@ -32,54 +33,60 @@ class RuleInducer:
         self.min_variant_runs = min_variant_runs
 
     def induce(self, cluster: ClusterInput) -> Induced:
-        """One workflow per way the cluster's successful runs solve its tasks (see `variants`);
-        no LLM, so no usage."""
+        """One workflow per way the cluster's successful runs solve its tasks (see `variants`),
+        their repeats folded into loops (`loops.folded`); no LLM, so no usage. A variant that
+        would carry an example value has it made a placeholder, and one that still fails a
+        check is left out alone: the cluster is refused only when every variant is."""
         runs = [t for t in map(working_steps, cluster.successes) if t.steps]
+        if cluster.scope == "subtask":  # a plan's delegations are its subtasks, in order: no loop
+            runs = folded(runs)
         if not runs:
             return Induced([], Usage())
-        literals = cluster.example_literals
-        base_id = cluster.key
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
         out: list[Workflow] = []
+        refused: InductionRefused | None = None
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
-            # A demonstration says what to change; the agent's own runs show how it gets there.
-            basis = [t for t in members if not is_demonstration(t)] or members
-            template = consensus(basis[medoid([t.actions for t in basis])], basis)
-            abstraction = abstract_runs(template, members, cluster.literals, literals)
-            steps, parameters = abstraction.steps, abstraction.parameters
-            if cluster.scope == "task":
-                steps = [with_agent(s) for s in steps]
-            notes = step_intents(steps, parameters, literals)
-            steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
-            workflow = Workflow(
-                id=variant_id(base_id, 0 if j == 0 else j + 1),
-                name=name_for(steps),
-                description=describe(steps, parameters, literals),
-                steps=steps,
-                parameters=parameters,
-                pitfalls=self._pitfalls(template.actions, cluster, literals),
-                scope=cluster.scope,
-                agent=cluster.agent,
-                namespace=cluster.namespace,
-                cluster_id=cluster.cluster_id if cluster.kind == "task" else None,
-                kind=cluster.kind,
-                source_trajectory_ids=sorted(t.id for t in members),
-                provenance=Provenance(inducer=self.kind),
-            )
-            text = "\n".join([render_workflow(workflow, description=True), *notes])
-            leaked = find_literals(text, literals)
-            if leaked:  # cannot happen by construction; the check stays as the last word
-                message = f"workflow {workflow.id} would carry example values: {leaked[:3]}"
-                raise InductionRefused(message, reason="example_values")
-            # Runs that obeyed injected text all alike would make it a constant: refuse it.
-            injected = find_injection(text) or next((d for d in sorted(tainted) if d in text.lower()), None)
-            if injected:
-                raise InductionRefused(
-                    f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}",
-                    reason="injection",
+            try:
+                out.append(
+                    self._variant(cluster, members, variant_id(cluster.key, 0 if j == 0 else j + 1), tainted)
                 )
-            out.append(workflow)
+            except InductionRefused as err:
+                refused = refused or err
+        if not out and refused is not None:
+            raise refused
         return Induced(out, Usage())
+
+    def _variant(
+        self, cluster: ClusterInput, members: list[Trajectory], wid: str, tainted: AbstractSet[str]
+    ) -> Workflow:
+        """The workflow of one variant, checked (`_checked`)."""
+        literals = cluster.example_literals
+        # A demonstration says what to change; the agent's own runs show how it gets there.
+        basis = [t for t in members if not is_demonstration(t)] or members
+        template = consensus(basis[medoid([t.actions for t in basis])], basis)
+        abstraction = abstract_runs(template, members, cluster.literals, literals)
+        steps, parameters = repaired(abstraction.steps, abstraction.parameters, literals)
+        if cluster.scope == "task":
+            steps = [with_agent(s) for s in steps]
+        notes = step_intents(steps, parameters, literals)
+        steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
+        workflow = Workflow(
+            id=wid,
+            name=name_for(steps),
+            description=describe(steps, parameters, literals),
+            steps=steps,
+            parameters=parameters,
+            pitfalls=self._pitfalls(unfolded_actions(template.actions), cluster, literals),
+            scope=cluster.scope,
+            agent=cluster.agent,
+            namespace=cluster.namespace,
+            cluster_id=cluster.cluster_id if cluster.kind == "task" else None,
+            kind=cluster.kind,
+            source_trajectory_ids=sorted(t.id for t in members),
+            provenance=Provenance(inducer=self.kind),
+        )
+        _checked(workflow, notes, literals, tainted)
+        return workflow
 
     def _pitfalls(self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]) -> list[str]:
         """The strongest pitfalls against every successful run of the cluster (a failure that
@@ -87,6 +94,42 @@ class RuleInducer:
         value is left out rather than sinking the cluster."""
         found = pitfalls(actions, cluster.successes, cluster.failures, literals, limit=self.max_pitfalls + 3)
         return [p for p in found if not find_literals(p, literals)][: self.max_pitfalls]
+
+
+def repaired(
+    steps: Sequence[WorkflowStep], parameters: Mapping[str, str], literals: AbstractSet[str]
+) -> tuple[list[WorkflowStep], dict[str, str]]:
+    """The steps with every argument that still names an example value (`literals`) made a
+    placeholder of the task, named after its key: a value the abstraction kept as written
+    (the same in every run it saw) that another run of the cluster names in its task."""
+    params = dict(parameters)
+    out: list[WorkflowStep] = []
+    for step in steps:
+        args = dict(step.args)
+        for key, value in step.args.items():
+            if any(find_literals(t, literals) for t in scalars(value)):
+                name = next((p for p in (key, f"{key}_value") if p not in params), f"{key}_{len(params)}")
+                args[key], params[name] = "{" + name + "}", "task"
+        out.append(step if args == step.args else step.model_copy(update={"args": args}))
+    return out, params
+
+
+def _checked(
+    workflow: Workflow, notes: Sequence[str | None], literals: AbstractSet[str], tainted: AbstractSet[str]
+) -> None:
+    """Refuse a workflow that would carry an example value or instruction-like text (runs
+    that obeyed injected text all alike would make it a constant)."""
+    text = "\n".join([render_workflow(workflow, description=True), *(n for n in notes if n)])
+    leaked = find_literals(text, literals)
+    if leaked:
+        message = f"workflow {workflow.id} would carry example values: {leaked[:3]}"
+        raise InductionRefused(message, reason="example_values")
+    injected = find_injection(text) or next((d for d in sorted(tainted) if d in text.lower()), None)
+    if injected:
+        raise InductionRefused(
+            f"workflow {workflow.id} would carry instruction-like text: {injected[:40]!r}",
+            reason="injection",
+        )
 
 
 def variants(

@@ -105,7 +105,7 @@ def retrieve(
             Retrieval(
                 t.actions,
                 t.success is True,
-                [(w.id, w.actions, text) for w, text in zip(hits, texts, strict=True)],
+                [(w.id, w.pattern, text) for w, text in zip(hits, texts, strict=True)],
             )
         )
         found = [examples[i] for i, _ in raw_index.search(q, k)]

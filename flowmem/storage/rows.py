@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from flowmem.induction.loops import encoded
 from flowmem.models import (
     InductionRun,
     Provenance,
@@ -215,7 +216,7 @@ def workflow_to_row(
         "name": w.name,
         "description": w.description,
         "steps": _dumps([s.model_dump(mode="json", exclude_defaults=True) for s in w.steps]),
-        "actions": w.actions,
+        "actions": encoded(w.pattern),  # a loop as its unit's action (`loops.encoded`)
         "parameters": _dumps(w.parameters),
         "pitfalls": _dumps(w.pitfalls),
         "scope": w.scope,

@@ -18,6 +18,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flowmem.induction.align import Pattern
+from flowmem.induction.loops import decoded
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.storage import rows
@@ -81,9 +83,10 @@ class ServedRows:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def actions(self, i: int) -> list[str]:
-        """The actions of the version at position i, without building its `Workflow`."""
-        return list(self.table.column("actions").chunk(0)[i].as_py() or [])
+    def actions(self, i: int) -> Pattern:
+        """The actions of the version at position i as its `Workflow.pattern` (a loop as its
+        body's tuple), without building its `Workflow`."""
+        return decoded(self.table.column("actions").chunk(0)[i].as_py() or [])
 
     def workflow(self, i: int) -> Workflow:
         """The `Workflow` at position i, with its live status and stats."""
