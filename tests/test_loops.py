@@ -131,3 +131,47 @@ def test_a_variant_that_cannot_be_repaired_is_left_out_alone() -> None:
         kept = RuleInducer().induce(cluster).workflows
     assert len(calls) == 2 and len(kept) == 1
     assert any(s.repeat is not None for s in kept[0].steps)
+
+
+def test_the_llm_inducers_repeated_steps_become_a_loop() -> None:
+    """An LLM that writes a step once with `for_each` gives a workflow whose step repeats;
+    one whose loop names a placeholder no argument uses is sent back."""
+    from flowmem.induction.llm import LLMInducer
+    from flowmem.induction.testing import FakeLLM
+    from flowmem.induction.validate import Arg, InducedSet, InducedStep, InducedWorkflow, Parameter, check
+
+    runs = [cancel_many(i, n) for i, n in enumerate([2, 3, 4])]
+    cluster = cluster_of(runs)
+    loop_steps = [
+        InducedStep(
+            action=a,
+            args=[Arg(key="reservation_id", value="{reservation_id}")],
+            note="",
+            for_each="reservation_id",
+            items_from="get_user_details",
+        )
+        for a in ("get_reservation", "cancel_reservation")
+    ]
+    steps = [
+        InducedStep(action="get_user_details", args=[Arg(key="user_id", value="{user_id}")], note=""),
+        *loop_steps,
+    ]
+    params = [
+        Parameter(name="user_id", description="the task's user"),
+        Parameter(name="reservation_id", description="each reservation"),
+    ]
+    induced = InducedWorkflow(
+        name="cancel_reservations",
+        description="Cancel every reservation of a user.",
+        steps=steps,
+        parameters=params,
+        pitfalls=[],
+    )
+    assert check(induced, cluster) == []
+    [w] = LLMInducer(FakeLLM(InducedSet(workflows=[induced]))).induce(cluster).workflows
+    loop = Repeat(over="reservation_id", source="result of get_user_details")
+    assert [s.repeat for s in w.steps] == [None, loop, loop]
+    wrong = induced.model_copy(
+        update={"steps": [steps[0].model_copy(update={"for_each": "order_id"}), *loop_steps]}
+    )
+    assert [reason for reason, _ in check(wrong, cluster)] == ["undeclared"]

@@ -142,7 +142,11 @@ def _summary(memory: MemoryLike, w: Workflow, namespace: str) -> tuple[str, str]
 def _workflow(memory: MemoryLike, hit: Hit, namespace: str) -> FoundWorkflow:
     w = hit.workflow
     outcome, result = _summary(memory, w, namespace)
-    steps = [render_call(s.action, s.args) if s.args else s.action for s in w.steps]
+    steps = [
+        (f"{s.repeat.says()}: " if s.repeat is not None else "")
+        + (render_call(s.action, s.args) if s.args else s.action)
+        for s in w.steps
+    ]
     meta = {
         "task": w.description,
         "steps": steps,

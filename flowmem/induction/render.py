@@ -11,6 +11,7 @@ from flowmem.models import Trajectory, Workflow
 
 __all__ = [
     "CONTEXT_HEADER",
+    "loop_heads",
     "render_block",
     "render_call",
     "render_context",
@@ -68,6 +69,7 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
     listed: set[str] = set()  # a placeholder's choices are shown where it first appears
     n = 0
     body = 0  # the position of a step within the loop it is part of (a, b, ...)
+    heads = loop_heads(w)
     for j, s in enumerate(w.steps):
         if s.subroutine is not None and s.subroutine in shown:
             if j == 0 or w.steps[j - 1].subroutine != s.subroutine:
@@ -82,10 +84,9 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
             n, body = n + 1, 0
             lines.append(f"{n}. {call}")
             continue
-        if body == 0 or w.steps[j - 1].repeat != s.repeat:
+        if j in heads:
             n, body = n + 1, 0
-            head = s.repeat.says()
-            lines.append(f"{n}. {head[0].upper()}{head[1:]}:")
+            lines.append(f"{n}. {heads[j]}:")
         lines.append(f"   {n}{chr(ord('a') + body % 26)}. {call}")
         body += 1
     derived = {k: v for k, v in w.parameters.items() if v != "task"}
@@ -95,6 +96,17 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
         )
     lines += [f"Pitfall: {p}" for p in w.pitfalls]
     return "\n".join(lines)
+
+
+def loop_heads(w: Workflow) -> dict[int, str]:
+    """The positions of the steps that begin a loop, each with the loop's head as a sentence
+    ("For each {reservation_id} from get_user_details"): how every surface shows a loop."""
+    out: dict[int, str] = {}
+    for j, s in enumerate(w.steps):
+        if s.repeat is not None and (j == 0 or w.steps[j - 1].repeat != s.repeat):
+            head = s.repeat.says()
+            out[j] = head[0].upper() + head[1:]
+    return out
 
 
 def render_trajectory(t: Trajectory) -> str:

@@ -65,6 +65,11 @@ class InducedStep(_Out):
     """Its arguments."""
     note: str
     """Why or how to take the step; empty if obvious."""
+    for_each: str | None = None
+    """For a step done once per item: the placeholder that takes each item in turn (without
+    braces); consecutive steps with the same one are one loop. None for a step done once."""
+    items_from: str | None = None
+    """For a repeated step: the action whose result lists the items, or `task`."""
 
 
 class InducedWorkflow(_Out):
@@ -148,6 +153,11 @@ def _step_problems(
     for name in placeholders_in([[a.value for a in step.args], step.note]):
         if name not in declared:
             problems.append(("undeclared", f"step {i} uses {{{name}}}, which is not declared in parameters"))
+    over = (step.for_each or "").strip().strip("{}")
+    if over and over not in placeholders_in([a.value for a in step.args]):
+        problems.append(
+            ("undeclared", f"step {i} repeats for each {{{over}}}, which none of its arguments uses")
+        )
     return problems
 
 

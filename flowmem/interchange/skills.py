@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowmem.induction.render import render_call
+from flowmem.induction.render import loop_heads, render_call
 from flowmem.models import Workflow
 
 __all__ = ["MANIFEST", "ExportReport", "export_skills", "skill_markdown", "skill_names"]
@@ -115,10 +115,18 @@ def skill_markdown(w: Workflow, name: str) -> str:
         "## Steps",
         "",
     ]
-    for i, s in enumerate(w.steps, 1):
+    heads, n = loop_heads(w), 0
+    for j, s in enumerate(w.steps):
         who = f"[{s.agent}] " if s.agent else ""
         note = f" — {s.note}" if s.note else ""
-        lines.append(f"{i}. {who}{_call(s.action, s.args)}{note}")
+        if j in heads:
+            n += 1
+            lines.append(f"{n}. {heads[j]}:")
+        if s.repeat is not None:  # a step of a loop's body, under its head
+            lines.append(f"   - {who}{_call(s.action, s.args)}{note}")
+            continue
+        n += 1
+        lines.append(f"{n}. {who}{_call(s.action, s.args)}{note}")
     if w.parameters:
         lines += ["", "## Parameters", ""]
         lines += [f"- `{{{k}}}`: from the {v}" for k, v in sorted(w.parameters.items())]
