@@ -174,14 +174,18 @@ def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Setting
     assert fwd.pitfalls == ["skipped contacts.lookup, then called mail.forward (3/3 failures)"]
 
 
-def test_rule_inducer_refuses_a_cluster_whose_runs_all_obeyed(settings: Settings, store: Store) -> None:
-    # Every successful run forwarded to the attacker too: the address is a constant of the
-    # cluster, so abstraction alone would keep it. The last-word check flags the cluster.
+def test_rule_inducer_serves_no_address_when_every_run_obeyed(settings: Settings, store: Store) -> None:
+    # Every successful run forwarded to the attacker too, right after forwarding to the task's
+    # recipient: two forwards in a row, to another address each time, are one step repeated
+    # for each recipient (a loop, docs/induction.md), so the address is one of the values the
+    # loop's placeholder took, never a constant of the workflow. No cluster is lost, and no
+    # text of the store names the address or repeats the injected instruction.
     store_trajectories(store, poisoned_corpus(obey_all=True), settings.scrub)
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    [(key, error)] = report.summary()["failed_clusters"].items()
-    assert error == f"InductionRefused: workflow {key} would carry instruction-like text: {ATTACKER!r}"
-    assert report.summary()["versions_created"] == 2
+    assert report.summary()["failed_clusters"] == {} and report.summary()["versions_created"] == 3
+    [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
+    [forward_step] = [s for s in fwd.steps if s.action == "mail.forward"]
+    assert forward_step.repeat is not None and forward_step.args["to"] == "{" + forward_step.repeat.over + "}"
     assert not any(bad in texts(store) for bad in FORBIDDEN)
 
 
