@@ -35,7 +35,7 @@ from flowmem.induction.ann import build_ann
 from flowmem.induction.cover import Evidence, cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
-from flowmem.policy.serving import CANDIDATES, above_floor, compose, within_gap
+from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
@@ -225,12 +225,13 @@ class ServedIndex:
         """The relevance floor, the one rule of every surface: which of some memories `task`
         may be served, given each one's similarity to it and whether it is keyed by example
         tasks. `search` applies it to the served workflows, `search_workflow` to them and the
-        recorded procedures it returns (each keyed by its own task). All of them, unless there
-        is a floor, the task does not recur (`Evidence.runs_for`), no task the namespace has
-        stored a run of is at least `floor` similar to it (`Evidence.familiar`) and the
-        nearest memory keyed by example tasks is not either (`policy.serving.above_floor`):
-        then only those keyed by their own text. `query`: the task's vector, when the caller
-        has embedded it."""
+        recorded procedures it returns (each keyed by its own task), with the evidence this
+        index read (`Evidence.floor_keeps`, which `flowmem eval` applies too). All of them,
+        unless there is a floor, the task does not recur (`Evidence.runs_for`), no task the
+        namespace has stored a run of is at least `floor` similar to it (`Evidence.familiar`)
+        and the nearest memory keyed by example tasks is not either
+        (`policy.serving.above_floor`): then only those keyed by their own text. `query`: the
+        task's vector, when the caller has embedded it."""
         with self._lock:
             self._refresh()
             evidence = self._evidence
@@ -247,9 +248,7 @@ class ServedIndex:
         by_example: Sequence[bool],
     ) -> list[bool]:
         """`floor_keeps` with the evidence read, the task embedded and its recurring runs found."""
-        if not self.floor or runs or evidence.familiar(query, self.floor):
-            return [True] * len(similarity)
-        return above_floor(similarity, by_example, self.floor)
+        return evidence.floor_keeps(query, self.floor, similarity, by_example, recurs=bool(runs))
 
 
 class _Lazy(Sequence[Workflow]):
