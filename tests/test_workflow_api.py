@@ -75,7 +75,8 @@ def test_the_usage_examples_run_unchanged_on_a_real_store(tmp_path: Path) -> Non
         assert follow == DEPLOY
         assert avoid == ["Build Docker image", "Push image to registry", "Update Kubernetes deployment"]
         found = await memory.search_workflow("deploy application")
-        assert {f.id for f in found} == {ok, failed} and all(f.kind == "procedure" for f in found)
+        assert {f.id for f in found} == {ok, failed}
+        assert {f.id: f.kind for f in found} == {ok: "procedure", failed: "failure"}
         assert found[0].metadata["score"] >= found[1].metadata["score"]
         stored = memory.store.get_trajectory(failed)
         assert stored.success is False and stored.source == "add_workflow"
@@ -127,9 +128,14 @@ def test_similar_procedures_are_induced_into_one_workflow_that_search_returns(tm
         assert len(meta["task"].split()) >= 4  # the workflow's description: when to use it
         text = memory.context("deploy the payments service to production", k=1)
         assert "1. Run unit and integration tests\n" in text  # prose steps render as prose
-        # The procedures it was induced from are not returned again; the failed one still is.
-        assert [f.kind for f in found[1:]] == ["procedure"]
+        # The procedures it was induced from are not returned again; the failed one still is,
+        # as the failure it was: where it left the workflow.
+        assert [f.kind for f in found[1:]] == ["failure"]
         assert found[1].metadata["result"].startswith("FAILED")
+        assert (
+            found[1].metadata["went_wrong"]
+            == "skipped Run unit and integration tests, then called Build Docker image"
+        )
 
 
 def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfall(tmp_path: Path) -> None:
@@ -171,5 +177,14 @@ def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfa
         assert "()" not in text and " then 1." not in text
         [found, procedure] = memory.search_workflow_sync("deploy version 3.0.0 of the app", k=2)
         assert found.kind == "workflow" and found.metadata["steps"][0] == "Build Docker image {image}"
-        # The failed procedure is still returned as written, for code that avoids what failed.
-        assert procedure.id == failed and procedure.metadata["steps"] == steps("2.5.1", migrate=False)
+        # The failed procedure is returned as the failure it was, for code that avoids what
+        # failed: its steps as the workflow's are written, with no value of its run.
+        assert procedure.id == failed and procedure.kind == "failure"
+        assert procedure.metadata["steps"] == [
+            "Build Docker image {image}",
+            "Push {image} to the registry",
+            "Deploy {image} to production",
+            "Verify the health checks",
+        ]
+        assert procedure.metadata["task"] == "Deploy version {version} of the app to production"
+        assert procedure.metadata["result"] == "FAILED: the app crashed, the migrations had not run"

@@ -5,8 +5,16 @@ text, an outcome and a result; a search returns objects whose `metadata` holds t
 runs on flowmem with only its import changed. A procedure is stored as a trajectory: each step
 text is one step's action, `result` decides the outcome ("FAILED..." a failure, None not yet
 known, anything else a success). So it takes part in induction like every run: several similar
-procedures become one abstract workflow, failed ones its pitfalls. A search returns, best
-first, the served workflows and the procedures no served workflow was induced from yet.
+procedures become one abstract workflow, failed ones its pitfalls.
+
+A search has the relevance rule of `memory.search` and `memory.context` (one function,
+`ServedIndex.floor_keeps`): it returns the workflows `memory.search` serves, with their
+pitfalls, first; then the recorded procedures no served workflow was induced from yet that
+the same floor lets through (a procedure is a memory keyed by its own task), best first. Nothing
+served carries an example value: a recorded procedure is one run, so its texts are served
+abstracted like a workflow's (`induction.recorded`: "build docker image tag {tag}"), and a
+failed one only as the failure it was (kind `failure`, its result still beginning "FAILED",
+what went wrong as where it left the best served workflow), never as steps to follow.
 """
 
 from __future__ import annotations
@@ -23,11 +31,15 @@ from flowmem.agents.memory_like import MemoryLike
 from flowmem.agents.retrieval import Hit
 from flowmem.induction.nearest import snap_cosines
 from flowmem.induction.prose import parse_prose
+from flowmem.induction.recorded import recorded, went_wrong
 from flowmem.induction.render import render_call
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import PROCEDURE, Step, Trajectory, Workflow
 
-__all__ = ["SOURCE", "FoundWorkflow", "add_procedure", "outcome_of", "search_procedures"]
+__all__ = ["SOURCE", "FoundWorkflow", "Kind", "add_procedure", "outcome_of", "search_procedures"]
+
+Kind = Literal["workflow", "procedure", "failure"]
+"""What a search result is: an induced workflow, a recorded procedure, a recorded failure."""
 
 SOURCE = PROCEDURE
 """The `source` of a trajectory stored by `add_workflow`."""
@@ -44,11 +56,15 @@ class FoundWorkflow:
     """The workflow id, or the procedure's trajectory id."""
     score: float
     """How well it fits the query (higher is better; the scale of `memory.search` scores)."""
-    kind: Literal["workflow", "procedure"]
-    """An induced workflow, or a recorded procedure no workflow was induced from yet."""
+    kind: Kind
+    """An induced workflow, a recorded procedure no workflow was induced from yet, or a
+    recorded procedure that failed (never steps to follow)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """`task`, `steps` (texts), `outcome`, `result`, and flowmem's own fields: `id`,
-    `version`, `score`, `kind`, `workflow_kind`, `pitfalls`."""
+    `version`, `score`, `kind`, `workflow_kind`, `pitfalls`; a workflow's `name`; a recorded
+    procedure's `went_wrong` (a failure's divergence from the best served workflow, or None)
+    and `runs` (how many recorded runs read alike once abstracted). No example value: a
+    recorded procedure's texts are abstracted (`induction.recorded`)."""
     workflow: Workflow | None = None
     """The served version, for an induced workflow."""
 
@@ -103,32 +119,61 @@ def _steps(texts: Sequence[str]) -> list[Step]:
     return steps
 
 
-def _procedure(run: Trajectory, score: float) -> FoundWorkflow:
+def _recorded(run: Trajectory, score: float, workflows: Sequence[Workflow]) -> FoundWorkflow:
+    """A recorded procedure no served workflow was induced from, abstracted (`induction.recorded`):
+    a failed one as the failure it was (kind `failure`, what went wrong), another as a
+    procedure."""
+    failed = run.success is False
+    texts = recorded(
+        run,
+        run.meta.get("outcome", run.final_answer),
+        run.meta.get("result", run.final_answer),
+        failed=failed,
+    )
+    wrong = went_wrong(run, workflows) if failed else None
+    kind: Kind = "failure" if failed else "procedure"
     meta = {
-        "task": run.task,
-        "steps": [str(s.meta.get("text") or render_call(s.action, s.args)) for s in run.steps],
-        "outcome": run.meta.get("outcome", run.final_answer or ""),
-        "result": run.meta.get("result", run.final_answer),
+        "task": texts.task,
+        "steps": list(texts.steps),
+        "outcome": texts.outcome,
+        "result": texts.result,
         "id": run.id,
         "version": None,
         "score": round(score, 4),
-        "kind": "procedure",
+        "kind": kind,
         "workflow_kind": None,
-        "pitfalls": [],
+        "pitfalls": [wrong] if wrong else [],
+        "went_wrong": wrong,
+        "runs": 1,
     }
-    return FoundWorkflow(run.id, score, "procedure", meta)
+    return FoundWorkflow(run.id, score, kind, meta)
+
+
+def _merged(found: Sequence[FoundWorkflow]) -> list[FoundWorkflow]:
+    """Recorded procedures that read alike once abstracted as one (the best scored), with how
+    many runs it stands for: two failed deploys of two versions are one failure."""
+    kept: dict[tuple[str, ...], FoundWorkflow] = {}
+    for f in found:
+        m = f.metadata
+        key = (f.kind, m["task"], *m["steps"], m["outcome"], str(m["result"]), str(m["went_wrong"]))
+        first = kept.get(key)
+        if first is None:
+            kept[key] = f
+        else:
+            first.metadata["runs"] += 1
+    return list(kept.values())
 
 
 def _summary(memory: MemoryLike, w: Workflow, namespace: str) -> tuple[str, str]:
     """(outcome, result) of an induced workflow: the most common outcome its source runs state
-    (or their final answers), and how often it worked where it was served (or what it was
-    induced from, before it was served)."""
+    (or their final answers), each with its run's values as placeholders, and how often it
+    worked where it was served (or what it was induced from, before it was served)."""
     said: Counter[str] = Counter()
     ids = [rid.split("#", 1)[0] for rid in w.source_trajectory_ids[:_MAX_SOURCES]]
     for run in memory.store.get_trajectories(ids, namespace=namespace):
         text = run.meta.get("outcome") or run.final_answer
         if isinstance(text, str) and text.strip():
-            said[text.strip()] += 1
+            said[recorded(run, text.strip(), None, failed=False).outcome] += 1
     outcome = said.most_common(1)[0][0] if said else "the task was done"
     n = len(w.source_trajectory_ids)
     stats = w.stats
@@ -166,21 +211,36 @@ def _workflow(memory: MemoryLike, hit: Hit, namespace: str) -> FoundWorkflow:
 def search_procedures(
     memory: MemoryLike, query: str, k: int = 3, *, namespace: str | None = None
 ) -> list[FoundWorkflow]:
-    """The k best: served workflows (scored as `memory.search` scores them) and procedures
-    not induced yet (scored by the cosine of the query and their task), best first."""
+    """The k best: the served workflows `memory.search` serves for the query (with their
+    pitfalls), then the recorded procedures no served workflow was induced from yet (scored by
+    the cosine of the query and their task), abstracted, failed ones as failures. The
+    relevance floor is the one `memory.search` applies (`ServedIndex.floor_keeps`): a
+    procedure is a memory keyed by its own task."""
     if k < 1:
         raise ValueError("search_workflow: k must be at least 1")
     ns = namespace or memory.settings.namespace
     memory.flush()
     index = memory.index_of(ns)
     hits = index.search(query, k=k)
+    found = [_workflow(memory, h, ns) for h in hits]
     induced = {rid.split("#", 1)[0] for w in index.served() for rid in w.source_trajectory_ids}
     runs, vectors = memory.store.trajectory_index(namespace=ns, source=SOURCE)
-    found = [_workflow(memory, h, ns) for h in hits]
     fresh = [i for i, r in enumerate(runs) if r.id not in induced]
-    if fresh:
-        cosine = snap_cosines(vectors[fresh] @ memory.store.embedder.embed([query])[0])
-        for j in np.argsort(-cosine, kind="stable")[:k]:
-            found.append(_procedure(runs[fresh[int(j)]], float(cosine[int(j)])))
-    found.sort(key=lambda f: -f.score)  # stable: equal scores keep workflows first, then runs by position
-    return found[:k]
+    if not fresh:
+        return found
+    vector = memory.store.embedder.embed([query])[0]
+    cosine = snap_cosines(vectors[fresh] @ vector)
+    keep = index.floor_keeps(
+        query,
+        [*(h.similarity for h in hits), *cosine.tolist()],
+        [*(h.by_example for h in hits), *[True] * len(fresh)],
+        query=vector,
+    )[len(hits) :]
+    workflows = [h.workflow for h in hits]
+    others = [
+        _recorded(runs[fresh[int(j)]], float(cosine[int(j)]), workflows)
+        for j in np.argsort(-cosine, kind="stable")
+        if keep[int(j)]
+    ]
+    # Workflows first: each is what several runs did, with the pitfalls their failures taught.
+    return [*found, *_merged(others)][:k]

@@ -32,10 +32,10 @@ import numpy.typing as npt
 
 from flowmem.agents.ranking import ANN_MIN, AnnSlot, Snapshot
 from flowmem.induction.ann import build_ann
-from flowmem.induction.cover import cover
+from flowmem.induction.cover import Evidence, cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
-from flowmem.policy.serving import CANDIDATES, above_floor, compose, within_gap
+from flowmem.policy.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
@@ -59,6 +59,9 @@ class Hit:
     similarity: float
     """Cosine similarity of the task and the workflow's nearest source task, less
     `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`induction.nearest`)."""
+    by_example: bool = False
+    """Whether the workflow is keyed by example tasks, and so held to the relevance floor
+    (`ServedIndex.floor_keeps`)."""
 
 
 class ServedIndex:
@@ -187,10 +190,15 @@ class ServedIndex:
         share = self.params.candidate_share
         ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
         runs = evidence.runs_for(task, query) if self.cover_weight is not None and len(ranked) else []
-        if self.floor and not runs and not evidence.familiar(query, self.floor):  # from no known domain?
-            by_example = snap.rows.by_example[ranked].tolist()
-            keep = np.array(above_floor(similarity.tolist(), by_example, self.floor), dtype=bool)
-            ranked, scores, similarity = ranked[keep], scores[keep], similarity[keep]
+        by_example = snap.rows.by_example[ranked]
+        keep = np.array(self._floor_keeps(query, runs, evidence, similarity.tolist(), by_example.tolist()))
+        if not keep.all():  # a task from no known domain
+            ranked, scores, similarity, by_example = (
+                ranked[keep],
+                scores[keep],
+                similarity[keep],
+                by_example[keep],
+            )
             if not len(ranked):
                 return []
         n = within_gap(scores.tolist(), self.gap, self.ratio)
@@ -201,7 +209,46 @@ class ServedIndex:
             top = compose(_Lazy(snap, ranked[:n].tolist()), k)
         else:  # what compose gives task-level workflows, without building them
             top = list(range(min(k, n)))
-        return [Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p])) for p in top]
+        return [
+            Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p]), bool(by_example[p]))
+            for p in top
+        ]
+
+    def floor_keeps(
+        self,
+        task: str,
+        similarity: Sequence[float],
+        by_example: Sequence[bool],
+        *,
+        query: npt.NDArray[np.float32] | None = None,
+    ) -> list[bool]:
+        """The relevance floor, the one rule of every surface: which of some memories `task`
+        may be served, given each one's similarity to it and whether it is keyed by example
+        tasks. `search` applies it to the served workflows, `search_workflow` to them and the
+        recorded procedures it returns (each keyed by its own task), with the evidence this
+        index read (`Evidence.floor_keeps`, which `flowmem eval` applies too). All of them,
+        unless there is a floor, the task does not recur (`Evidence.runs_for`), no task the
+        namespace has stored a run of is at least `floor` similar to it (`Evidence.familiar`)
+        and the nearest memory keyed by example tasks is not either
+        (`policy.serving.above_floor`): then only those keyed by their own text. `query`: the
+        task's vector, when the caller has embedded it."""
+        with self._lock:
+            self._refresh()
+            evidence = self._evidence
+        vector = self.store.embedder.embed([task])[0] if query is None else query
+        runs = evidence.runs_for(task, vector) if self.cover_weight is not None and len(similarity) else []
+        return self._floor_keeps(vector, runs, evidence, similarity, by_example)
+
+    def _floor_keeps(
+        self,
+        query: npt.NDArray[np.float32],
+        runs: Sequence[Sequence[str]],
+        evidence: Evidence,
+        similarity: Sequence[float],
+        by_example: Sequence[bool],
+    ) -> list[bool]:
+        """`floor_keeps` with the evidence read, the task embedded and its recurring runs found."""
+        return evidence.floor_keeps(query, self.floor, similarity, by_example, recurs=bool(runs))
 
 
 class _Lazy(Sequence[Workflow]):

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from flowmem.induction.align import Pattern, flat_pattern, pattern_pairs
 from flowmem.induction.nearest import snap_cosines
 from flowmem.models import Workflow
-from flowmem.policy.serving import compose, within_gap
+from flowmem.policy.serving import above_floor, compose, within_gap
 
 __all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "task_template"]
 
@@ -195,6 +195,25 @@ class Evidence:
         its kind was induced (its runs failed, or were of another agent)."""
         seen = self.vectors if self.seen is None else self.seen
         return bool(len(seen)) and float(snap_cosines(seen @ query).max()) >= floor
+
+    def floor_keeps(
+        self,
+        query: npt.NDArray[np.float32],
+        floor: float | None,
+        similarity: Sequence[float],
+        by_example: Sequence[bool],
+        *,
+        recurs: bool,
+    ) -> list[bool]:
+        """The relevance floor, the one rule `memory.search`, `memory.context`,
+        `search_workflow` and `flowmem eval` apply (`ServedIndex.floor_keeps`): which of the
+        memories a task (embedded as `query`) may be served, given each one's similarity to it
+        and whether it is keyed by example tasks. All of them when there is no floor, the task
+        `recurs` (`runs_for` found its runs) or is `familiar`; otherwise those that
+        `policy.serving.above_floor` keeps."""
+        if not floor or recurs or self.familiar(query, floor):
+            return [True] * len(similarity)
+        return above_floor(similarity, by_example, floor)
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the

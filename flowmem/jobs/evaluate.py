@@ -31,7 +31,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, Trajectory, Workflow
-from flowmem.policy.serving import CANDIDATES, above_floor
+from flowmem.policy.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of
@@ -83,9 +83,10 @@ def retrieve(
     for t, q in zip(test, queries, strict=True):
         near = index.search(q, max(k, CANDIDATES))
         evidence = runs.runs_for(t.task, q)
-        if not evidence and not runs.familiar(q, settings.floor):  # as `memory.search`
-            keep = above_floor([s for _, s in near], [True] * len(near), settings.floor)
-            near = [pair for pair, kept in zip(near, keep, strict=True) if kept]
+        # The relevance floor, as `memory.search` applies it; every key here is an example task.
+        similarity = [s for _, s in near]
+        keep = runs.floor_keeps(q, settings.floor, similarity, [True] * len(near), recurs=bool(evidence))
+        near = [pair for pair, kept in zip(near, keep, strict=True) if kept]
         ranked = [workflows[i] for i, _ in near]
         chosen = choose(
             ranked,
