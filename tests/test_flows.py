@@ -90,7 +90,9 @@ def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(
     first = induce_flow(db=settings.db)
     assert first["new_trajectories"] == len(lines) == 1325
     assert first["clusters_changed"] == first["clusters"] >= 20
-    assert first["versions_created"] == len(store.list_workflows()) > 20  # repeats folded: fewer near-duplicates
+    assert (
+        first["versions_created"] == len(store.list_workflows()) > 20
+    )  # repeats folded: fewer near-duplicates
     second = induce_flow(db=settings.db)
     assert second["skipped"] and second["versions_created"] == 0 and second["llm_calls"] == 0
     # Re-runs of one existing task land in its cluster: only that cluster is induced again.

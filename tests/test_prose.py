@@ -50,3 +50,26 @@ def test_a_sentence_with_placeholders_renders_as_a_sentence() -> None:
     assert render_call(action, args) == "Deploy {image} to production"
     assert not is_prose("deploy", {"image": "x"})  # a call, shown as one
     assert render_call("deploy", {"image": "{image}"}) == "deploy(image={image})"
+
+
+def test_a_word_the_task_names_after_a_linking_word_is_a_value_called_as_the_task_calls_it() -> None:
+    """Read against its task, a step's plain word that the task names ("to staging") is one
+    of the task's values, and a value is named by the word the task puts beside it."""
+    task = "Deploy version v2.4.1 to the staging environment"
+    named: dict[str, str] = {}
+    assert parse_prose("build docker image tag v2.4.1", named, task=task) == (
+        "build docker image tag {version}",
+        {"version": "v2.4.1"},
+    )
+    assert parse_prose("deploy v2.4.1 to staging", named, task=task) == (
+        "deploy {version} to {environment}",
+        {"version": "v2.4.1", "environment": "staging"},
+    )
+    # The task has no word for it: where the thing goes.
+    assert parse_prose("deploy v2.4.1 to staging", task="deploy v2.4.1 to staging") == (
+        "deploy {value} to {destination}",
+        {"value": "v2.4.1", "destination": "staging"},
+    )
+    # A word the task does not name stays part of the sentence; without the task, as before.
+    assert parse_prose("push the image to the registry", task=task) == ("push the image to the registry", {})
+    assert parse_prose("deploy v2.4.1 to staging") == ("deploy {value} to staging", {"value": "v2.4.1"})

@@ -168,9 +168,9 @@ def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfa
         [workflow] = report.versions
         assert len(workflow.source_trajectory_ids) == 3
         text = memory.context("Deploy version 3.0.0 of the app to production", k=1)
-        assert "1. Build Docker image {image}\n" in text and "4. Deploy {image} to production\n" in text
+        assert "1. Build Docker image {image}\n" in text and "4. Deploy {image} to {destination}\n" in text
         assert workflow.pitfalls == [
-            "skipped Run database migrations, then called Deploy {image} to production (1/1 failures)"
+            "skipped Run database migrations, then called Deploy {image} to {destination} (1/1 failures)"
         ]
         assert "Pitfall: skipped Run database migrations, then called Deploy" in text
         assert not any(v in text for v in [*versions, "2.5.1"])
@@ -183,8 +183,8 @@ def test_deploys_that_differ_only_in_their_version_are_one_workflow_with_a_pitfa
         assert procedure.metadata["steps"] == [
             "Build Docker image {image}",
             "Push {image} to the registry",
-            "Deploy {image} to production",
+            "Deploy {image} to {destination}",
             "Verify the health checks",
         ]
-        assert procedure.metadata["task"] == "Deploy version {version} of the app to production"
+        assert procedure.metadata["task"] == "Deploy version {version} of the app to {destination}"
         assert procedure.metadata["result"] == "FAILED: the app crashed, the migrations had not run"

@@ -98,7 +98,7 @@ def add_procedure(
         task=task,
         agent=agent,
         namespace=namespace or memory.settings.namespace,
-        steps=_steps(texts),
+        steps=_steps(texts, task),
         success=outcome_of(result),
         final_answer=result,
         source=SOURCE,
@@ -108,13 +108,15 @@ def add_procedure(
     return run.id
 
 
-def _steps(texts: Sequence[str]) -> list[Step]:
-    """Step texts as steps: the values in a sentence become its arguments (`induction.prose`),
-    the text as written kept in the step's meta."""
+def _steps(texts: Sequence[str], task: str) -> list[Step]:
+    """Step texts as steps: the values in a sentence become its arguments (`induction.prose`,
+    which also reads the task: a word the task names after a linking word is one of its
+    values, and a value is called what the task calls it), the text as written kept in the
+    step's meta."""
     named: dict[str, str] = {}
     steps = []
     for text in texts:
-        action, args = parse_prose(text, named)
+        action, args = parse_prose(text, named, task=task)
         steps.append(Step(action=action, args=args, meta={"text": text} if args else {}))
     return steps
 
