@@ -53,8 +53,8 @@ class RuleInducer:
             steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
             workflow = Workflow(
                 id=variant_id(base_id, 0 if j == 0 else j + 1),
-                name=name_for(steps),
-                description=describe(steps, parameters, literals),
+                name=name_for(steps, members, literals, cluster),
+                description=describe(steps, parameters, literals, members, cluster),
                 steps=steps,
                 parameters=parameters,
                 pitfalls=self._pitfalls(template.actions, cluster, literals),
