@@ -183,11 +183,12 @@ def phrase_for(
 ) -> Phrase | None:
     """What the runs' tasks ask (`phrase.task_phrase`: the words of its object shared by the
     `cluster`'s successful runs' tasks too, none that is one example's in its namespace), the
-    workflow's own verbs known; None when they share no verb or their phrase reads as an
-    instruction to the agent. A phrase of a verb alone takes the object of the step with that
-    verb, else of the goal ("cancel" -> "cancel event" for `delete_event`)."""
-    if not steps or not runs:
-        return None
+    workflow's own verbs known; None when they share no verb, when their phrase reads as an
+    instruction to the agent, and for a sub-routine. A phrase of a verb alone takes the
+    object of the step with that verb, else of the goal ("cancel" -> "cancel event" for
+    `delete_event`)."""
+    if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
+        return None  # a sub-routine's runs are segments: their tasks ask for more than it does
     goal = steps[goal_index(steps)]
     verbs = Verbs(
         goal=verb_phrase(goal.action, goal.args).verb,
@@ -275,8 +276,8 @@ def describe(
         text += " given " + _listed(given[:_MAX_TASK_PARAMETERS])
     reads = list(dict.fromkeys(_said(s, forbidden) for s in steps[:goal] if s.action != steps[goal].action))
     shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
-    if phrase is not None:  # the head says what is asked; the steps end with the goal
-        shown.append(_said(steps[goal], forbidden))
+    if phrase is not None and phrase.verb != verb_phrase(steps[goal].action, steps[goal].args).verb:
+        shown.append(_said(steps[goal], forbidden))  # the head says what is asked, this how
     if shown:
         text += ": " + ("first " if len(shown) > 1 or phrase is None else "") + ", then ".join(shown)
     return text + "."

@@ -6,7 +6,9 @@ task texts of the runs a workflow was induced from.
 
 - Example values leave the texts first: each value a run passed to a step that the workflow
   fills with a placeholder becomes that placeholder where the run's task names it ("deploy
-  v2.4.1 to staging" -> "deploy {version} to {environment}"); any other example value
+  v2.4.1 to staging" -> "deploy {version} to {environment}"); any other value the run
+  passed that its task names (a plot type, a list's name) or a value of the few an argument
+  takes in the namespace (`LiteralIndex.categorical`: a cabin class), any other example value
   (`literals.find_literals` against the cluster's example values), a token with a digit or
   a sign (an id, an address, a version), and the name of a month or a weekday (a date's
   words) are dropped.
@@ -33,7 +35,14 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from flowmem.induction.literals import MIN_CHARS, LiteralIndex, find_literals, literal_spans, scalar_text
+from flowmem.induction.literals import (
+    MIN_CHARS,
+    LiteralIndex,
+    find_literals,
+    literal_spans,
+    scalar_text,
+    scalars,
+)
 from flowmem.models import PLACEHOLDER, Trajectory, WorkflowStep
 
 __all__ = [
@@ -211,8 +220,9 @@ class _Token:
 
 
 def _value_slots(steps: Sequence[WorkflowStep], runs: Iterable[Trajectory]) -> dict[str, dict[str, str]]:
-    """Per run id: each value the run passed where the workflow has a placeholder (by action
-    and argument key) -> that placeholder."""
+    """Per run id: each value the run passed -> the placeholder the workflow has there (by
+    action and argument key), or "" (a value of the run's own, dropped where its task names
+    it: a plot type the task asks for is still an example's value)."""
     holes: dict[tuple[str, str], str] = {}
     for s in steps:
         for key, value in s.args.items():
@@ -222,11 +232,10 @@ def _value_slots(steps: Sequence[WorkflowStep], runs: Iterable[Trajectory]) -> d
     out: dict[str, dict[str, str]] = {}
     for run in runs:
         found = out.setdefault(run.id, {})
-        for step in run.steps:
-            for key, value in step.args.items():
-                text = scalar_text(value)
-                name = holes.get((step.action, key))
-                if name and text is not None and len(text) >= MIN_CHARS:
+        values = [(holes.get((step.action, k), ""), v) for step in run.steps for k, v in step.args.items()]
+        for name, value in sorted(values, key=lambda nv: not nv[0]):  # a placeholder's first
+            for text in scalars(value) if not name else [scalar_text(value) or ""]:
+                if len(text) >= MIN_CHARS:
                     found.setdefault(text, name)
     return out
 
@@ -237,9 +246,11 @@ def _tokens(
     """A task text as tokens, its example values marked (see the module's doc)."""
     spans = literal_spans(task, slots)
     taken = [(a, b) for a, b, _ in spans]
-    spans += [
-        (a, b, "") for a, b, _ in literal_spans(task, forbidden) if all(b <= x or a >= y for x, y in taken)
-    ]
+    others = [*literal_spans(task, forbidden), *literal_spans(task, index.categorical if index else ())]
+    for a, b, _ in sorted(others, key=lambda span: span[0] - span[1]):  # the longest first
+        if all(b <= x or a >= y for x, y in taken):
+            spans.append((a, b, ""))
+            taken.append((a, b))
     names: list[str] = []
     text = task
     for a, b, lit in sorted(spans, reverse=True):
