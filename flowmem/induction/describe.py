@@ -278,8 +278,10 @@ def describe(
     shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
     if phrase is not None and phrase.verb != verb_phrase(steps[goal].action, steps[goal].args).verb:
         shown.append(_said(steps[goal], forbidden))  # the head says what is asked, this how
+        if len(shown) == 1:
+            return f"{text}: {shown[0]}."
     if shown:
-        text += ": " + ("first " if len(shown) > 1 or phrase is None else "") + ", then ".join(shown)
+        text += ": first " + ", then ".join(shown)
     return text + "."
 
 
