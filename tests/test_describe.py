@@ -68,6 +68,10 @@ def test_the_rule_inducer_names_and_describes_from_the_runs() -> None:
     runs = [forward(i) for i in range(6)]
     cluster = ClusterInput("default", "agent", 0, "subtask", runs, [], LiteralIndex.build(runs))
     [w] = RuleInducer().induce(cluster).workflows
-    assert w.name == name_for(w.steps) and w.description.startswith("Use to ")
+    # "Forward the latest email about '...' to olga", ...: what the tasks ask, values left out.
+    assert w.name == "forward_latest_email" and name_for(w.steps) == "forward_email_id"
+    assert w.description.startswith(
+        "Use to forward latest email about {query} to {name} given {email_id}: first search"
+    )
     assert len(w.description.split()) >= 4 and "{…}" not in w.description
     assert all(s.note for s in w.steps)

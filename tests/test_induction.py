@@ -109,8 +109,11 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
     assert w.pitfalls == ["skipped contacts.lookup, then called mail.forward (4/4 failures)"]
     text = render_workflow(w, description=True)
     assert not find_literals(text, NAMES + SUBJECTS + ["e1", "olga@corp.test"])
-    assert w.name == "forward_email_id"  # a bare verb takes its first argument as the object
-    assert w.description == "Use to forward given {query}, {name} and {email_id}: first search, then lookup."
+    # What the tasks ask ("Forward the latest email about '...' to olga"), values as placeholders.
+    assert w.name == "forward_latest_email"
+    assert w.description == (
+        "Use to forward latest email about {query} to {name} given {email_id}: first search, then lookup."
+    )
 
 
 def test_failure_only_cluster_gives_notes_not_a_workflow() -> None:

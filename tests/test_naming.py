@@ -1,4 +1,5 @@
-"""Names and descriptions a reader can tell apart (`induction/naming.py`, `describe.verb_phrase`)."""
+"""Names and descriptions a reader can tell apart (`induction/naming.py`, `describe.verb_phrase`),
+and names made from what the tasks ask (`induction/phrase.py`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from collections import Counter
 
 import pytest
 
-from flowmem.induction.describe import VERBS, describe, name_for, verb_phrase
+from flowmem.induction.base import ClusterInput
+from flowmem.induction.describe import MAX_NAME_WORDS, describe, name_for, phrase_for, verb_phrase
+from flowmem.induction.literals import LiteralIndex, find_literals
 from flowmem.induction.naming import distinct
 from flowmem.induction.orchestrate import induce_drafts
+from flowmem.induction.phrase import COUNTING_WORDS
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load
-from flowmem.models import Workflow, WorkflowStep
+from flowmem.models import Step, Trajectory, Workflow, WorkflowStep
 from flowmem.settings import Settings
 from tests.factories import WORKBENCH
 
@@ -62,10 +66,11 @@ def test_variants_and_clusters_with_one_goal_get_names_and_descriptions_of_what_
     assert len({w.description for w in named.values()}) == 4
     for w in named.values():
         assert w.name.startswith("delete_event_") and not re.search(r"c\d|\d", w.name), w.name
+        assert _short_and_uncounted(w.name), w.name
         assert w.description.startswith("Use to delete event")
-    assert "three_times" in named["agent-c12-2"].name  # the extra calls
-    assert "then_search_events" in named["agent-c12-3"].name  # the extra step
-    assert "find_email_address" in named["agent-c40"].name  # the look-up it makes first
+    assert named["agent-c12-2"].name == "delete_event_repeatedly"  # the extra calls, not counted
+    assert named["agent-c12-3"].name == "delete_event_then_search_events"  # the extra step
+    assert named["agent-c40"].name == "delete_event_by_name"  # the value it takes from the task
     assert "calls delete_event three times" in named["agent-c12-2"].description
     assert "then calls search_events" in named["agent-c12-3"].description
 
@@ -85,9 +90,13 @@ def test_distinct_is_deterministic_idempotent_and_independent_of_order() -> None
     random.Random(3).shuffle(shuffled)
     assert sorted(distinct(shuffled), key=lambda w: w.id) == first
     assert distinct(first) == first
-    # Other agents' workflows, and workflows that share nothing, are left as they are.
+    # Workflows that share nothing, and those of another namespace, are left as they are.
+    elsewhere = flow("b-c1", SEARCH, DELETE, agent="b", namespace="other")
+    assert distinct([*VARIANTS[:1], elsewhere]) == [VARIANTS[0], elsewhere]
+    # Two agents of one namespace: one name each, told apart by the agent.
     other = flow("b-c1", SEARCH, DELETE, agent="b")
-    assert distinct([*VARIANTS[:1], other]) == [VARIANTS[0], other]
+    names = [w.name for w in distinct([VARIANTS[0], other])]
+    assert names == ["delete_event_for_agent", "delete_event_for_b"]
 
 
 def test_a_workflow_told_apart_before_keeps_its_name_and_fixed_ones_keep_theirs() -> None:
@@ -99,9 +108,9 @@ def test_a_workflow_told_apart_before_keeps_its_name_and_fixed_ones_keep_theirs(
     by_hand = VARIANTS[0].model_copy(update={"id": "mine"})
     [induced] = distinct([VARIANTS[1]], fixed=[by_hand])
     assert induced.name != by_hand.name and induced.name.startswith(by_hand.name)
-    # Alike in every step: told apart by an ordinal word, by content, not by id.
+    # Alike in every step: told apart by a letter, by content, not by id nor by a count.
     twins = [VARIANTS[0], VARIANTS[0].model_copy(update={"id": "agent-c99"})]
-    assert len({w.name for w in distinct(twins)}) == 2
+    assert sorted(w.name for w in distinct(twins)) == ["delete_event", "delete_event_variant_b"]
 
 
 def test_skill_folder_names_carry_no_cluster_ids() -> None:
@@ -118,25 +127,109 @@ def test_workbench_workflows_have_distinct_grammatical_names_and_descriptions() 
     runs = [t for t in load(WORKBENCH, Settings()) if t.meta["instance"] <= 6]
     workflows = induce_drafts(runs, RuleInducer()).workflows
     assert len(workflows) > 80  # repeats folded into loops merge drafts that differed in a count
+    assert Counter(w.name for w in workflows).most_common(1)[0][1] == 1  # one namespace
     for agent in {w.agent for w in workflows}:
         own = [w for w in workflows if w.agent == agent]
-        assert Counter(w.name for w in own).most_common(1)[0][1] == 1
         assert Counter(w.description for w in own).most_common(1)[0][1] == 1
     for w in workflows:
-        goal = w.steps[max(i for i, s in enumerate(w.steps) if s.action == _goal(w))]
-        verb = verb_phrase(goal.action, goal.args).verb
-        assert w.name.startswith(verb + "_") or w.name == verb, w.name
-        # The tool's own verb, or (where its words read as an example's value) get or call.
+        assert _short_and_uncounted(w.name), w.name
+        # Name and description start with one verb: the tasks' or the goal tool's (or, where
+        # the tool's words read as an example's value, the description says get or call).
         said = w.description.removeprefix("Use to ").split()[0]
-        assert w.description.startswith("Use to ") and said in {verb, "get", "call"}, w.description
-        assert said in VERBS, w.description
+        assert w.description.startswith("Use to ") and said in {w.name.split("_")[0], "get", "call"}, (
+            w.description
+        )
+        assert len(w.description.split()) >= 4 and "…" not in w.description
     folders = skill_names(workflows).values()
     assert len(set(folders)) == len(workflows) and not any(re.search(r"-c\d", f) for f in folders)
-    counts = [w for w in workflows if w.steps[-1].action.endswith("engaged_users_count")]
-    assert counts and all(w.name.startswith("count_engaged_users") for w in counts)
+    # What the tasks ask, in their words: "Cancel all future meetings with anaya", ...
+    assert "cancel_future_meetings" in {w.name for w in workflows}
 
 
-def _goal(w: Workflow) -> str:
-    from flowmem.induction.describe import goal_index
+def _short_and_uncounted(name: str) -> bool:
+    words = name.split("_")
+    return len(words) <= MAX_NAME_WORDS and not set(words) & COUNTING_WORDS and not re.search(r"\d", name)
 
-    return w.steps[goal_index(w.steps)].action
+
+def _deploy(i: int, version: str, env: str, *, ok: bool = True) -> Trajectory:
+    steps = [Step(action="run_tests")] if ok else []
+    steps += [
+        Step(action="docker.build", args={"tag": version}),
+        Step(action="registry.push", args={"image": f"app:{version}", "environment": env}),
+    ]
+    return Trajectory(id=f"deploy-{i}", task=f"Deploy {version} to {env}", steps=steps, success=ok)
+
+
+DEPLOYS = [
+    _deploy(i, v, e)
+    for i, (v, e) in enumerate(
+        [("v2.3.1", "staging"), ("v2.3.2", "staging"), ("v2.4.0", "production"), ("v2.4.1", "staging")]
+    )
+]
+
+
+def test_the_name_says_what_the_tasks_ask_without_their_values() -> None:
+    literals = LiteralIndex.build(DEPLOYS)
+    cluster = ClusterInput("default", "agent", 0, "subtask", DEPLOYS, [], literals)
+    [w] = RuleInducer().induce(cluster).workflows
+    # "Deploy v2.3.1 to staging", ...: the values are the workflow's placeholders.
+    assert w.name == "deploy_tag_to_environment"
+    assert w.description.startswith("Use to deploy {tag} to {environment} given {image}: first run tests")
+    assert not find_literals(f"{w.name} {w.description}", cluster.example_literals)
+    assert not re.search(r"\d|staging|production", w.name + w.description)
+
+
+def test_task_words_of_one_example_and_values_stay_out_of_the_phrase() -> None:
+    tasks = [
+        "Delete all emails from jonas@x.com",
+        "Please delete the emails from ana@y.org",
+        "Delete emails from li@z.net today",
+    ]
+    runs = [
+        Trajectory(
+            id=f"d{i}",
+            task=t,
+            steps=[
+                Step(
+                    action="email.delete_email",
+                    args={"sender": t.split()[-1] if "today" not in t else "li@z.net"},
+                )
+            ],
+            success=True,
+        )
+        for i, t in enumerate(tasks)
+    ]
+    steps = [WorkflowStep(action="email.delete_email", args={"sender": "{sender}"})]
+    phrase = phrase_for(steps, runs, LiteralIndex.build(runs).example_literals(runs))
+    assert phrase is not None and phrase.text() == "delete emails from {sender}"
+    assert name_for(steps, runs) == "delete_emails"  # an object of its own: no placeholder
+    # Tasks that share no requested verb: the goal's action names it.
+    narrative = [
+        r.model_copy(update={"task": f"You are customer {i}. Your order arrived late."})
+        for i, r in enumerate(runs)
+    ]
+    assert phrase_for(steps, narrative) is None and name_for(steps, narrative) == "delete_email"
+
+
+def test_names_are_short_uncounted_and_distinct_within_a_namespace() -> None:
+    # Workflows that would all be "delete_event": plain, repeated, with a later check, by
+    # two agents, and twins — each gets at most five words, none of them a count.
+    clash = [
+        *VARIANTS,
+        flow("b-c1", SEARCH, DELETE, agent="b"),
+        flow("b-c2", SEARCH, DELETE, DELETE, agent="b"),
+        VARIANTS[0].model_copy(update={"id": "agent-c99"}),
+    ]
+    named = distinct(clash)
+    assert len({w.name for w in named}) == len(clash)
+    assert all(_short_and_uncounted(w.name) for w in named), [w.name for w in named]
+
+
+def test_an_llm_name_too_long_or_counted_is_cut() -> None:
+    long = VARIANTS[0].model_copy(
+        update={"name": "search_events_then_delete_event_three_times_after_lookup_2", "id": "llm-c1"}
+    )
+    [w] = distinct([long])
+    assert w.name == "search_events_then_delete_event"
+    counted = VARIANTS[0].model_copy(update={"name": "delete_event_twice", "id": "llm-c2"})
+    assert distinct([counted])[0].name == "delete_event"

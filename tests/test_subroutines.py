@@ -103,12 +103,13 @@ def test_induction_stores_subroutines_with_stable_ids_when_asked(tmp_path: Any) 
     subs = [w for w in first.versions if w.kind == "subroutine"]
     # Cancelling and exchanging each occur in one kind of task only (one task cluster): that
     # cluster's workflow holds them. Identifying the customer and returning span both.
-    # The sub-routine that returns an order is named apart from the task workflow whose goal
-    # is returning an order too (`naming.distinct`).
-    assert {w.name for w in subs} == {"get_user_details", "return_order_as_step"}
+    # A sub-routine is named by what it does (its runs are segments of larger tasks); the task
+    # workflows by what their tasks ask, so the two that return an order are named apart.
+    assert {w.name for w in subs} == {"get_user_details", "return_order"}
+    assert "return_order" not in {w.name for w in first.versions if w.kind == "task"}
     assert {w.kind for w in first.versions if "cancel_order" in w.actions} == {"task"}
     assert all(w.cluster_id is None and w.id.startswith("agent-s-") for w in subs)
-    returns = next(w for w in subs if w.name == "return_order_as_step")
+    returns = next(w for w in subs if w.name == "return_order")
     assert returns.steps[1].args == {"order_id": "{order_id}", "reason": "{reason}"}
     assert [s.action for s in returns.steps] == ["get_order_details", "return_order"]
     stored = {w.id: w for w in store.list_workflows()}

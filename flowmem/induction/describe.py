@@ -1,21 +1,27 @@
-"""Names, descriptions and step intents of workflows, from their actions, argument keys and
-data flow (pure; the rule inducer needs no LLM for them).
+"""Names, descriptions and step intents of workflows (pure; the rule inducer needs no LLM
+for them).
 
-- The name is the goal's verb and object in snake_case (`forward_email`,
-  `exchange_delivered_order_items`): the goal is the last step that changes something
-  (`segments.is_read`), or the last step of a workflow that only looks things up.
-- The description is one sentence saying when to use it, with the placeholders the task
-  supplies named, and the look-ups it makes first: "Use to forward email given {subject} and
-  {recipient_name}: first search emails, then find email address."
-- Both start with a verb (`verb_phrase`): a tool named by a noun phrase reads as what one does
-  with it (`analytics.engaged_users_count` -> "count engaged users", `order_details(order_id)`
-  -> "get the order details"). `induction/naming.py` then tells apart the workflows of one
-  agent that would share a name or a description.
+- The name is what the workflow's tasks ask, as a short verb phrase in snake_case without
+  their example values (`induction/phrase.py`: "Delete all my emails from yuki from the last
+  5 days", ... -> `delete_emails`; "Deploy v2.4.1 to staging", ... ->
+  `deploy_version_to_environment`): at most `MAX_NAME_WORDS` words, none of them a counting
+  word, a digit or an example's value (`name_words`). Where the tasks share no verb, it is
+  the goal's verb and object (`forward_email`, `exchange_delivered_order_items`): the goal
+  is the last step that changes something (`segments.is_read`), or the last step of a
+  workflow that only looks things up.
+- The description is one sentence saying when to use it (the tasks' phrase, placeholders
+  in braces, or the goal's), with the other placeholders the task supplies, and what it does:
+  "Use to delete emails from {query} given {date_min}: first search emails, then delete
+  email."
+- Verb phrases of tools start with a verb (`verb_phrase`): a tool named by a noun phrase
+  reads as what one does with it (`analytics.engaged_users_count` -> "count engaged users",
+  `order_details(order_id)` -> "get the order details"). `induction/naming.py` then tells
+  apart the workflows of a namespace that would share a name or a description.
 - Each step's intent says what it does with what, and which later value it yields:
   "search emails by query; gives {email_id}".
 
-Only action names, argument keys and placeholder names are used: no task text, so no value
-of an example can reach them.
+Besides the tasks' shared words (checked against the cluster's example values), only action
+names, argument keys and placeholder names are used.
 """
 
 from __future__ import annotations
@@ -24,18 +30,24 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
+from flowmem.induction.base import ClusterInput
+from flowmem.induction.injection import find_injection
 from flowmem.induction.literals import find_literals
+from flowmem.induction.phrase import COUNTING_WORDS, PREPOSITIONS, Phrase, Verbs, inflected, task_phrase
 from flowmem.induction.segments import READ_VERBS, is_read
-from flowmem.models import WorkflowStep
+from flowmem.models import Trajectory, WorkflowStep
 
 __all__ = [
     "CHANGE_VERBS",
+    "MAX_NAME_WORDS",
     "VERBS",
     "VerbPhrase",
     "action_words",
     "describe",
     "goal_index",
     "name_for",
+    "name_words",
+    "phrase_for",
     "say",
     "step_intents",
     "verb_phrase",
@@ -69,9 +81,9 @@ _PLURAL_OBJECT = frozenset({"count", "list"})
 _VERB_ENDINGS = ("ate", "ize", "ise", "ify")
 """Word endings that make English verbs (calculate, summarize, verify)."""
 
-_NOUN_ENDINGS = ("tion", "sion", "ment", "ness", "ity", "ture", "able", "ible")
-"""Word endings that make English nouns and adjectives (conversion, payment, temperature,
-variable); `-age` too in words of seven letters or more (average, percentage, not manage)."""
+MAX_NAME_WORDS = 5
+"""A name is a short verb phrase: a verb, what it acts on and, where two workflows would share
+one, a word or two saying how they differ; five words hold that and stay a glance's read."""
 
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _MAX_TASK_PARAMETERS = 4
@@ -109,17 +121,6 @@ def _plural(word: str) -> str:
     return word + "s"
 
 
-def _inflected(word: str) -> bool:
-    """Whether a word has a form no imperative takes: a past participle or -ing form
-    (`engaged`, `upcoming`), a plural (`users`, not `access`, `status`, `analysis`) or a
-    noun's or adjective's ending (`_NOUN_ENDINGS`)."""
-    if len(word) >= 5 and word.endswith(("ed", "ing", *_NOUN_ENDINGS)):
-        return True
-    if len(word) >= 7 and word.endswith("age"):
-        return True
-    return len(word) >= 4 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
-
-
 def verb_phrase(action: str, arg_keys: Collection[str] = ()) -> VerbPhrase:
     """An action as verb and object, whatever order its name puts them in:
 
@@ -145,7 +146,7 @@ def verb_phrase(action: str, arg_keys: Collection[str] = ()) -> VerbPhrase:
         return VerbPhrase(last, tuple(thing))
     named = {w for key in arg_keys for w in action_words(key)}
     single_noun = len(words) == 1 and not first.endswith(_VERB_ENDINGS)
-    if _inflected(first) or first in named or last in CHANGE_VERBS or single_noun:
+    if inflected(first) or first in named or last in CHANGE_VERBS or single_noun:
         return VerbPhrase("get", tuple(words), article=True)
     return VerbPhrase(first, tuple(words[1:]))
 
@@ -174,15 +175,74 @@ def goal_index(steps: Sequence[WorkflowStep]) -> int:
     return changes[-1] if changes else len(steps) - 1
 
 
-def name_for(steps: Sequence[WorkflowStep]) -> str:
-    """A snake_case verb-object name from the goal step (`verb_phrase`; its first argument key
-    as the object when the action is a bare verb: `calculate(expression)` ->
+def phrase_for(
+    steps: Sequence[WorkflowStep],
+    runs: Sequence[Trajectory],
+    forbidden: Collection[str] = (),
+    cluster: ClusterInput | None = None,
+) -> Phrase | None:
+    """What the runs' tasks ask (`phrase.task_phrase`: the words of its object shared by the
+    `cluster`'s successful runs' tasks too, none that is one example's in its namespace), the
+    workflow's own verbs known; None when they share no verb, when their phrase reads as an
+    instruction to the agent, and for a sub-routine. A phrase of a verb alone takes the
+    object of the step with that verb, else of the goal ("cancel" -> "cancel event" for
+    `delete_event`)."""
+    if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
+        return None  # a sub-routine's runs are segments: their tasks ask for more than it does
+    goal = steps[goal_index(steps)]
+    verbs = Verbs(
+        goal=verb_phrase(goal.action, goal.args).verb,
+        steps=frozenset(verb_phrase(s.action, s.args).verb for s in steps),
+        known=VERBS,
+    )
+    population = cluster.successes if cluster is not None else ()
+    index = cluster.literals if cluster is not None else None
+    phrase = task_phrase(steps, runs, verbs, forbidden, population, index)
+    if phrase is None or find_injection(phrase.text()):
+        return None
+    if not phrase.object:
+        own = [verb_phrase(s.action, s.args) for s in steps]
+        thing = next((p for p in reversed(own) if p.verb == phrase.verb), verb_phrase(goal.action, goal.args))
+        named = Phrase(phrase.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
+        if not find_literals(named.text(), forbidden):
+            return named
+    return phrase
+
+
+def name_words(text: str, forbidden: Collection[str] = ()) -> list[str]:
+    """A name's words (split on anything not a letter or a digit, lower case) without
+    counting words, words with a digit and words that read as one of the `forbidden` example
+    values, cut to `MAX_NAME_WORDS`, no preposition last."""
+    words = [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w]
+    words = [w for w in words if w not in COUNTING_WORDS and not any(c.isdigit() for c in w)]
+    if forbidden:
+        words = [w for w in words if not find_literals(w, forbidden)]
+        while words and find_literals(" ".join(words), forbidden):
+            words.pop()
+    words = words[:MAX_NAME_WORDS]
+    while len(words) > 1 and words[-1] in PREPOSITIONS:
+        words.pop()
+    return words
+
+
+def name_for(
+    steps: Sequence[WorkflowStep],
+    runs: Sequence[Trajectory] = (),
+    forbidden: Collection[str] = (),
+    cluster: ClusterInput | None = None,
+) -> str:
+    """A snake_case name (`name_words`): the verb phrase of the `runs`' tasks (`phrase_for`),
+    or else the goal step's verb and object (`verb_phrase`; its first argument key as the
+    object when the action is a bare verb: `calculate(expression)` ->
     `calculate_expression`)."""
+    phrase = phrase_for(steps, runs, forbidden, cluster)
+    if phrase is not None and (words := name_words("_".join(phrase.words()), forbidden)):
+        return "_".join(words)
     goal = steps[goal_index(steps)]
     words = verb_phrase(goal.action, goal.args).words
     if len(words) == 1 and goal.args:
         words += action_words(next(iter(goal.args)))
-    name = "_".join(dict.fromkeys(words))
+    name = "_".join(name_words("_".join(dict.fromkeys(words)), forbidden))
     return re.sub(r"[^a-z0-9_]+", "_", name).strip("_") or "workflow"
 
 
@@ -198,18 +258,29 @@ def _listed(items: Sequence[str]) -> str:
 
 
 def describe(
-    steps: Sequence[WorkflowStep], parameters: Mapping[str, str], forbidden: Collection[str] = ()
+    steps: Sequence[WorkflowStep],
+    parameters: Mapping[str, str],
+    forbidden: Collection[str] = (),
+    runs: Sequence[Trajectory] = (),
+    cluster: ClusterInput | None = None,
 ) -> str:
-    """One sentence: when to use the workflow, what the task must give, what it looks up first
-    (no word group that reads as one of the `forbidden` example values)."""
+    """One sentence: when to use the workflow (what the `runs`' tasks ask, `phrase_for`, or
+    else its goal), what else the task must give, what it does (no word group that reads as
+    one of the `forbidden` example values)."""
     goal = goal_index(steps)
-    text = "Use to " + _said(steps[goal], forbidden)
-    given = [f"{{{p}}}" for p, source in parameters.items() if source == "task"][:_MAX_TASK_PARAMETERS]
+    phrase = phrase_for(steps, runs, forbidden, cluster)
+    head = phrase.text() if phrase is not None else _said(steps[goal], forbidden)
+    text = "Use to " + head
+    given = [f"{{{p}}}" for p, source in parameters.items() if source == "task" and f"{{{p}}}" not in head]
     if given:
-        text += " given " + _listed(given)
+        text += " given " + _listed(given[:_MAX_TASK_PARAMETERS])
     reads = list(dict.fromkeys(_said(s, forbidden) for s in steps[:goal] if s.action != steps[goal].action))
-    if reads:
-        shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
+    shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
+    if phrase is not None and phrase.verb != verb_phrase(steps[goal].action, steps[goal].args).verb:
+        shown.append(_said(steps[goal], forbidden))  # the head says what is asked, this how
+        if len(shown) == 1:
+            return f"{text}: {shown[0]}."
+    if shown:
         text += ": first " + ", then ".join(shown)
     return text + "."
 

@@ -25,6 +25,7 @@ __all__ = [
     "canonical",
     "find_literals",
     "in_task",
+    "literal_spans",
     "mask",
     "scalar_text",
     "scalars",
@@ -89,11 +90,23 @@ def find_literals(text: str, literals: Iterable[str]) -> list[str]:
     return [lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text)]
 
 
+def literal_spans(text: str, literals: Iterable[str]) -> list[tuple[int, int, str]]:
+    """Where the literals occur in `text` (as `find_literals` finds them): (start, end,
+    literal), a longer literal first where two overlap, in text order."""
+    spans: list[tuple[int, int, str]] = []
+    for lit in find_literals(text, literals):
+        for m in _pattern(lit).finditer(text):
+            if all(m.end() <= a or m.start() >= b for a, b, _ in spans):
+                spans.append((m.start(), m.end(), lit))
+    return sorted(spans)
+
+
 def _longest_first(literal: str) -> tuple[int, str]:
     return -len(literal), literal
 
 
 _WORD = re.compile(r"\w+")
+_LETTERS = re.compile(r"[^\W\d_]+")
 
 
 class LiteralSet(AbstractSet[str]):
@@ -173,6 +186,10 @@ class LiteralIndex:
     categorical: set[str] = field(default_factory=set)
     """Lower-cased values of arguments that take at most `MAX_CHOICES` values over the corpus,
     each used in runs of at least `MIN_TASKS` distinct tasks: never example-specific."""
+    task_words: Counter[str] = field(default_factory=Counter)
+    """Word (lower case, letters only) of the corpus's task texts -> distinct texts holding it."""
+    task_texts: int = 0
+    """Distinct task texts counted."""
 
     @classmethod
     def build(cls, trajectories: Iterable[Trajectory], *, max_share: float = 0.1) -> LiteralIndex:
@@ -180,8 +197,12 @@ class LiteralIndex:
         index = cls(max_share=max_share)
         slots: dict[tuple[str, str], dict[str, set[str]]] = {}  # (action, key) -> value -> tasks
         vocabulary, actions = index.vocabulary, set()
+        tasks: set[str] = set()
         for t in trajectories:
             index.total += 1
+            if t.task not in tasks:
+                tasks.add(t.task)
+                index.task_words.update(set(_LETTERS.findall(t.task.lower())))
             vocabulary.add(t.agent.lower())
             used: set[str] = set()  # the run's values, counted once each
             for s in t.steps:
@@ -202,8 +223,16 @@ class LiteralIndex:
             index.counts.update(used)
         for slot in slots.values():
             if len(slot) <= MAX_CHOICES:
-                index.categorical.update(v for v, tasks in slot.items() if len(tasks) >= MIN_TASKS)
+                index.categorical.update(v for v, seen in slot.items() if len(seen) >= MIN_TASKS)
+        index.task_texts = len(tasks)
         return index
+
+    def example_word(self, word: str) -> bool:
+        """True for a task word (lower case) that fewer than `MIN_TASKS` distinct task texts
+        of the corpus hold (all of them, in a corpus of fewer): one example's word (the item
+        a customer returns, a meeting's title), not a kind of task's, as a value is
+        `categorical` once that many tasks use it."""
+        return self.task_words.get(word, 0) < min(MIN_TASKS, self.task_texts)
 
     def rare_values(self) -> set[str]:
         """Every example-specific argument value of the corpus (lower-cased): the rare ones

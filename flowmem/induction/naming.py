@@ -1,25 +1,25 @@
-"""Names and descriptions that tell an agent's workflows apart (pure).
+"""Names and descriptions that tell workflows apart (pure).
 
-Two workflows of one agent can end in the same goal: variants of one cluster (`agent-c12`,
-`agent-c12-2`), or clusters whose tasks are worded apart but done alike. `distinct` gives
-each of those that would share a name or a description what differs between it and the
-others, and nothing else:
+Two workflows can end up with one name: variants of one cluster (`agent-c12`, `agent-c12-2`),
+clusters whose tasks are worded apart but ask alike, or two agents' workflows in one
+namespace. `distinct` first makes every name a short one (`describe.name_words`: at most
+`MAX_NAME_WORDS` words, no counting word, no digit; an LLM's long name is cut), then gives
+each workflow whose name another of its namespace shares the fewest words that say how it
+differs from those, and nothing else:
 
-- a look-up it makes first that the others do not, or not as often
-  (`create_plot_after_count_traffic_sources`, `..._without_find_user_id_by_email`), how often it
-  calls its goal (`delete_event_three_times`), a step after the goal (`then_search_events`),
-  a value it takes from the task (`by_due_date`), its scope or kind;
-- where those are alike: all of its look-ups in their order, the argument keys of a call, the
-  placeholders it fills;
-- only for workflows whose steps are the same in all of these (put by hand, say) an ordinal
-  word, by their content.
+- its agent (`for_mailer`), scope or kind (`as_plan`, `as_step`), the tool it ends with
+  (`via_search_emails`), whether it repeats its goal (`repeatedly`), a look-up it makes
+  first that the others do not (`after_find_email`, `without_find_email`), a step after its
+  goal (`then_search_events`), a value it takes from the task or an argument it passes
+  (`by_due_date`, `without_due_date`), its app (`in_calendar`);
+- at most three such words (one or two differences), the shared name cut to leave room, so a
+  name stays within five words; workflows those do not part (alike in all of them) take a
+  letter by their content (`delete_event_variant_b`), never a count or an id.
 
-Each gets the fewest of these that set it apart from every other workflow of the group (the
-most readable kinds first: scope, then look-ups, calls and task values, then order and
-arguments); the name takes them as snake_case words, the description as a clause ("; it calls
-delete_event three times"), tool names in the clause written as identifiers so that no word
-group of it can read as an example's value. The result depends on the workflows only, not on
-their order.
+Descriptions are told apart within an agent the same way, as a clause (`; it calls
+delete_event three times`), tool names written as identifiers so that no word group of it
+can read as an example's value. The result depends on the workflows only, not on their
+order.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
-from flowmem.induction.describe import goal_index, verb_phrase
+from flowmem.induction.describe import MAX_NAME_WORDS, goal_index, name_words, verb_phrase
+from flowmem.induction.phrase import PREPOSITIONS
 from flowmem.models import Workflow
 
 __all__ = ["distinct"]
@@ -276,27 +277,195 @@ def _duplicates(workflows: Iterable[Workflow], text: Callable[[Workflow], str]) 
     return any(n > 1 for n in seen.values())
 
 
+_MAX_QUALIFIER = 3
+"""Words a name spends on how it differs: one difference of up to three words, or two short
+ones; the shared name keeps at least two (a verb and its object) within `MAX_NAME_WORDS`."""
+
+_NAME_KINDS = ["agent", "scope", "kind", "goal", "repeat", "read", "after", "given", "arg", "app"]
+"""The differences a name can say, the most telling first."""
+
+
+def _short(action: str) -> list[str]:
+    """A tool as at most two name words: its verb and the first word of its object."""
+    return verb_phrase(action).words[:2]
+
+
+def _key_words(key: str) -> list[str]:
+    """An argument key as at most two name words, its digits left out (`address1` -> address)."""
+    return name_words(re.sub(r"\d+", " ", key))[-2:]
+
+
+class _NameProfile:
+    """What a workflow does, as the name words of each difference it can have."""
+
+    def __init__(self, w: Workflow) -> None:
+        steps = w.steps
+        goal = goal_index(steps) if steps else 0
+        self.w = w
+        self.goal = steps[goal].action if steps else ""
+        self.reads = {s.action for s in steps[:goal] if s.action != self.goal}
+        self.after = next((s.action for s in steps[goal + 1 :]), None)
+        self.repeats = sum(s.action == self.goal for s in steps[: goal + 1]) > 1
+        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if source == "task"}
+        self.args = {(s.action, k) for s in steps for k in s.args}
+
+    def dims(self) -> set[Dim]:
+        out: set[Dim] = {("agent",), ("scope",), ("kind",), ("goal",), ("repeat",), ("after",), ("app",)}
+        out |= {("read", a) for a in self.reads} | {("given", k) for k in self.given}
+        return out | {("arg", a, k) for a, k in self.args}
+
+    def words(self, dim: Dim) -> tuple[str, ...]:
+        """The difference as name words (none where it has nothing to say)."""
+        kind = dim[0]
+        if kind == "agent":
+            return ("for", *name_words(self.w.agent)[:2])
+        if kind in {"scope", "kind"}:
+            return (
+                ("as", "plan")
+                if self.w.scope == "task" and kind == "scope"
+                else (("as", "step") if self.w.kind == "subroutine" and kind == "kind" else ())
+            )
+        if kind == "goal":
+            return ("via", *_short(self.goal))
+        if kind == "repeat":
+            return ("repeatedly",) if self.repeats else ()
+        if kind == "after":
+            return ("then", *_short(self.after)) if self.after else ()
+        if kind == "app":
+            app = self.goal.rsplit(".", 1)[0] if "." in self.goal else ""
+            return ("in", *name_words(app)[-1:]) if app else ()
+        return self._has(dim)
+
+    def _has(self, dim: Dim) -> tuple[str, ...]:
+        if dim[0] == "read":
+            return ("after" if dim[1] in self.reads else "without", *_short(dim[1]))
+        key = _key_words(dim[-1])
+        if not key:
+            return ()
+        if dim[0] == "given":
+            return ("by" if dim[1] in self.given else "without", *key)
+        return ("by" if (dim[1], dim[2]) in self.args else "without", *key)
+
+
+def _qualifier(target: _NameProfile, rivals: Sequence[_NameProfile]) -> list[str]:
+    """The fewest words (at most `_MAX_QUALIFIER`) that set `target` apart from the `rivals`
+    (greedy: the difference that parts most of those left, then the shortest, the most
+    telling), in the order `_NAME_KINDS` says them."""
+    dims = sorted(set().union(target.dims(), *(r.dims() for r in rivals)))
+    chosen: list[Dim] = []
+    left, spent = list(rivals), 0
+    while left:
+        best: tuple[tuple[int, int, int], Dim] | None = None
+        for dim in dims:
+            words = target.words(dim)
+            split = sum(r.words(dim) != words for r in left)
+            rank = (-split, len(words), _NAME_KINDS.index(dim[0]))
+            if (
+                split
+                and dim not in chosen
+                and spent + len(words) <= _MAX_QUALIFIER
+                and (best is None or rank < best[0])
+            ):
+                best = (rank, dim)
+        if best is None:
+            break  # alike in what fits: a letter parts them (`_lettered`)
+        chosen.append(best[1])
+        spent += len(target.words(best[1]))
+        left = [r for r in left if r.words(best[1]) == target.words(best[1])]
+    chosen.sort(key=lambda d: (_NAME_KINDS.index(d[0]), d))
+    return [w for d in chosen for w in target.words(d)]
+
+
+def _joined(base: str, qualifier: Sequence[str]) -> str:
+    """The name cut to leave room for the qualifier (its prepositions left out first, none
+    last), then it."""
+    room = max(2, MAX_NAME_WORDS - len(qualifier))
+    words = base.split("_")
+    while len(words) > room and any(w in PREPOSITIONS for w in words[1:]):
+        words.pop(max(i for i, w in enumerate(words) if i and w in PREPOSITIONS))
+    words = words[:room]
+    while len(words) > 1 and words[-1] in PREPOSITIONS:
+        words.pop()
+    return "_".join([*words, *qualifier][:MAX_NAME_WORDS])
+
+
+def _letter(n: int) -> str:
+    """b, c, ..., z, then ba, bb, ...: a mark with no count in it."""
+    letters = "bcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        out = letters[n % len(letters)] + out
+        n //= len(letters)
+        if not n:
+            return out
+
+
+def _names(workflows: list[Workflow], fixed: Sequence[Workflow]) -> list[Workflow]:
+    """Each workflow's name made short, then told apart from those of its namespace that
+    share it (see the module's doc); `fixed` ones keep theirs."""
+    out = [w.model_copy(update={"name": "_".join(name_words(w.name)) or "workflow"}) for w in workflows]
+    groups: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
+    for w in [*out, *fixed]:
+        groups[(w.namespace, w.name)].append(w)
+    own = {w.id for w in out}
+    named: dict[str, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        profiles = [_NameProfile(w) for w in group]
+        for p in profiles:
+            if p.w.id in own:
+                named[p.w.id] = _joined(p.w.name, _qualifier(p, [r for r in profiles if r is not p]))
+    out = [w.model_copy(update={"name": named[w.id]}) if w.id in named else w for w in out]
+    return _lettered(out, fixed)
+
+
+def _lettered(workflows: list[Workflow], fixed: Sequence[Workflow]) -> list[Workflow]:
+    """Workflows of a namespace still sharing a name: the first by content (a fixed one
+    first) keeps it, each other takes `variant` and a letter (`_letter`)."""
+    taken = {(w.namespace, w.name) for w in [*workflows, *fixed]}
+    groups: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
+    for w in [*workflows, *fixed]:
+        groups[(w.namespace, w.name)].append(w)
+    fixed_ids = {f.id for f in fixed}
+    renamed: dict[str, str] = {}
+    for (namespace, name), group in sorted(groups.items()):
+        ranked = sorted(group, key=lambda w: (w.id not in fixed_ids, w.content_hash(), w.id))
+        n = 0
+        for w in ranked[1:]:
+            while True:
+                candidate = _joined(name, ["variant", _letter(n)])
+                n += 1
+                if (namespace, candidate) not in taken:
+                    break
+            taken.add((namespace, candidate))
+            renamed[w.id] = candidate
+    return [w.model_copy(update={"name": renamed[w.id]}) if w.id in renamed else w for w in workflows]
+
+
 def distinct(
     workflows: Sequence[Workflow],
     *,
     fixed: Sequence[Workflow] = (),
     served: Mapping[str, Workflow] | None = None,
 ) -> list[Workflow]:
-    """The workflows (in their order), each of one agent that shares its name or description
-    with another of that agent given what sets it apart (see the module's doc).
+    """The workflows (in their order), each named within `MAX_NAME_WORDS` words with no
+    counting word, none sharing its name with another of its namespace nor its description
+    with another of its agent (see the module's doc).
 
     `fixed` workflows (served ones this run does not make) count as the others but keep their
-    own. A workflow whose `served` version (by id) was told apart in an earlier run — its name
-    is the new one and more words, `return_order_as_step` for `return_order`; its description
-    the new one and a clause — keeps that name or description, so a run that induces the
-    same again makes no new version."""
+    own name and description. A workflow whose `served` version (by id) was told apart in an
+    earlier run — its name is the new one and more words, `return_order_as_step` for
+    `return_order`; its description the new one and a clause — keeps that name or
+    description where no other takes it, so a run that induces the same again makes no new
+    version."""
     out = [_as_served(w, (served or {}).get(w.id)) for w in workflows]
     fixed = [f for f in fixed if f.id not in {w.id for w in out}]
-    for text, qualify in ((_name, _named), (_description, _described)):
-        for _ in range(3):  # a qualified text can meet another's; the next pass parts them
-            if not _duplicates([*out, *fixed], text):
-                break
-            out = _spread(out, fixed, text, qualify)
+    out = _names(out, fixed)
+    for _ in range(3):  # a qualified description can meet another's; the next pass parts them
+        if not _duplicates([*out, *fixed], _description):
+            break
+        out = _spread(out, fixed, _description, _described)
     return out
 
 

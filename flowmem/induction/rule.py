@@ -72,8 +72,8 @@ class RuleInducer:
         steps = [s.model_copy(update={"note": note}) for s, note in zip(steps, notes, strict=True)]
         workflow = Workflow(
             id=wid,
-            name=name_for(steps),
-            description=describe(steps, parameters, literals),
+            name=name_for(steps, members, literals, cluster),
+            description=describe(steps, parameters, literals, members, cluster),
             steps=steps,
             parameters=parameters,
             pitfalls=self._pitfalls(unfolded_actions(template.actions), cluster, literals),
