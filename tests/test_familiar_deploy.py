@@ -104,9 +104,9 @@ def test_the_deploys_are_one_workflow_with_the_pitfall_of_the_failed_ones(
     assert [p for p in workflow.pitfalls if p.startswith("skipped run tests, then called")], workflow.pitfalls
     assert workflow.actions[0] == "run tests" and len(workflow.parameters) >= 1
     assert leaked(workflow.model_dump_json()) == []
-    # LOOSE, to tighten once the names from the task texts land (branch `names`, issue 38
-    # item 3): a name a person would give it, such as "deploy to an environment".
-    assert "deploy" in workflow.name.lower() and len(words(workflow.name)) <= 5, workflow.name
+    # A name a person would give it: what the tasks ask, without their values.
+    assert workflow.name == "deploy_version_environment" and len(words(workflow.name)) <= 5
+    assert workflow.description.startswith("Use to deploy version {version} to {environment}")
 
 
 def test_the_workflow_has_a_version_and_an_environment_placeholder(
