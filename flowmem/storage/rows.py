@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from flowmem.models import (
     InductionRun,
+    Pitfall,
     Provenance,
     RunState,
     Step,
@@ -217,7 +218,8 @@ def workflow_to_row(
         "steps": _dumps([s.model_dump(mode="json", exclude_defaults=True) for s in w.steps]),
         "actions": w.actions,
         "parameters": _dumps(w.parameters),
-        "pitfalls": _dumps(w.pitfalls),
+        # A pitfall without a condition is stored as its text, as before conditions existed.
+        "pitfalls": _dumps(w.model_dump(mode="json", include={"pitfalls"})["pitfalls"]),
         "scope": w.scope,
         "agent": w.agent,
         "status": w.status,
@@ -245,7 +247,7 @@ def workflow_from_row(row: dict[str, Any]) -> Workflow:
         description=row["description"],
         steps=[WorkflowStep.model_validate(s) for s in json.loads(row["steps"])],
         parameters=json.loads(row["parameters"]),
-        pitfalls=json.loads(row["pitfalls"]),
+        pitfalls=[Pitfall.model_validate(p) for p in json.loads(row["pitfalls"])],
         scope=row["scope"],
         agent=row["agent"],
         namespace=row["namespace"],
