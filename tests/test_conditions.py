@@ -22,6 +22,7 @@ from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.evaluate import evaluate
 from flowmem.jobs.induce import run_induction
+from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import PROCEDURE, Condition, InductionRun, Pitfall, Trajectory, Workflow, WorkflowStep
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -265,6 +266,18 @@ def test_eval_reports_warned_and_false_alarms_next_to_the_contrast_baseline() ->
     # the baseline: "skips contacts.lookup" (every successful neighbour takes it)
     assert (flow["contrast_warned"], flow["contrast_false_alarms"]) == (1.0, 0.0)
     assert (raw["warned"], raw["false_alarms"]) == (flow["contrast_warned"], flow["contrast_false_alarms"])
+
+
+# -- the induce summary --------------------------------------------------------------------
+
+
+def test_the_induce_summary_counts_the_workflows_pitfalls_apart_from_notes(
+    settings: Settings, store: Store
+) -> None:
+    runs = lookup_runs(6, skip=False, success=True) + lookup_runs(4, skip=True, success=False, start=6)
+    store_trajectories(store, runs, settings.scrub)
+    summary = run_induction(store, settings, RuleInducer(), namespace=settings.namespace).summary()
+    assert (summary["pitfalls"], summary["checkable_pitfalls"], summary["pitfall_notes"]) == (1, 1, 0)
 
 
 # -- warnings while the agent works --------------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from flowmem.models import Condition, ConditionKind, Step, Trajectory
@@ -71,6 +71,10 @@ def _text(observation: Any) -> str:
         return str(observation).lower()
 
 
+_Check = Callable[[str, Mapping[str, Any], Any], bool]
+"""A compiled condition: (action, args, error) of the call that triggers it -> whether it holds."""
+
+
 def _trigger(c: Condition) -> str | None:
     """The action whose call can make a condition hold (None: the run's end)."""
     if c.kind in ("skips", "before"):
@@ -97,12 +101,17 @@ class Watch:
         self._shown: list[str] = [task.lower()] if self._reads else []
         self._shown_by: dict[str, list[str]] = defaultdict(list)
         self._results = False  # whether an earlier step recorded a result
-        self._called: set[str] = set()  # the distinct actions called so far
+        self._scopes = [
+            (i, frozenset(c.within)) for i, c in enumerate(self.conditions) if c.within is not None
+        ]
+        self._left: set[int] = set()  # conditions whose kind of task the run has left
+        self._checks = [self._compile(c) for c in conditions]
 
     def step(self, action: str, args: Mapping[str, Any] | None, observation: Any, error: Any) -> list[int]:
         """Take one step; the conditions that hold now for the first time."""
-        self._counts[action] = self._counts.get(action, 0) + 1
-        self._called.add(action)
+        n = self._counts[action] = self._counts.get(action, 0) + 1
+        if n == 1 and self._scopes:  # a new action: has the run left a condition's kind of task?
+            self._left.update(i for i, scope in self._scopes if action not in scope)
         triggered = self._on.get(action)
         found = self._held(triggered, action, args or {}, error) if triggered else []
         if self._failures:
@@ -118,17 +127,14 @@ class Watch:
         """Of the conditions this call of `action` triggers, those that hold for the first time."""
         found: list[int] = []
         for i in triggered:
-            c = self.conditions[i]
-            if i not in self._fired and self._within(c) and self._check(c, action, args, error):
+            if i not in self._fired and i not in self._left and self._checks[i](action, args, error):
                 self._fired.add(i)
                 found.append(i)
         return found
 
     def end(self) -> list[int]:
         """The run ended: the conditions that hold now for the first time."""
-        found = [
-            i for i in self._on.get(None, ()) if i not in self._fired and self._within(self.conditions[i])
-        ]
+        found = [i for i in self._on.get(None, ()) if i not in self._fired and i not in self._left]
         found = [i for i in found if self._counts.get(self.conditions[i].action, 0) == 0]
         self._fired.update(found)
         return found
@@ -138,26 +144,26 @@ class Watch:
         """Every condition that has held so far."""
         return frozenset(self._fired)
 
-    def _within(self, c: Condition) -> bool:
-        """Whether the run has called only the actions of the condition's kind of task."""
-        return c.within is None or self._called.issubset(c.within)
-
-    def _check(self, c: Condition, action: str, args: Mapping[str, Any], error: Any) -> bool:
-        """Whether `c`, triggered by this call of `action` (already counted), holds."""
-        done = self._counts
+    def _compile(self, c: Condition) -> _Check:
+        """What checks `c` when its trigger action is called (and counted): a function of the
+        call's action, arguments and error, so a step decides without reading the model."""
+        done, x = self._counts, c.action
         if c.kind == "does":
-            return done[action] >= c.times
+            times = c.times
+            return lambda action, args, error: done[action] >= times
         if c.kind == "skips":
-            return done[action] == 1 and done.get(c.action, 0) == 0
+            return lambda action, args, error: done[action] == 1 and x not in done
         if c.kind == "before":
-            return done[action] == 1 and done.get(c.action, 0) > 0
+            return lambda action, args, error: done[action] == 1 and x in done
         if c.kind == "fails":
-            return bool(error)
+            return lambda action, args, error: bool(error)
         if c.kind == "after_failed":
-            return self._failed.get(c.other or "", False)
+            failed, y = self._failed, c.other or ""
+            return lambda action, args, error: failed.get(y, False)
         if c.kind == "missing_arg":
-            return c.arg not in args
-        return self._unseen(c, args)
+            arg = c.arg
+            return lambda action, args, error: arg not in args
+        return lambda action, args, error: self._unseen(c, args)
 
     def _unseen(self, c: Condition, args: Mapping[str, Any]) -> bool:
         if c.arg is None or c.arg not in args or not self._results:
