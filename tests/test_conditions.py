@@ -44,7 +44,7 @@ def trajectory(
         task=task,
         success=success,
         source=source,
-        steps=[{"action": a, "args": args, "observation": obs, "error": err} for a, args, obs, err in steps],  # type: ignore[misc]
+        steps=[{"action": a, "args": args, "observation": obs, "error": err} for a, args, obs, err in steps],
     )
 
 
