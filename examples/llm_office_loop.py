@@ -98,7 +98,7 @@ class Outcome:
     """The model's last text, None when it ran out of turns."""
 
 
-OnCall = Callable[..., None]
+OnCall = Callable[..., object]
 """Records one tool call: `step(action, args, observation=..., error=...)` (like `run.step`)."""
 
 

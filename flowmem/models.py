@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+    model_validator,
+)
 
 __all__ = [
     "DEMONSTRATION",
@@ -22,6 +30,8 @@ __all__ = [
     "RUN_STATE_VERSION",
     "PROCEDURE",
     "NAMESPACE_PATTERN",
+    "Condition",
+    "Pitfall",
     "Repeat",
     "InductionRun",
     "Fit",
@@ -172,6 +182,108 @@ class Repeat(_Frozen):
         return f"for each {{{self.over}}} from {origin}"
 
 
+ConditionKind = Literal["does", "skips", "before", "fails", "after_failed", "missing_arg", "unseen_arg"]
+"""What a `Condition` checks; `action` is X, `other` Y, `arg` an argument name of X:
+
+- `does`: the run calls X (at least `times` times), holding at that call;
+- `skips`: the run calls Y without having called X (at that call of Y), or, without Y, ends
+  without having called X (holding when it ends);
+- `before`: the run calls X before its first call of Y (holding at that call of Y);
+- `fails`: a call of X fails (returns an error);
+- `after_failed`: the run calls X after its latest call of Y failed (X may be Y: a retry);
+- `missing_arg`: the run calls X without the argument `arg`;
+- `unseen_arg`: the run calls X with an `arg` value that neither the task nor an earlier
+  step's result shows (with Y: no earlier result of Y shows): a value made up or taken from
+  the wrong result."""
+
+_NEEDS_OTHER = frozenset({"before", "after_failed"})
+_NEEDS_ARG = frozenset({"missing_arg", "unseen_arg"})
+
+
+class Condition(_Frozen):
+    """A pattern over a run's steps that can be checked as the steps arrive, one at a time
+    (`induction.conditions.Watch`); a pitfall's condition is what the failed runs did."""
+
+    kind: ConditionKind
+    """What it checks (see `ConditionKind`)."""
+    action: str = Field(min_length=1)
+    """X: the action it is about."""
+    other: str | None = None
+    """Y: the second action, for `before`, `after_failed`, `skips` (the call it skips X
+    ahead of; none: the run's end) and `unseen_arg` (the action whose results count)."""
+    arg: str | None = None
+    """The argument of X, for `missing_arg` and `unseen_arg`."""
+    times: int = Field(1, ge=1)
+    """For `does`: how many calls of X make it hold."""
+    within: tuple[str, ...] | None = None
+    """The actions of the kind of task it was learnt on: a run that has called any other
+    action is doing something else, and the condition no longer holds for it (None: any
+    run)."""
+
+    @model_validator(mode="after")
+    def _check_parts(self) -> Condition:
+        if self.kind in _NEEDS_OTHER and self.other is None:
+            raise ValueError(f"a {self.kind} condition needs `other`")
+        if self.kind in ("skips", "before") and self.other == self.action:
+            raise ValueError(f"a {self.kind} condition needs two different actions")
+        if self.kind in _NEEDS_ARG and not self.arg:
+            raise ValueError(f"a {self.kind} condition needs `arg`")
+        if self.kind in ("does", "fails", "missing_arg") and self.other is not None:
+            raise ValueError(f"a {self.kind} condition takes no `other`")
+        if self.kind not in _NEEDS_ARG and self.arg is not None:
+            raise ValueError(f"a {self.kind} condition takes no `arg`")
+        if self.kind != "does" and self.times != 1:
+            raise ValueError("only a `does` condition counts calls")
+        return self
+
+    def says(self) -> str:
+        """The condition as a pitfall states it: actions and arguments, never values, and not
+        the words "before", "after", "first", "last" (values of time slots and list positions,
+        which a cluster's example-value check would refuse)."""
+        x, y = self.action, self.other
+        if self.kind == "does":
+            return f"called {x}" + (
+                "" if self.times == 1 else " again" if self.times == 2 else f" {self.times} times"
+            )
+        if self.kind == "skips":
+            return f"called {y} without calling {x}" if y else f"ended without calling {x}"
+        if self.kind == "before":
+            return f"called {x} ahead of {y}"
+        if self.kind == "fails":
+            return f"{x} failed"
+        if self.kind == "after_failed":
+            return f"retried {x} once it had failed" if x == y else f"called {x} once {y} had failed"
+        if self.kind == "missing_arg":
+            return f"called {x} without argument {self.arg}"
+        return f"called {x} with argument {self.arg} not seen " + (f"in {y}'s results" if y else "earlier")
+
+
+class Pitfall(_Frozen):
+    """A mistake learnt from failed runs: its text and, when it can be checked, the condition
+    over a run's steps that the failed runs met. A pitfall without a condition (written by
+    hand, by an LLM, or stored before conditions existed) is stored and hashed as its text
+    alone, and a plain string is read as one."""
+
+    text: str = Field(min_length=1)
+    """What an agent is told: `Pitfall: {text}`."""
+    condition: Condition | None = None
+    """What the failed runs did, checkable on a run's steps; None: text only."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, value: Any) -> Any:
+        return {"text": value} if isinstance(value, str) else value
+
+    @model_serializer(mode="wrap")
+    def _as_text(self, handler: SerializerFunctionWrapHandler) -> Any:
+        if isinstance(self, str):  # put in unvalidated (`model_copy(update=...)`): a text
+            return self
+        return self.text if self.condition is None else handler(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class WorkflowStep(_Frozen):
     """One abstract step of a workflow; argument values may hold `{placeholders}`."""
 
@@ -258,8 +370,9 @@ class Workflow(_Frozen):
     """Abstract, reusable steps; example-specific values appear only as {placeholders}."""
     parameters: dict[str, str] = Field(default_factory=dict)
     """Placeholder name -> what value to put there."""
-    pitfalls: list[str] = Field(default_factory=list)
-    """Mistakes learned from failed runs."""
+    pitfalls: list[Pitfall] = Field(default_factory=list)
+    """Mistakes learned from failed runs (a plain string is read as a pitfall without a
+    condition)."""
     scope: Literal["task", "subtask"] = "subtask"
     """`task`: a full-task memory for an orchestrator; `subtask`: for a task agent."""
     kind: Literal["task", "subroutine"] = "task"

@@ -159,7 +159,8 @@ def test_an_instruction_like_error_where_runs_leave_the_workflow_is_flagged_neve
     assert pitfalls(actions, successes, failures, literals) == [f"mail.forward {IGNORED} (3/3 failures)"]
     cluster = ClusterInput("default", "agent", 1, "subtask", successes, failures, index)
     [w] = RuleInducer().induce(cluster).workflows
-    assert w.pitfalls == [f"mail.forward {IGNORED} (3/3 failures)"]
+    # The checked pitfall says the call failed, never what its error said.
+    assert [p.text for p in w.pitfalls] == ["mail.forward failed (3/3 failures)"]
     assert not any(bad in w.model_dump_json().lower() for bad in FORBIDDEN)
 
 
@@ -171,7 +172,9 @@ def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Setting
     assert not any(bad in everything for bad in FORBIDDEN)
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
     assert fwd.actions == ["mail.search", "contacts.lookup", "mail.forward"]  # the obeying detour is dropped
-    assert fwd.pitfalls == ["skipped contacts.lookup, then called mail.forward (3/3 failures)"]
+    assert [p.text for p in fwd.pitfalls] == [
+        "called mail.forward without calling contacts.lookup (3/3 failures)"
+    ]
 
 
 def test_rule_inducer_serves_no_address_when_every_run_obeyed(settings: Settings, store: Store) -> None:

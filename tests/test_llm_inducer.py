@@ -35,7 +35,9 @@ def test_valid_reply_becomes_a_workflow_with_placeholders() -> None:
     assert w.steps[1].note == "Look the address up; never guess it." and w.steps[0].note is None
     assert w.placeholders == ["topic", "recipient_name", "email_id", "recipient_email"]
     assert list(w.parameters) == w.placeholders  # the unused declaration is left out
-    assert w.pitfalls == ["Forwarding to a guessed address fails: look the recipient up first."]
+    assert [p.text for p in w.pitfalls] == [
+        "Forwarding to a guessed address fails: look the recipient up first."
+    ]
     assert w.source_trajectory_ids == ["f1", "s1", "s2", "s3"] and w.cluster_id == 7
     assert w.provenance.inducer == "llm" and w.provenance.model == "fake"
     assert w.provenance.prompt_hash == PROMPT_HASH and len(PROMPT_HASH) == 16

@@ -39,7 +39,7 @@ def test_the_quickstart_runs_as_printed(tmp_path: Path, monkeypatch: pytest.Monk
         result = CliRunner().invoke(app, command[1:])
         assert result.exit_code == 0, result.output
         outputs.append(result.output)
-    assert "1 new versions (1 new workflows)" in outputs[0]
+    assert "1 new versions (1 new workflows), 0 pitfalls in them (0 checkable)" in outputs[0]
     assert "forward_email" in outputs[1] and 'email_id="{email_id}"' in outputs[1]
 
 

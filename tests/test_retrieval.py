@@ -183,7 +183,7 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
     assert hit.workflow.version == 1 and memory.index.reloads == 1
     clock[0] += memory.index.check_every / 2  # the interval is over: the next search asks
     [hit] = memory.search("Cancel my next meeting with zed", k=1)
-    assert hit.workflow.version == 2 and hit.workflow.pitfalls == ["look before you cancel"]
+    assert hit.workflow.version == 2 and [p.text for p in hit.workflow.pitfalls] == ["look before you cancel"]
     assert memory.index.reloads == 2
     assert store.get_run("other-process").tag == "other-process"
     memory.close()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast, overload
 
 from flowmem.agents import legomem, procedures, shutdown
-from flowmem.agents.recording import Run, current_run
+from flowmem.agents.recording import Run, RunWarning, current_run
 from flowmem.agents.retrieval import CONTEXT_K, Hit, ServedIndex
 from flowmem.agents.writer import Writer, journal_run, open_journal, take_back_spill
 from flowmem.induction.render import render_context
@@ -99,11 +99,14 @@ class WorkflowMemory:
         source: str | None = "hook",
         group: str | None = None,
         meta: dict[str, Any] | None = None,
+        on_warning: Callable[[RunWarning], None] | None = None,
     ) -> Run:
         """Start recording a run of `task`. Use it as a context manager.
 
         Inside another run's block, the new run is that run's subtask (`parent_id` is set),
         LEGOMem-style. An exception inside the block stores the run as failed, then propagates.
+        The pitfalls of the workflows `context` serves inside the block are checked as steps
+        arrive: `run.step` returns the warnings that hold, and `on_warning` gets each.
         """
         if parent_id is None and (outer := current_run()) is not None:
             parent_id = outer.id
@@ -118,6 +121,7 @@ class WorkflowMemory:
             group=group,
             meta=meta,
             journal=self._journal_hook,
+            on_warning=on_warning,
         )
 
     @overload
@@ -251,11 +255,13 @@ class WorkflowMemory:
     ) -> str:
         """The text block to put in an agent's instructions: the fitting workflows, each with
         when to use it, its steps with `{placeholders}`, where derived values come from, and
-        its pitfalls. Inside a `record` block the served versions are noted on the run."""
+        its pitfalls. Inside a `record` block the served versions are noted on the run, and
+        their pitfalls checked on its steps (`Run.watch`)."""
         hits = self.search(task, k, agent=agent, namespace=namespace)
         run = current_run()
         if run is not None:
             run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
+            run.watch(*(h.workflow for h in hits))
         return render_context([h.workflow for h in hits])
 
     # -- the familiar workflow-memory API (`agents/procedures.py`) -----------------------

@@ -204,7 +204,7 @@ def _workflow(memory: MemoryLike, hit: Hit, namespace: str) -> FoundWorkflow:
         "score": round(hit.score, 4),
         "kind": "workflow",
         "workflow_kind": w.kind,
-        "pitfalls": list(w.pitfalls),
+        "pitfalls": [p.text for p in w.pitfalls],
         "name": w.name,
     }
     return FoundWorkflow(w.id, hit.score, "workflow", meta, w)

@@ -3,6 +3,12 @@
 `Run.step` appends a tuple to an in-memory list; a finished run is handed to a background
 writer that builds the `Trajectory` and stores runs in batches. Nothing on the agent's thread
 waits for I/O.
+
+Warnings: the pitfalls of the workflows served to a run (`Run.watch`, which
+`WorkflowMemory.context` calls) that have a condition are checked as steps arrive
+(`induction.conditions.Watch`); `Run.step` returns those that now hold and passes each to
+the run's `on_warning` callback. A run that was served no checkable pitfall does nothing more
+than before but look at one attribute.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
-from flowmem.models import Step, Trajectory, WorkflowRef
+from flowmem.induction.conditions import Watch
+from flowmem.models import Pitfall, Step, Trajectory, Workflow, WorkflowRef
 
-__all__ = ["Run", "current_run"]
+__all__ = ["Run", "RunWarning", "current_run"]
 
 log = logging.getLogger("flowmem.recording")
 
@@ -27,6 +34,36 @@ _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("flowmem_r
 
 # (action, args, observation, thought, error, started_at epoch seconds, duration_ms)
 _RawStep = tuple[str, Any, Any, str | None, str | None, float, float | None]
+
+
+class RunWarning(NamedTuple):
+    """A served pitfall whose condition the run now meets: it is going the way failed runs
+    went."""
+
+    workflow: WorkflowRef
+    """The workflow version whose pitfall it is."""
+    pitfall: Pitfall
+    """The pitfall (`pitfall.text` says what the failed runs did)."""
+    step: int
+    """How many steps the run had taken when it held (the run's end: all of them)."""
+
+    def __str__(self) -> str:
+        return f"Pitfall of {self.workflow.id}: {self.pitfall.text}"
+
+
+class _Watching:
+    """The served pitfalls with a condition and their `Watch`, fed every step of the run."""
+
+    def __init__(self, served: list[tuple[WorkflowRef, Pitfall]], task: str) -> None:
+        self.served = served
+        self.watch = Watch([p.condition for _, p in served if p.condition is not None], task)
+
+    def step(self, action: str, args: Any, observation: Any, error: Any) -> list[int]:
+        """Feed one recorded step; the served pitfalls (positions) that now hold."""
+        return self.watch.step(action, args if isinstance(args, dict) else None, observation, error)
+
+    def warnings(self, held: list[int], step: int) -> list[RunWarning]:
+        return [RunWarning(self.served[i][0], self.served[i][1], step) for i in held]
 
 
 def current_run() -> Run | None:
@@ -67,6 +104,7 @@ class Run:
         group: str | None = None,
         meta: dict[str, Any] | None = None,
         journal: Callable[[Run], None] | None = None,
+        on_warning: Callable[[RunWarning], None] | None = None,
     ) -> None:
         if not task:
             raise ValueError("a run needs a non-empty task")
@@ -85,6 +123,9 @@ class Run:
         self._token: contextvars.Token[Run | None] | None = None
         self._journal = journal
         self._journaled: tuple[int, int, dict[str, Any]] | None = None  # the state last journaled
+        self.on_warning = on_warning
+        """Called with each warning as it holds (on the thread that recorded the step)."""
+        self._watching: _Watching | None = None  # None until a checkable pitfall is served
 
     def step(
         self,
@@ -96,8 +137,11 @@ class Run:
         thought: str | None = None,
         error: str | None = None,
         duration_ms: float | None = None,
-    ) -> None:
-        """Record one action. Cheap and non-blocking: the step is validated and stored later."""
+    ) -> list[RunWarning]:
+        """Record one action. Cheap and non-blocking: the step is validated and stored later.
+
+        Returns the warnings that hold from this step on (usually none): the served pitfalls
+        whose condition the run now meets, each once; each is passed to `on_warning` too."""
         if not action or not isinstance(action, str):
             raise ValueError("a step needs a non-empty action name")
         raw = (action, args, observation, thought, error, time.time(), duration_ms)
@@ -105,6 +149,50 @@ class Run:
             if self._submitted:
                 raise RuntimeError(f"run {self.id} is already stored; steps can no longer be added")
             self._steps.append(raw)
+            watching = self._watching
+            if watching is None:
+                return []
+            held = watching.step(action, args, observation, error)
+            if not held:
+                return []
+            found = watching.warnings(held, len(self._steps))
+        return self._tell(found)
+
+    def watch(self, *served: Workflow) -> list[RunWarning]:
+        """Check the pitfalls of these served workflow versions (those with a condition) on
+        this run's steps from now on; returns those the steps so far already meet (passed to
+        `on_warning` too). `WorkflowMemory.context` calls it inside a `record` block."""
+        new = [
+            (WorkflowRef(id=w.id, version=w.version), p)
+            for w in served
+            for p in w.pitfalls
+            if p.condition is not None
+        ]
+        with self._lock:
+            known = self._watching.served if self._watching is not None else []
+            fresh = [pair for pair in new if pair not in known]
+            if not fresh:
+                return []
+            old = self._watching
+            watching = _Watching([*known, *fresh], self.task)
+            fired = old.watch.fired if old is not None else frozenset()
+            found: list[RunWarning] = []
+            for n, (action, args, observation, _, error, _, _) in enumerate(self._steps, 1):
+                held = watching.step(action, args, observation, error)
+                found += watching.warnings([i for i in held if i not in fired], n)
+            self._watching = watching
+        return self._tell(found)
+
+    def _tell(self, found: list[RunWarning]) -> list[RunWarning]:
+        """Pass each warning to `on_warning` (an error there is logged: a callback never
+        breaks the agent's run); returns them."""
+        if self.on_warning is not None:
+            for w in found:
+                try:
+                    self.on_warning(w)
+                except Exception:
+                    log.exception("on_warning failed for %s", w)
+        return found
 
     def use(self, *refs: WorkflowRef) -> None:
         """Note workflow versions that were served to this run."""
@@ -120,9 +208,13 @@ class Run:
         final_answer: str | None = None,
         score: float | None = None,
         feedback: str | None = None,
-    ) -> None:
-        """Set the outcome. Outside a `with` block this also hands the run to the writer."""
+    ) -> list[RunWarning]:
+        """Set the outcome. Outside a `with` block this also hands the run to the writer.
+        Returns the warnings that hold at the run's end (a pitfall of a step never taken)."""
         with self._lock:
+            watching = self._watching
+            held = watching.watch.end() if watching is not None else []
+            found = watching.warnings(held, len(self._steps)) if watching is not None and held else []
             self._outcome = {
                 "success": success,
                 "final_answer": final_answer,
@@ -134,6 +226,7 @@ class Run:
             self._journal_now()
         if not self._entered:
             self._hand_over()
+        return self._tell(found)
 
     def _journal_now(self) -> None:
         """Durable mode: write the run as it is now to the journal unless it already holds

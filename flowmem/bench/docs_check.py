@@ -94,6 +94,12 @@ def _readme_checks() -> list[Check]:
         Check("README.md", header, "described", col, "eval", (*columns[col], "described"))
         for col in (1, 3, 5)
     ]
+    warned = "warned / false_alarms (raw: the contrast baseline)"
+    checks += [
+        Check("README.md", header, warned, col, "eval", (*columns[col], key), "score", part=i)
+        for col in (1, 2, 5, 6)  # the tau2 oracle set has no failed run: nothing to warn of
+        for i, key in enumerate(("warned", "false_alarms"))
+    ]
     leak = "leakage / slot_leakage"
     checks += [
         Check("README.md", header, leak, col, "eval", (*columns[col], key), part=i)

@@ -78,7 +78,8 @@ def induce(
             f"run {s['run']}: {s['new_trajectories']} new of {s['trajectories']} trajectories, "
             f"{s['clusters_changed']} of {s['clusters']} clusters induced, "
             f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
-            f"{s['pitfall_notes']} pitfall notes, "
+            f"{s['pitfalls']} pitfalls in them ({s['checkable_pitfalls']} checkable), "
+            f"{s['pitfall_notes']} clusters of failed runs only given pitfall notes, "
             f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
         )
         if s["retired"]:

@@ -7,6 +7,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import to_jsonable_python
 
 from flowmem.models import Workflow, WorkflowStep
 
@@ -103,7 +104,8 @@ def diff_workflows(old: Workflow, new: Workflow) -> WorkflowDiff:
         changes += [StepChange(op="removed", old_index=i, old=a[i]) for i in range(i1 + paired, i2)]
         changes += [StepChange(op="added", new_index=j, new=b[j]) for j in range(j1 + paired, j2)]
     fields = [
-        FieldChange(field=f, old=getattr(old, f), new=getattr(new, f))
+        # As JSON values: a pitfall is its text, or its text and condition (`Pitfall`).
+        FieldChange(field=f, old=to_jsonable_python(getattr(old, f)), new=to_jsonable_python(getattr(new, f)))
         for f in _COMPARED_FIELDS
         if getattr(old, f) != getattr(new, f)
     ]

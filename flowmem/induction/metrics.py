@@ -12,16 +12,19 @@ from dataclasses import dataclass
 
 from flowmem.induction.align import Pattern, flat_pattern, lcs_len, pattern_pairs
 from flowmem.induction.literals import MIN_CHARS, find_literals, scalar_text
+from flowmem.models import Condition
 
 __all__ = [
     "LeakChecker",
     "Retrieval",
     "clustering_scores",
+    "contrast_conditions",
     "described",
     "memory_metrics",
     "redundancy",
     "rejected_clusters",
     "slot_literals",
+    "warning_metrics",
 ]
 
 _WORD = re.compile(r"\w+")
@@ -215,3 +218,34 @@ def clustering_scores(groups: Sequence[str], labels: Sequence[str | None]) -> di
         "cluster_nmi": round(float(normalized_mutual_info_score(groups, flat)), 4),
         "noise_fraction": round(noise / len(labels), 4) if labels else 0.0,
     }
+
+
+# -- Warnings: do the served pitfalls' conditions hold on the test runs? (docs/metrics.md) --
+
+
+def warning_metrics(outcomes: Sequence[bool | None], warned: Sequence[bool]) -> dict[str, float | int | None]:
+    """`warned`: the share of failed test runs on which a served pitfall's condition holds;
+    `false_alarms`: the same share of successful test runs (runs of unknown outcome count in
+    neither); with the counts they are shares of (None for an empty count)."""
+    failed = [w for o, w in zip(outcomes, warned, strict=True) if o is False]
+    ok = [w for o, w in zip(outcomes, warned, strict=True) if o is True]
+    return {
+        "warned": round(sum(failed) / len(failed), 4) if failed else None,
+        "false_alarms": round(sum(ok) / len(ok), 4) if ok else None,
+        "failed_test_runs": len(failed),
+        "successful_test_runs": len(ok),
+    }
+
+
+def contrast_conditions(failed: Sequence[Sequence[str]], ok: Sequence[Sequence[str]]) -> list[Condition]:
+    """The contrast baseline's pitfalls from a test run's nearest failed and successful training
+    runs (their actions): "does X" for each action only the failed ones take, "skips Y" (by the
+    run's end) for each action every successful one takes. None without failed runs."""
+    if not failed:
+        return []
+    ok_any = {a for run in ok for a in run}
+    only_failed = sorted({a for run in failed for a in run} - ok_any)
+    every_ok = sorted(set.intersection(*(set(run) for run in ok))) if ok else []
+    return [Condition(kind="does", action=a) for a in only_failed] + [
+        Condition(kind="skips", action=a) for a in every_ok
+    ]

@@ -24,12 +24,12 @@ from flowmem.induction.base import (
     split_outcomes,
 )
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
-from flowmem.induction.failures import standalone_pitfalls
+from flowmem.induction.failures import pitfall_statement, standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
 from flowmem.induction.nearest import key_shares
 from flowmem.induction.subroutines import compose_workflows, subroutine_inputs
-from flowmem.models import Trajectory, Workflow, is_demonstration
+from flowmem.models import Pitfall, Trajectory, Workflow, is_demonstration
 
 __all__ = [
     "ClusterOutcome",
@@ -349,9 +349,9 @@ def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, dict[str, in
             keys[head.id] = dict(sorted(merged_keys.items()))
         sources = sorted({s for w in group for s in w.source_trajectory_ids})
         # The same advice from two drafts differs only in its evidence "(n/m failures)".
-        advice: dict[str, str] = {}
+        advice: dict[str, Pitfall] = {}
         for p in (p for w in group for p in w.pitfalls):
-            advice.setdefault(p.rsplit(" (", 1)[0], p)
+            advice.setdefault(pitfall_statement(p.text), p)
         pitfalls = list(advice.values())[:2]
         merged.append(head.model_copy(update={"source_trajectory_ids": sources, "pitfalls": pitfalls}))
     return sorted(merged, key=lambda w: w.id)

@@ -9,14 +9,14 @@ from flowmem.induction.abstract import abstract_runs
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
 from flowmem.induction.describe import describe, name_for, step_intents
-from flowmem.induction.failures import pitfalls
+from flowmem.induction.failures import checked_pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalars
 from flowmem.induction.loops import folded, unfolded_actions
 from flowmem.induction.noise import working_steps
 from flowmem.induction.render import render_workflow
 from flowmem.induction.segments import is_read
-from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
+from flowmem.models import Pitfall, Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
 
 __all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "repaired", "variants"]
 
@@ -88,12 +88,15 @@ class RuleInducer:
         _checked(workflow, notes, literals, tainted)
         return workflow
 
-    def _pitfalls(self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]) -> list[str]:
-        """The strongest pitfalls against every successful run of the cluster (a failure that
-        solves the task like another variant is no pitfall); one that reads as an example's
-        value is left out rather than sinking the cluster."""
-        found = pitfalls(actions, cluster.successes, cluster.failures, literals, limit=self.max_pitfalls + 3)
-        return [p for p in found if not find_literals(p, literals)][: self.max_pitfalls]
+    def _pitfalls(
+        self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]
+    ) -> list[Pitfall]:
+        """The conditions that tell the cluster's failed runs from every successful one (a
+        failure that solves the task like another variant is no pitfall; `checked_pitfalls`),
+        none that reads as an example's value. The same for each variant: the contrast is
+        of whole runs, not of their alignment to one variant's `actions`."""
+        del actions  # the contrast reads whole runs
+        return checked_pitfalls(cluster.successes, cluster.failures, literals, limit=self.max_pitfalls)
 
 
 def repaired(

@@ -11,17 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.induction.base import Inducer
+from flowmem.induction.conditions import Watch
 from flowmem.induction.cover import choose
+from flowmem.induction.embed import Embedder
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
     LeakChecker,
     Retrieval,
     clustering_scores,
+    contrast_conditions,
     described,
     memory_metrics,
     redundancy,
     rejected_clusters,
     slot_literals,
+    warning_metrics,
 )
 from flowmem.induction.nearest import ExampleIndex
 from flowmem.induction.orchestrate import induce_drafts, plan_versions
@@ -30,13 +34,13 @@ from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import InductionRun, Trajectory, Workflow
+from flowmem.models import Condition, InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of
 
-__all__ = ["Served", "evaluate", "load", "retrieve", "score"]
+__all__ = ["Served", "evaluate", "load", "retrieve", "score", "warnings"]
 
 
 def load(path: Path, settings: Settings) -> list[Trajectory]:
@@ -143,6 +147,54 @@ def score(
     return report
 
 
+def _warned(conditions: Sequence[Condition], run: Trajectory) -> bool:
+    """Whether any of the conditions holds on the run, read step by step as the hook does."""
+    if not conditions:
+        return False
+    watch = Watch(conditions, run.task)
+    for s in run.steps:
+        if watch.step(s.action, s.args, s.observation, s.error):
+            return True
+    return bool(watch.end())
+
+
+def warnings(
+    served: Served,
+    train: Sequence[Trajectory],
+    test: Sequence[Trajectory],
+    embedder: Embedder,
+    *,
+    k: int = 3,
+) -> dict[str, dict[str, float | int | None]]:
+    """Whether the served pitfalls' conditions hold on each test run (`warned`,
+    `false_alarms`, docs/metrics.md), for flowmem (the pitfalls of the workflows it served the
+    run's task) and for the contrast baseline (the pitfalls of the `k` nearest failed and `k`
+    nearest successful training runs by task, `metrics.contrast_conditions`)."""
+    by_id = {w.id: w for w in served.workflows}
+    outcomes = [t.success for t in test]
+    flow = []
+    for t, got in zip(test, served.flowmem, strict=True):
+        conditions = [p.condition for wid, _, _ in got.memories for p in by_id[wid].pitfalls if p.condition]
+        flow.append(_warned(conditions, t))
+    failed = [t for t in train if t.success is False]
+    ok = [t for t in train if t.success is True]
+    contrast = [False] * len(test)
+    if failed and test:
+        queries = embedder.embed([t.task for t in test])
+        f_vectors, o_vectors = embedder.embed([t.task for t in failed]), embedder.embed([t.task for t in ok])
+        for i, (t, q) in enumerate(zip(test, queries, strict=True)):
+            near_failed = [failed[j].actions for j in _nearest(f_vectors, q, k)]
+            near_ok = [ok[j].actions for j in _nearest(o_vectors, q, k)] if ok else []
+            contrast[i] = _warned(contrast_conditions(near_failed, near_ok), t)
+    return {"flowmem": warning_metrics(outcomes, flow), "contrast": warning_metrics(outcomes, contrast)}
+
+
+def _nearest(vectors: Any, query: Any, k: int) -> list[int]:
+    """The rows of `vectors` most similar to `query`, best first (ties: the earlier row)."""
+    scores = vectors @ query
+    return sorted(range(len(scores)), key=lambda j: (-float(scores[j]), j))[:k]
+
+
 def evaluate(
     train: Sequence[Trajectory],
     test: Sequence[Trajectory],
@@ -188,6 +240,7 @@ def evaluate(
             k=k,
             settings=settings,
         )
+        warned = warnings(served, train, test, store.embedder, k=3)
         timing["retrieve_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -205,6 +258,12 @@ def evaluate(
     if groups:
         report["flowmem"].update(clustering_scores(groups, labels))
     report["flowmem"]["pitfall_notes"] = len(result.notes)
+    report["flowmem"]["pitfalls"] = sum(len(w.pitfalls) for w in result.workflows)
+    report["flowmem"].update(warned["flowmem"])
+    # Raw runs warn by the contrast of the nearest failed and successful ones: the baseline.
+    contrast = {key: warned["contrast"][key] for key in ("warned", "false_alarms")}
+    report["flowmem"].update({f"contrast_{key}": value for key, value in contrast.items()})
+    report["raw"].update(contrast)
     report["flowmem"]["failed_clusters"] = len(result.failed)
     report["flowmem"]["rejected_clusters"] = rejected_clusters(result.failed_reasons)
     report["raw"]["rejected_clusters"] = {}

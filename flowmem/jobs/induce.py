@@ -99,6 +99,10 @@ class RunReport:
             "refit": self.plan.refit,
             "versions_created": len(self.versions),
             "new_workflows": sum(w.version == 1 for w in self.versions),
+            # The pitfalls of the versions created (checkable: with a condition), and apart
+            # from them the clusters of failed runs only, which get notes instead of a workflow.
+            "pitfalls": sum(len(w.pitfalls) for w in self.versions),
+            "checkable_pitfalls": sum(p.condition is not None for w in self.versions for p in w.pitfalls),
             "pitfall_notes": len(self.result.notes),
             "retired": sorted({t.workflow_id for t in self.retired}),
             "failed_clusters": self.result.failed,

@@ -28,7 +28,7 @@ def workflow_payload(w: Workflow) -> dict[str, Any]:
         "agent": w.agent,
         "steps": [s.model_dump(mode="json", exclude_none=True) for s in w.steps],
         "parameters": w.parameters,
-        "pitfalls": w.pitfalls,
+        "pitfalls": [p.text for p in w.pitfalls],
         "stats": w.stats.model_dump(mode="json"),
         "parent_version": w.parent_version,
         "created_at": w.created_at.isoformat(),

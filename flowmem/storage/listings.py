@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from flowmem.models import UsageStats
+from flowmem.models import Pitfall, UsageStats
 from flowmem.storage import rows
 from flowmem.storage.base import Vector
 from flowmem.storage.lance_ops import quote, select
@@ -163,7 +163,7 @@ def workflow_shapes(
             out[(r["id"], r["version"])] = {
                 "steps": [{"action": s["action"], "args": s.get("args", {})} for s in json.loads(r["steps"])],
                 "parameters": sorted(json.loads(r["parameters"])),
-                "pitfalls": json.loads(r["pitfalls"]),
+                "pitfalls": [Pitfall.model_validate(p).text for p in json.loads(r["pitfalls"])],
             }
     return out
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 from flowmem.induction.loops import encoded
 from flowmem.models import (
     InductionRun,
+    Pitfall,
     Provenance,
     RunState,
     Step,
@@ -218,7 +219,8 @@ def workflow_to_row(
         "steps": _dumps([s.model_dump(mode="json", exclude_defaults=True) for s in w.steps]),
         "actions": encoded(w.pattern),  # a loop as its unit's action (`loops.encoded`)
         "parameters": _dumps(w.parameters),
-        "pitfalls": _dumps(w.pitfalls),
+        # A pitfall without a condition is stored as its text, as before conditions existed.
+        "pitfalls": _dumps(w.model_dump(mode="json", include={"pitfalls"})["pitfalls"]),
         "scope": w.scope,
         "agent": w.agent,
         "status": w.status,
@@ -246,7 +248,7 @@ def workflow_from_row(row: dict[str, Any]) -> Workflow:
         description=row["description"],
         steps=[WorkflowStep.model_validate(s) for s in json.loads(row["steps"])],
         parameters=json.loads(row["parameters"]),
-        pitfalls=json.loads(row["pitfalls"]),
+        pitfalls=[Pitfall.model_validate(p) for p in json.loads(row["pitfalls"])],
         scope=row["scope"],
         agent=row["agent"],
         namespace=row["namespace"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from flowmem.induction.conditions import holds
 from flowmem.induction.failures import first_divergence, pitfall_statement, states
 from flowmem.induction.orchestrate import task_key
 from flowmem.models import Trajectory, Workflow
@@ -77,15 +78,19 @@ def _failed_runs(store: Store, workflow: Workflow) -> list[Trajectory]:
 
 
 def pitfall_sources(store: Store, workflow: Workflow) -> list[Pitfall]:
-    """Each pitfall of a version with the failed runs whose first divergence from its steps
-    it names (recomputed with `first_divergence`, as induction found them)."""
+    """Each pitfall of a version with the failed runs that show it: those that meet its
+    condition, or, for a pitfall without one, those whose first divergence from its steps it
+    names (recomputed with `first_divergence`, as induction found them)."""
     if not workflow.pitfalls:
         return []
     runs = _failed_runs(store, workflow)
     found: list[Pitfall] = []
     divergences = [(t, first_divergence(workflow.actions, t, set())) for t in runs]
-    for text in workflow.pitfalls:
-        statement = pitfall_statement(text)
-        linked = [(t.id, t.task) for t, d in divergences if d is not None and states(statement, d)]
-        found.append(Pitfall(text=text, runs=linked))
+    for p in workflow.pitfalls:
+        if p.condition is not None:  # a checked pitfall: the failed runs that meet it
+            linked = [(t.id, t.task) for t in runs if holds(p.condition, t)]
+        else:
+            statement = pitfall_statement(p.text)
+            linked = [(t.id, t.task) for t, d in divergences if d is not None and states(statement, d)]
+        found.append(Pitfall(text=p.text, runs=linked))
     return found
