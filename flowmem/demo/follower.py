@@ -27,7 +27,7 @@ from flowmem.demo.agent import ScriptedAgent
 from flowmem.demo.families import Task
 from flowmem.demo.runner import Run, listing
 from flowmem.demo.world import World
-from flowmem.models import Trajectory, Workflow, WorkflowRef
+from flowmem.models import Repeat, Trajectory, Workflow, WorkflowRef
 
 __all__ = ["FollowerAgent", "Search", "bind"]
 
@@ -78,10 +78,15 @@ def _from_result(key: str, n: int, observation: str | None) -> str:
 
 
 def bind(
-    workflow: Workflow, index: int, slots: Mapping[str, str], results: Mapping[str, str | None]
+    workflow: Workflow,
+    index: int,
+    slots: Mapping[str, str],
+    results: Mapping[str, str | None],
+    nth: Mapping[str, int] = {},
 ) -> dict[str, Any]:
     """The arguments of step `index` of `workflow` for a task with these slots, given the
-    latest observation of each action so far.
+    latest observation of each action so far; `nth` gives a loop's placeholder the record of
+    its pass (the n-th item of the result it comes from).
 
     Raises:
         _Unbound: if a placeholder cannot be filled.
@@ -90,6 +95,7 @@ def bind(
 
     def value(name: str) -> str:
         key, n = _split(name)
+        n = nth.get(name, n)
         source = workflow.parameters.get(name, "task")
         if source.startswith("result of "):
             return _from_result(key, n, results.get(source.removeprefix("result of ")))
@@ -173,18 +179,47 @@ class FollowerAgent(ScriptedAgent):
         return explored.model_copy(update={"steps": steps, "created_at": start}), reported
 
     def _replay(self, workflow: Workflow, slots: Mapping[str, str], run: Run) -> bool:
-        """Call the workflow's steps in order; False when a step cannot be filled or fails
-        without a later retry of the same action in the workflow."""
+        """Call the workflow's steps in order, a loop's body once per item of the result its
+        items come from (once for items from the task); False when a step cannot be filled
+        or fails without a later retry of the same action in the workflow."""
         results: dict[str, str | None] = {}
         actions = [s.action for s in workflow.steps]
-        for i, step in enumerate(workflow.steps):
-            try:
-                args = bind(workflow, i, slots, results)
-            except _Unbound:
-                return False
-            observation = run.call(step.action, args, step.note or f"Workflow step {i + 1}: {step.action}.")
-            if observation is None and step.action not in actions[i + 1 :]:
-                return False
-            if observation is not None:
-                results[step.action] = observation
+        i = 0
+        while i < len(workflow.steps):
+            body = _body(workflow, i)
+            for nth in _passes(workflow.steps[i].repeat, results):
+                for j in body:
+                    step = workflow.steps[j]
+                    try:
+                        args = bind(workflow, j, slots, results, nth)
+                    except _Unbound:
+                        return False
+                    observation = run.call(
+                        step.action, args, step.note or f"Workflow step {j + 1}: {step.action}."
+                    )
+                    if observation is None and step.action not in actions[j + 1 :]:
+                        return False
+                    if observation is not None:
+                        results[step.action] = observation
+            i = body[-1] + 1
         return True
+
+
+def _body(workflow: Workflow, i: int) -> list[int]:
+    """The positions of the loop that starts at step `i` (the step alone when it is none)."""
+    repeat = workflow.steps[i].repeat
+    if repeat is None:
+        return [i]
+    end = i
+    while end + 1 < len(workflow.steps) and workflow.steps[end + 1].repeat == repeat:
+        end += 1
+    return list(range(i, end + 1))
+
+
+def _passes(repeat: Repeat | None, results: Mapping[str, str | None]) -> list[dict[str, int]]:
+    """A loop's passes, each the record number of its item: one per record of the result its
+    items come from; a single pass for a step, or for items from the task."""
+    if repeat is None or not repeat.source.startswith("result of "):
+        return [{}]
+    records = listing(results.get(repeat.source.removeprefix("result of ")))
+    return [{repeat.over: n} for n in range(1, len(records) + 1)] or [{}]

@@ -14,7 +14,9 @@ Why these rules hold for any agent's runs (docs/induction.md, "Loops"):
   check. A longer period is a repeated task, not a loop within one.
 - Two consecutive occurrences make a repeat: a count of two is already a count the next task
   need not share.
-- Iterations whose arguments are all alike are one step done again (a retry), kept once.
+- Iterations whose arguments are all alike are one step done again (a retry), kept once; so
+  are look-ups whose earlier passes nothing after them uses while the last one feeds what
+  follows (a search refined until it found: `_refined`).
 - A body one run repeats is a loop wherever the cluster's runs take it, once or more: the run
   that did it once did it for one item (`fold` with the cluster's `bodies`).
 """
@@ -25,6 +27,8 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from flowmem.induction.literals import MIN_CHARS, scalars
+from flowmem.induction.segments import is_read
 from flowmem.models import Step, Trajectory
 
 __all__ = [
@@ -112,7 +116,8 @@ def _canon(step: Step) -> str:
 
 
 def repeated_bodies(runs: Iterable[Trajectory]) -> set[tuple[str, ...]]:
-    """The bodies some run repeats with arguments that vary (a loop there)."""
+    """The bodies some run repeats with arguments that vary, not as a search refined (a
+    loop there)."""
     found: set[tuple[str, ...]] = set()
     for run in runs:
         actions = run.actions
@@ -124,7 +129,8 @@ def repeated_bodies(runs: Iterable[Trajectory]) -> set[tuple[str, ...]]:
                 continue
             p, k = hit
             chunks = [run.steps[i + j * p : i + (j + 1) * p] for j in range(k)]
-            if len({tuple(_canon(s) for s in c) for c in chunks}) > 1:
+            alike = len({tuple(_canon(s) for s in c) for c in chunks}) == 1
+            if not alike and not _refined(chunks, run.steps[i + p * k :]):
                 found.add(tuple(actions[i : i + p]))
             i += p * k
     return found
@@ -142,13 +148,35 @@ def _known_at(actions: Sequence[str], i: int, bodies: Iterable[tuple[str, ...]])
     return best
 
 
-def _unit(steps: Sequence[Step], p: int, k: int) -> list[Step]:
+def _values(step: Step) -> set[str]:
+    return {v.lower() for v in scalars(step.args) if len(v) >= MIN_CHARS}
+
+
+def _feeds(chunk: Sequence[Step], later: Sequence[Step]) -> bool:
+    """Whether a later step passes on a value a pass of a body was given or returned."""
+    given = set().union(*(_values(s) for s in chunk))
+    seen = " ".join((s.observation or "") for s in chunk).lower()
+    return any(given & (wanted := _values(s)) or any(v in seen for v in wanted) for s in later)
+
+
+def _refined(chunks: Sequence[Sequence[Step]], later: Sequence[Step]) -> bool:
+    """Whether repeated look-ups are one search refined rather than a pass per item: a body
+    that only looks things up (`segments.is_read`), whose earlier passes nothing after the
+    repeat uses while the last one feeds what follows (the query reworded until it found)."""
+    if not all(is_read(s.action) for s in chunks[0]):
+        return False
+    return _feeds(chunks[-1], later) and not any(_feeds(c, later) for c in chunks[:-1])
+
+
+def _unit(steps: Sequence[Step], p: int, k: int, later: Sequence[Step] = ()) -> list[Step]:
     """`k` iterations of a `p`-step body as one loop unit; iterations alike in every argument
-    (a call done again) as the body once."""
+    (a call done again), or look-ups refined until one answered (`_refined`), as the body
+    once: the last try, the one the run went on from."""
     chunks: list[Iteration] = [tuple(steps[j * p : (j + 1) * p]) for j in range(k)]
     distinct = {tuple(_canon(s) for s in chunk if s is not None) for chunk in chunks}
-    if len(distinct) == 1 and k > 1:
-        return [s for s in chunks[-1] if s is not None]  # the last try is the one the run went on from
+    done = [[s for s in chunk if s is not None] for chunk in chunks]
+    if k > 1 and (len(distinct) == 1 or _refined(done, later)):
+        return done[-1]
     action = signature([s.action for s in steps[:p]])
     return [Step(action=action, meta={ITERATIONS: chunks})]
 
@@ -200,7 +228,7 @@ def fold(run: Trajectory, bodies: Iterable[tuple[str, ...]] = ()) -> Trajectory:
             i += 1
             continue
         p, k = hit
-        out += _unit(run.steps[i : i + p * k], p, k)
+        out += _unit(run.steps[i : i + p * k], p, k, run.steps[i + p * k :])
         i += p * k
     out = _absorbed(out)
     if len(out) == len(run.steps) and not any(is_loop(s) for s in out):
