@@ -175,3 +175,32 @@ def test_the_llm_inducers_repeated_steps_become_a_loop() -> None:
         update={"steps": [steps[0].model_copy(update={"for_each": "order_id"}), *loop_steps]}
     )
     assert [reason for reason, _ in check(wrong, cluster)] == ["undeclared"]
+
+
+def test_a_search_refined_until_it_found_is_one_step_not_a_loop() -> None:
+    """Look-ups repeated with another query, whose earlier answers nothing after them uses while
+    the last one feeds what follows, are one search refined: kept once, the last try."""
+    steps: Steps = [
+        ("board.find_tasks", {"query": "quarterly report"}, None),
+        ("board.find_tasks", {"query": "report Q3"}, None),
+        ("board.complete_task", {"task_id": "t-4471"}, None),
+    ]
+    seen = {"board.find_tasks": "[]"}
+    refined = run("Mark the Q3 report done", steps, True, observations=seen)
+    refined = refined.model_copy(
+        update={
+            "steps": [
+                refined.steps[0],
+                refined.steps[1].model_copy(update={"observation": '[{"id": "t-4471"}]'}),
+                refined.steps[2],
+            ]
+        }
+    )
+    assert [(s.action, s.args) for s in fold(refined).steps] == [
+        ("board.find_tasks", {"query": "report Q3"}),
+        ("board.complete_task", {"task_id": "t-4471"}),
+    ]
+    assert repeated_bodies([refined]) == set()
+    # Reads whose every answer feeds what follows are a pass per item.
+    per_item = cancel_many(3, 3)
+    assert repeated_bodies([per_item]) == {("get_reservation", "cancel_reservation")}
