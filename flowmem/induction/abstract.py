@@ -146,6 +146,17 @@ def _constant(
     return len(distinct) == 1 and len(seen) >= 2 and not specific
 
 
+def _same_role(a: Mapping[Where, str], b: Mapping[Where, str]) -> bool:
+    """Whether two arguments play one role: the same value in every occurrence both have, and
+    one's occurrences among the other's (a loop's pass that skipped a step still took the
+    item), over two occurrences at least unless each has one."""
+    common = a.keys() & b.keys()
+    if not common or any(a[w] != b[w] for w in common):
+        return False
+    nested = common == a.keys() or common == b.keys()
+    return nested and (len(common) >= 2 or len(a) == len(b) == 1)
+
+
 def _fresh_name(key: str, action: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
     """A parameter name for argument `key` of `action`: its slug; where another role took it,
     the slug after the action's verb (`{return_order_id}` beside `{order_id}`), then either
@@ -193,7 +204,7 @@ class _Abstracting:
                 args[key] = template_value
                 continue
             keyed = {w: canonical(v) for w, v in seen.items()}
-            name = next((n for n, vals in self.values.items() if vals == keyed), None)
+            name = next((n for n, vals in self.values.items() if _same_role(vals, keyed)), None)
             if name is None:
                 name = _fresh_name(key, action, self.values.keys(), self.forbidden)
                 self.values[name], self.seen[name] = keyed, seen
