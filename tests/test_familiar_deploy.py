@@ -105,8 +105,8 @@ def test_the_deploys_are_one_workflow_with_the_pitfall_of_the_failed_ones(
     assert workflow.actions[0] == "run tests" and len(workflow.parameters) >= 1
     assert leaked(workflow.model_dump_json()) == []
     # A name a person would give it: what the tasks ask, without their values.
-    assert workflow.name == "deploy_version_environment" and len(words(workflow.name)) <= 5
-    assert workflow.description.startswith("Use to deploy version {version} to {environment}")
+    assert workflow.name == "deploy_version_to_environment" and len(words(workflow.name)) <= 5
+    assert workflow.description.startswith("Use to deploy {version} to {environment}")
 
 
 def test_the_workflow_has_a_version_and_an_environment_placeholder(

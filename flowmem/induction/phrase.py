@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from flowmem.induction.literals import (
     MIN_CHARS,
+    MIN_TASKS,
     LiteralIndex,
     find_literals,
     literal_spans,
@@ -476,7 +477,12 @@ def _object(texts: Texts, verb: str, verbs: Verbs, shared: Collection[str]) -> t
 
 
 def _shared(texts: Texts) -> set[str]:
-    """The words at least `MIN_SHARE` of the texts hold."""
+    """The words at least `MIN_SHARE` of the texts hold; none from fewer distinct texts than
+    `literals.MIN_TASKS` (a kind of task, not one example): one or two phrasings cannot tell
+    their own words (the item they name, its colour) from their kind's, and a workflow named
+    by its verb and placeholders says what its tasks ask all the same."""
+    if len(texts) < MIN_TASKS:
+        return set()
     held = Counter(
         w for clauses in texts for w in {t.text for _, c in clauses for t in c if t.kind == "word"}
     )
