@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from flowmem.models import Condition, ConditionKind, Step, Trajectory
 
-__all__ = ["Key", "Watch", "arg_values", "condition_of", "holds", "key_of", "met", "observed"]
+__all__ = ["Key", "Watch", "any_holds", "arg_values", "condition_of", "holds", "key_of", "met", "observed"]
 
 
 class Key(NamedTuple):
@@ -184,7 +184,12 @@ def _feed(watch: Watch, steps: Iterable[Step]) -> set[int]:
 
 def holds(condition: Condition, run: Trajectory) -> bool:
     """Whether a finished run meets a condition."""
-    return bool(_feed(Watch([condition], run.task), run.steps))
+    return any_holds([condition], run)
+
+
+def any_holds(conditions: Sequence[Condition], run: Trajectory) -> bool:
+    """Whether a finished run meets any of the conditions, read step by step as the hook does."""
+    return bool(conditions) and bool(_feed(Watch(conditions, run.task), run.steps))
 
 
 def observed(run: Trajectory) -> bool:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.induction.base import Inducer
-from flowmem.induction.conditions import Watch
-from flowmem.induction.cover import choose
+from flowmem.induction.conditions import any_holds
+from flowmem.induction.cover import choose, nearest
 from flowmem.induction.embed import Embedder
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import (
@@ -34,7 +34,7 @@ from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import key_vectors
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import Condition, InductionRun, Trajectory, Workflow
+from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -147,17 +147,6 @@ def score(
     return report
 
 
-def _warned(conditions: Sequence[Condition], run: Trajectory) -> bool:
-    """Whether any of the conditions holds on the run, read step by step as the hook does."""
-    if not conditions:
-        return False
-    watch = Watch(conditions, run.task)
-    for s in run.steps:
-        if watch.step(s.action, s.args, s.observation, s.error):
-            return True
-    return bool(watch.end())
-
-
 def warnings(
     served: Served,
     train: Sequence[Trajectory],
@@ -175,7 +164,7 @@ def warnings(
     flow = []
     for t, got in zip(test, served.flowmem, strict=True):
         conditions = [p.condition for wid, _, _ in got.memories for p in by_id[wid].pitfalls if p.condition]
-        flow.append(_warned(conditions, t))
+        flow.append(any_holds(conditions, t))
     failed = [t for t in train if t.success is False]
     ok = [t for t in train if t.success is True]
     contrast = [False] * len(test)
@@ -183,16 +172,10 @@ def warnings(
         queries = embedder.embed([t.task for t in test])
         f_vectors, o_vectors = embedder.embed([t.task for t in failed]), embedder.embed([t.task for t in ok])
         for i, (t, q) in enumerate(zip(test, queries, strict=True)):
-            near_failed = [failed[j].actions for j in _nearest(f_vectors, q, k)]
-            near_ok = [ok[j].actions for j in _nearest(o_vectors, q, k)] if ok else []
-            contrast[i] = _warned(contrast_conditions(near_failed, near_ok), t)
+            near_failed = [failed[j].actions for j in nearest(f_vectors @ q, k)[:k]]
+            near_ok = [ok[j].actions for j in nearest(o_vectors @ q, k)[:k]] if ok else []
+            contrast[i] = any_holds(contrast_conditions(near_failed, near_ok), t)
     return {"flowmem": warning_metrics(outcomes, flow), "contrast": warning_metrics(outcomes, contrast)}
-
-
-def _nearest(vectors: Any, query: Any, k: int) -> list[int]:
-    """The rows of `vectors` most similar to `query`, best first (ties: the earlier row)."""
-    scores = vectors @ query
-    return sorted(range(len(scores)), key=lambda j: (-float(scores[j]), j))[:k]
 
 
 def evaluate(
