@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 from flowmem.induction.literals import MIN_CHARS, scalars
 from flowmem.induction.segments import is_read
@@ -43,7 +42,6 @@ __all__ = [
     "folded",
     "is_loop",
     "iterations",
-    "loop_values",
     "repeated_bodies",
     "signature",
     "unfolded_actions",
@@ -252,13 +250,6 @@ def flat_steps(steps: Sequence[Step]) -> Iterator[Step]:
     for step in steps:
         for chunk in iterations(step):
             yield from (s for s in chunk if s is not None)
-
-
-def loop_values(step: Step, body_index: int, key: str) -> list[Any]:
-    """The values argument `key` took at body position `body_index` across a loop unit's
-    iterations (those that have it)."""
-    found = [chunk[body_index] for chunk in iterations(step)]
-    return [s.args[key] for s in found if s is not None and key in s.args]
 
 
 def encoded(pattern: Sequence[str | tuple[str, ...]]) -> list[str]:
