@@ -20,7 +20,7 @@ from flowmem.induction.loops import body_of, is_loop, iterations
 from flowmem.models import Repeat, Step, Trajectory, WorkflowStep, placeholders_in
 from flowmem.policy.scrub import MASKS
 
-__all__ = ["Abstraction", "abstract_runs"]
+__all__ = ["Abstraction", "abstract_runs", "fresh_name"]
 
 _NAME = re.compile(r"[^a-z0-9_]+")
 _DATED = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}\b")
@@ -157,7 +157,7 @@ def _same_role(a: Mapping[Where, str], b: Mapping[Where, str]) -> bool:
     return nested and (len(common) >= 2 or len(a) == len(b) == 1)
 
 
-def _fresh_name(key: str, action: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
+def fresh_name(key: str, action: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
     """A parameter name for argument `key` of `action`: its slug; where another role took it,
     the slug after the action's verb (`{return_order_id}` beside `{order_id}`), then either
     as `other_` (a second order returned: `{other_return_order_id}`); a number only where all
@@ -206,7 +206,7 @@ class _Abstracting:
             keyed = {w: canonical(v) for w, v in seen.items()}
             name = next((n for n, vals in self.values.items() if _same_role(vals, keyed)), None)
             if name is None:
-                name = _fresh_name(key, action, self.values.keys(), self.forbidden)
+                name = fresh_name(key, action, self.values.keys(), self.forbidden)
                 self.values[name], self.seen[name] = keyed, seen
                 self.parameters[name] = _source(seen, self.runs, raw_at)
                 listed = _choices(seen, self.literals)

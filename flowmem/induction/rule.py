@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from flowmem.induction.abstract import abstract_runs
+from flowmem.induction.abstract import abstract_runs, fresh_name
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
 from flowmem.induction.describe import describe, name_for, step_intents
@@ -103,15 +103,16 @@ def repaired(
     steps: Sequence[WorkflowStep], parameters: Mapping[str, str], literals: AbstractSet[str]
 ) -> tuple[list[WorkflowStep], dict[str, str]]:
     """The steps with every argument that still names an example value (`literals`) made a
-    placeholder of the task, named after its key: a value the abstraction kept as written
-    (the same in every run it saw) that another run of the cluster names in its task."""
+    placeholder of the task, named as abstraction names one (`abstract.fresh_name`): a value
+    the abstraction kept as written (the same in every run it saw) that another run of the
+    cluster names in its task."""
     params = dict(parameters)
     out: list[WorkflowStep] = []
     for step in steps:
         args = dict(step.args)
         for key, value in step.args.items():
             if any(find_literals(t, literals) for t in scalars(value)):
-                name = next((p for p in (key, f"{key}_value") if p not in params), f"{key}_{len(params)}")
+                name = fresh_name(key, step.action, params.keys(), literals)
                 args[key], params[name] = "{" + name + "}", "task"
         out.append(step if args == step.args else step.model_copy(update={"args": args}))
     return out, params
