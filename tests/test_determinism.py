@@ -26,7 +26,7 @@ import pytest
 from flowmem.demo.agent import simulate
 from flowmem.induction import cluster
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.induction.orchestrate import induce_drafts
+from flowmem.induction.orchestrate import in_run_order, induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from tests.factories import WORKBENCH
@@ -272,3 +272,19 @@ def test_a_task_shared_by_two_workflows_ranks_them_by_position_whatever_the_blas
 
 if __name__ == "__main__":
     _child()
+
+
+def test_runs_sharing_one_timestamp_are_induced_in_id_order_whatever_order_they_are_read_in() -> None:
+    # One agent logging a batch at once gives its runs one `created_at`: the id breaks the tie
+    # (`orchestrate.in_run_order`), so the order the store hands them over in does not matter.
+    stamp = simulate(1, seed=0)[0].created_at
+    runs = [t.model_copy(update={"created_at": stamp}) for t in simulate(100, seed=2)]
+    results = []
+    for seed in range(3):
+        shuffled = runs[:]
+        random.Random(seed).shuffle(shuffled)
+        assert [t.id for t in in_run_order(shuffled)] == sorted(t.id for t in runs)
+        results.append(induce_drafts(shuffled, RuleInducer(), subroutines=True))
+    assert len(results[0].workflows) > 15
+    dumps = [[w.model_dump(exclude={"created_at"}) for w in r.workflows] for r in results]
+    assert dumps[0] == dumps[1] == dumps[2]
