@@ -136,7 +136,7 @@ def hashing_cluster(texts: Sequence[str]) -> tuple[list[str | None], str]:
 
     embedder = HashingEmbedder(384)
     vectors = embedder.embed(list(texts))
-    reduced = PCA(32, random_state=0).fit_transform(vectors)
+    reduced = PCA(32, svd_solver="full").fit_transform(vectors.astype(np.float64))
     with canonical_linkage():
         labels = hdbscan.HDBSCAN(min_cluster_size=3).fit(_normalise(reduced)).labels_
     return _label_strings(labels), f"{embedder.dim} hashed → 32 PCA"

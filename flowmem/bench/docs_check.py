@@ -110,6 +110,29 @@ def _readme_checks() -> list[Check]:
     return checks
 
 
+WARNING_HEADER = "| set | failed / successful test runs |"
+"""docs/metrics.md's table of warnings: `flowmem eval`'s `warned` figures per shared set."""
+
+
+def _warning_checks() -> list[Check]:
+    rows = {"WorkBench": "workbench", "tau2 retail agent runs": "tau2_agents", "tau2 oracle set": "tau2"}
+    cells: list[tuple[int, str, str, int]] = [
+        (1, "failed_test_runs", "count", 0),
+        (1, "successful_test_runs", "count", 1),
+        (2, "warned", "score", 0),
+        (3, "false_alarms", "score", 0),
+        (4, "contrast_warned", "score", 0),
+        (5, "contrast_false_alarms", "score", 0),
+        (6, "pitfalls", "count", 0),
+    ]
+    return [
+        Check("docs/metrics.md", WARNING_HEADER, row, col, "eval", (name, "flowmem", key), kind, part)
+        for row, name in rows.items()
+        for col, key, kind, part in cells
+        if not (name == "tau2" and key in ("warned", "contrast_warned"))  # no failed run: "—"
+    ]
+
+
 DEMO_HEADER = "| round | success with memory"
 DEMO_ROUNDS = (1, 2, 4, 6, 8)
 """The rounds the demo tables show."""
@@ -232,7 +255,7 @@ def bench_figures(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "derived": derived}
 
 
-COMPLETE = (README_HEADER, DEMO_HEADER)
+COMPLETE = (README_HEADER, DEMO_HEADER, WARNING_HEADER)
 """The tables every figure of which must be checked."""
 
 
@@ -374,7 +397,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         return 0
     if data and args.only in (None, "readme"):
         sources["eval"] = runner(["bench/eval_sets.py", str(args.data), "--json"])
-        checks += _readme_checks()
+        checks += _readme_checks() + _warning_checks()
     if args.only in (None, "demo"):
         with tempfile.TemporaryDirectory() as work:
             demo = ["-m", "flowmem.cli", "demo", "--json", "--engine", "direct", "--workdir", work]

@@ -27,7 +27,7 @@ from flowmem.induction.metrics import (
     slot_literals,
     warning_metrics,
 )
-from flowmem.induction.nearest import ExampleIndex
+from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.orchestrate import induce_drafts, plan_versions
 from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
@@ -172,8 +172,9 @@ def warnings(
         queries = embedder.embed([t.task for t in test])
         f_vectors, o_vectors = embedder.embed([t.task for t in failed]), embedder.embed([t.task for t in ok])
         for i, (t, q) in enumerate(zip(test, queries, strict=True)):
-            near_failed = [failed[j].actions for j in nearest(f_vectors @ q, k)[:k]]
-            near_ok = [ok[j].actions for j in nearest(o_vectors @ q, k)[:k]] if ok else []
+            # Snapped, as retrieval's cosines are: a task two runs share ties on any BLAS kernel.
+            near_failed = [failed[j].actions for j in nearest(snap_cosines(f_vectors @ q), k)[:k]]
+            near_ok = [ok[j].actions for j in nearest(snap_cosines(o_vectors @ q), k)[:k]] if ok else []
             contrast[i] = any_holds(contrast_conditions(near_failed, near_ok), t)
     return {"flowmem": warning_metrics(outcomes, flow), "contrast": warning_metrics(outcomes, contrast)}
 
