@@ -55,7 +55,11 @@ def test_every_page_shows_the_seeded_store(seeded: Seeded) -> None:
     history = api.get(f"/workflows/{seeded.revised}/history").text
     assert "v2" in history and seeded.runs[1] in history and "rule" in history
     runs = api.get("/runs").text
-    assert all(r in runs for r in seeded.runs) and "versions created" in runs and "clusters changed" in runs
+    assert (
+        all(r in runs for r in seeded.runs)
+        and "workflow versions created" in runs
+        and "clusters induced" in runs
+    )
     assert api.get(f"/trajectories/{served.source_trajectory_ids[0]}").status_code == 200
     assert api.get("/static/dashboard.css").headers["content-type"].startswith("text/css")
     assert api.get("/trajectories/nope").status_code == 404
@@ -290,3 +294,42 @@ def test_markup_in_versions_and_runs_renders_as_text_on_the_diff_history_and_run
         page = api.get(path, params=params)
         assert page.status_code == 200, path
         assert "<img" not in page.text and escaped in page.text, path
+
+
+def test_a_diff_whose_steps_did_not_change_explains_every_version_between(settings: Settings) -> None:
+    """v1 -> v4 with the same steps: the page says the steps are the same and what changed,
+    then each version between, the run that made it and what it changed from its parent (v4
+    serves what v3 did: a fresh candidate), and each status change with its reason."""
+    from flowmem.jobs.status import set_status
+
+    store = store_from(settings)
+    made = [
+        ("r1", make_workflow("fw", 1, pitfalls=["Look the name up first"])),
+        ("r2", make_workflow("fw", 2, pitfalls=["Look the name up first", "Never forward to a bare name"])),
+        ("r3", make_workflow("fw", 3, name="forward_newest", pitfalls=["Never forward to a bare name"])),
+        ("r4", make_workflow("fw", 4, name="forward_newest", pitfalls=["Never forward to a bare name"])),
+    ]
+    for run, w in made:
+        store.commit_run(InductionRun(id=run), [w.model_copy(update={"provenance": Provenance(run_id=run)})])
+    set_status(store, "fw", "promote", namespace="default", why="it worked", by="ops", version=1)
+    set_status(store, "fw", "deprecate", namespace="default", why="it stopped working", by="ops", version=3)
+    page = TestClient(create_app(settings)).get("/workflows/fw/diff", params={"old": 1, "new": 4}).text
+    summary = re.sub(r"<[^>]+>", "", page.split('id="summary">')[1].split("</p>")[0])
+    assert summary.startswith("The steps are the same in v1 and v4. What changed:")
+    assert "name, pitfalls, status (active → candidate)" in summary
+    between = [
+        re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", li)).strip()
+        for li in re.findall(r'<li id="made-v\d">(.*?)</li>', page, flags=re.S)
+    ]
+    assert [line.split(":")[0] for line in between] == ["v1", "v2", "v3", "v4"]
+    assert (
+        "made by induction run r1 (manual)" in between[0] and "the first version; now active." in between[0]
+    )
+    assert "changed pitfalls from v1; now candidate." in between[1]
+    assert "changed name, pitfalls from v2; now deprecated." in between[2]
+    assert "serves the same as v3 (a fresh candidate" in between[3]
+    changes = re.findall(r"v(\d): (\w+) → (\w+), because <bdi>(.*?)</bdi>", page.split('id="transitions"')[1])
+    assert changes == [
+        ("1", "candidate", "active", "it worked (by ops)"),
+        ("3", "candidate", "deprecated", "it stopped working (by ops)"),
+    ]

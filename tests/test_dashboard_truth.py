@@ -213,3 +213,46 @@ def test_the_search_box_serves_at_most_the_k_memory_context_serves(truth: tuple[
             [(h.workflow.id, h.workflow.version) for h in expected],
             memory.context(task),
         )
+
+
+AGENTS = ("mailer", "helper")
+"""Two agents that are both given forwarding tasks, and do them differently."""
+
+
+@pytest.fixture(scope="module")
+def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A store induced from two agents' runs of the same kinds of tasks: `mailer` forwards with
+    a contact lookup, `helper` without one (and both cancel meetings)."""
+    settings = Settings(db=str(tmp_path_factory.mktemp("agents") / "db"))
+    store = store_from(settings)
+    runs = [
+        f(i, **kw).model_copy(update={"agent": agent, "id": f"{agent}-{f.__name__}-{i}"})
+        for agent, kw in ((AGENTS[0], {}), (AGENTS[1], {"skip_lookup": True}))
+        for i in range(8)
+        for f in (forward, lambda i, **_: cancel(i))
+    ]
+    store_trajectories(store, runs, settings.scrub)
+    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
+    return settings
+
+
+def test_the_search_box_with_an_agent_chosen_is_what_memory_context_gives_that_agent(
+    two_agents: Settings,
+) -> None:
+    """The agent menu is `memory.context(task, agent=...)`'s `agent`: with one chosen, the box
+    serves that agent's workflows only (a box that ignored it would serve the other's too)."""
+    api = TestClient(create_app(two_agents))
+    with WorkflowMemory(two_agents) as memory:
+        for task in SEARCH_TASKS[:4]:
+            for agent in AGENTS:
+                page = api.get("/", params={"q": task, "agent": agent}).text
+                hits, block, no_fit = search_box(page)
+                expected = memory.search(task, agent=agent)
+                assert hits == [(h.workflow.id, h.workflow.version) for h in expected], (task, agent)
+                assert all(h.workflow.agent == agent for h in expected) and hits, (task, agent)
+                assert block == memory.context(task, agent=agent) and not no_fit, (task, agent)
+                assert f'agent="{agent}"' in page  # the call the box says it makes
+            if task.startswith("Forward"):
+                # The agents forward differently, so they are served different blocks: a box
+                # that ignored the menu would show one block for both, wrong for one of them.
+                assert memory.context(task, agent=AGENTS[0]) != memory.context(task, agent=AGENTS[1]), task

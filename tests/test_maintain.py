@@ -15,13 +15,15 @@ from typer.testing import CliRunner
 from flowmem.cli import app
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import Stored
-from flowmem.jobs.maintain import maintain
+from flowmem.jobs.maintain import maintain, said
 from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
 from flowmem.server.service import Service
 from flowmem.settings import Settings
+from flowmem.storage.maintenance import TableMaintenance, TableState
 from tests.factories import make_workflow
 from tests.processes import READY_LIMIT
+from tests.test_object_storage import S3Server, prefix, s3  # noqa: F401  (the S3 server's fixtures)
 
 
 def record(i: int) -> dict[str, Any]:
@@ -181,14 +183,47 @@ def test_maintain_bounds_versions_and_files_and_keeps_every_run_restorable(setti
 
 
 def test_flowmem_maintain_prints_what_it_did(settings: Settings, tmp_path: Path) -> None:
+    """In words and figures, before -> after: table versions pruned, data files compacted and
+    removed, rows kept, the run tags read."""
     Service(settings).record([record(i) for i in range(3)])
+    store_from(settings).commit_run(InductionRun(id="run-1"), [make_workflow(version=1)])
     env = {"FLOWMEM_DB": settings.db, "FLOWMEM_NAMESPACE": "default"}
     result = CliRunner().invoke(app, ["maintain", "--keep", "0"], env=env)
     assert result.exit_code == 0, result.output
-    assert "trajectories: versions 2 -> 1, fragments 1 -> 1, files 1 -> 1" in result.output
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        "Compacted every table's data files and pruned every table version older than the latest "
+        "(--keep 0), except those that run tags and rollbacks need."
+    )
+    assert (
+        "trajectories: 2 table versions -> 1 (1 pruned); 1 data file -> 1 (unchanged) in the latest "
+        "version; 1 data file -> 1 (unchanged) on disk; 3 rows (unchanged)." in lines
+    )
+    (workflows,) = [line for line in lines if line.startswith("workflows__default: ")]
+    assert "every one from v1 on kept, for the run tags and rollbacks" in workflows
+    assert workflows.endswith("1 row (unchanged).")
+    assert lines[-1] == "1 run tag checked out, each readable: default/run-1 (1 row)."
+    assert "None" not in result.output
     result = CliRunner().invoke(app, ["maintain", "--json"], env=env)
     summary = json.loads(result.output)
-    assert summary["tables"]["trajectories"]["versions"] == [1, 1] and summary["tags_checked"] == 0
+    assert summary["tables"]["trajectories"]["versions"] == [1, 1] and summary["tags_checked"] == 1
+    assert summary["tables"]["trajectories"]["rows"] == [3, 3]
+    assert "Compacted every table's data files and pruned table versions older than 300 s (--keep)" in (
+        CliRunner().invoke(app, ["maintain"], env=env).output
+    )
+
+
+def test_a_figure_maintain_cannot_know_is_said_to_be_unknown() -> None:
+    """On object storage no data file is counted (the bucket is not listed): the line says so,
+    never `files None -> None`."""
+    before = TableState(table="trajectories", versions=12, fragments=12, files=None, rows=12)
+    after = TableState(table="trajectories", versions=1, fragments=1, files=None, rows=12)
+    line = said(TableMaintenance(before=before, after=after, kept_from=None))
+    assert line == (
+        "trajectories: 12 table versions -> 1 (11 pruned); 12 data files -> 1 (11 compacted away) "
+        "in the latest version; data files on disk: not counted (object storage is not listed); "
+        "12 rows (unchanged)."
+    )
 
 
 @pytest.mark.parametrize("keep", [timedelta(hours=1)])
@@ -199,3 +234,21 @@ def test_a_long_keep_prunes_nothing_recent(settings: Settings, keep: timedelta) 
     result = maintain(store, keep=keep)
     table = next(t for t in result.tables if t.before.table == "trajectories")
     assert table.after.fragments == 1 and table.after.versions >= table.before.versions
+
+
+def test_flowmem_maintain_on_object_storage_says_what_it_cannot_count(request: pytest.FixtureRequest) -> None:
+    """The issue's case: on a bucket `flowmem maintain` printed `files None -> None`
+    (tests/test_object_storage.py's S3 server and prefix)."""
+    server: S3Server = request.getfixturevalue("s3")
+    where: str = request.getfixturevalue("prefix")
+    settings = server.settings(where)
+    store = store_from(settings)
+    for i in range(3):
+        store.insert_trajectories([traj(i)])  # one commit each: three fragments
+    result = CliRunner().invoke(app, ["maintain", "--keep", "0"], env=server.env(where))
+    assert result.exit_code == 0, result.output
+    assert "None" not in result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("trajectories: ")]
+    assert "3 data files -> 1 (2 compacted away) in the latest version" in line
+    assert "data files on disk: not counted (object storage is not listed)" in line
+    assert line.endswith("3 rows (unchanged).")

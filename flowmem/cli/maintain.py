@@ -33,11 +33,5 @@ def maintain(
     if as_json:
         print_json(report.summary())
         return
-    for t in report.tables:
-        b, a = t.before, t.after
-        kept = f", kept from v{t.kept_from}" if t.kept_from is not None else ""
-        typer.echo(
-            f"{b.table}: versions {b.versions} -> {a.versions}, fragments {b.fragments} -> "
-            f"{a.fragments}, files {b.files} -> {a.files}{kept}"
-        )
-    typer.echo(f"{len(report.tags)} run tags checked out")
+    for line in report.lines():
+        typer.echo(line)

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from flowmem.storage import Store
 from flowmem.storage.maintenance import TableMaintenance
 
-__all__ = ["DEFAULT_KEEP", "MaintainReport", "maintain"]
+__all__ = ["DEFAULT_KEEP", "MaintainReport", "maintain", "said"]
 
 DEFAULT_KEEP = timedelta(minutes=5)
 """Versions younger than this are kept, so reads and writes in flight never lose their files."""
@@ -37,7 +37,8 @@ class MaintainReport(BaseModel, frozen=True):
     """Versions younger than this were kept."""
 
     def summary(self) -> dict[str, Any]:
-        """Versions and files before → after per table, and the tags checked (JSON-ready)."""
+        """Versions, files and rows before → after per table (files null on object storage,
+        which is not listed), and the tags checked (JSON-ready)."""
         return {
             "keep_seconds": self.keep_seconds,
             "tables": {
@@ -45,12 +46,74 @@ class MaintainReport(BaseModel, frozen=True):
                     "versions": [t.before.versions, t.after.versions],
                     "fragments": [t.before.fragments, t.after.fragments],
                     "files": [t.before.files, t.after.files],
+                    "rows": [t.before.rows, t.after.rows],
                     **({"kept_from_version": t.kept_from} if t.kept_from is not None else {}),
                 }
                 for t in self.tables
             },
             "tags_checked": len(self.tags),
         }
+
+    def lines(self) -> list[str]:
+        """What the run did, in words and figures: one line per table, one for the keep and
+        one for the run tags; a figure that is not known (data files on object storage) is
+        said to be unknown, never printed as a number it is not."""
+        if self.keep_seconds:
+            pruned = f"table versions older than {self.keep_seconds:g} s (--keep)"
+        else:
+            pruned = "every table version older than the latest (--keep 0)"
+        out = [
+            f"Compacted every table's data files and pruned {pruned}, "
+            "except those that run tags and rollbacks need."
+        ]
+        out += [said(t) for t in self.tables]
+        names = sorted(self.tags)
+        if not names:
+            out.append("No run tag to check out.")
+        else:
+            shown = ", ".join(f"{n} ({_plural(self.tags[n], 'row')})" for n in names[:_SHOWN_TAGS])
+            more = f" and {len(names) - _SHOWN_TAGS} more" if len(names) > _SHOWN_TAGS else ""
+            out.append(f"{_plural(len(names), 'run tag')} checked out, each readable: {shown}{more}.")
+        return out
+
+
+_SHOWN_TAGS = 5
+"""Run tags named in `MaintainReport.lines` (the rest are counted)."""
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n:,} {unit}{'' if n == 1 else 's'}"
+
+
+def _change(before: int, after: int, unit: str, fewer: str, more: str = "more") -> str:
+    """`12 table versions -> 1 (11 pruned)`, `... (unchanged)`, `... (3 more)`."""
+    if after < before:
+        how = f"{before - after:,} {fewer}"
+    elif after > before:
+        how = f"{after - before:,} {more}"
+    else:
+        how = "unchanged"
+    return f"{_plural(before, unit)} -> {after:,} ({how})"
+
+
+def said(t: TableMaintenance) -> str:
+    """One table's maintenance in words: table versions, data files of the latest version
+    (fragments), data files on disk (or that they were not counted) and rows, before -> after."""
+    b, a = t.before, t.after
+    versions = _change(b.versions, a.versions, "table version", "pruned", "more: the compaction's commits")
+    if t.kept_from is not None:
+        versions += f"; every one from v{t.kept_from} on kept, for the run tags and rollbacks"
+    parts = [
+        versions,
+        _change(b.fragments, a.fragments, "data file", "compacted away") + " in the latest version",
+    ]
+    if b.files is None or a.files is None:
+        parts.append("data files on disk: not counted (object storage is not listed)")
+    else:
+        parts.append(_change(b.files, a.files, "data file", "removed") + " on disk")
+    if b.rows is not None and a.rows is not None:
+        parts.append(_plural(a.rows, "row") + (" (unchanged)" if a.rows == b.rows else f" (were {b.rows:,})"))
+    return f"{b.table}: " + "; ".join(parts) + "."
 
 
 def maintain(store: Store, *, keep: timedelta = DEFAULT_KEEP) -> MaintainReport:

@@ -50,7 +50,10 @@ class TableState(BaseModel, frozen=True):
     fragments: int
     """Fragments (data files) of the latest version: what a read or a merge goes through."""
     files: int | None
-    """Data files on disk, of every version kept (None for a store that is not a local path)."""
+    """Data files on disk, of every version kept (None for a store that is not a local path:
+    object storage is not listed)."""
+    rows: int | None = None
+    """Rows of the latest version (None: not read)."""
 
 
 class TableMaintenance(BaseModel, frozen=True):
@@ -76,8 +79,14 @@ class MaintenanceMixin(RunsMixin):
         """Versions and files of one table."""
         table = self.db.open_table(name)
         versions = table.list_versions()
-        fragments = int(table.stats()["fragment_stats"]["num_fragments"])
-        return TableState(table=name, versions=len(versions), fragments=fragments, files=self._files(name))
+        stats = table.stats()
+        return TableState(
+            table=name,
+            versions=len(versions),
+            fragments=int(stats["fragment_stats"]["num_fragments"]),
+            files=self._files(name),
+            rows=int(stats["num_rows"]),
+        )
 
     def maintained_tables(self) -> list[str]:
         """Every table of the store, trajectories first (the one small writes fragment)."""

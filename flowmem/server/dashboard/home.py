@@ -118,7 +118,8 @@ def home_view(
     sort: str,
     page: int,
 ) -> HomeView:
-    """Filter (retired left out unless asked for), search, sort and page the workflow rows."""
+    """Filter (retired left out unless asked for), search, sort and page the workflow rows; with
+    a task asked, the rows are those served for it, in the order served (`sort` is not used)."""
     options = {f: sorted({getattr(r, f) for r in rows}) for f in FILTERS}
     shown = [r for r in rows if all(not v or getattr(r, f) == v for f, v in chosen.items())]
     hidden = 0
@@ -126,10 +127,11 @@ def home_view(
         hidden = sum(r.status == "retired" for r in shown)
         shown = [r for r in shown if r.status != "retired"]
     found = answer(index, q, agent=chosen.get("agent") or None) if q.strip() else None
-    if found is not None:
-        served = {h.workflow.id for h in found.hits}
-        shown = [r for r in shown if r.id in served]
-    shown = sort_rows(shown, sort)
+    if found is None:
+        shown = sort_rows(shown, sort)
+    else:  # the rows served, in the order served (the order of the block an agent reads)
+        rank = {h.workflow.id: i for i, h in enumerate(found.hits)}
+        shown = sorted((r for r in shown if r.id in rank), key=lambda r: rank[r.id])
     pages_total = max(1, math.ceil(len(shown) / PAGE_SIZE))
     page = min(page, pages_total)
     return HomeView(

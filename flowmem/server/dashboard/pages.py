@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER
+from flowmem.server.dashboard.counts import counted
 from flowmem.server.dashboard.security import Guard
 from flowmem.server.dashboard.views import HomeCache
 from flowmem.server.service import Service
@@ -29,6 +30,7 @@ def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(ROOT / "templates")), autoescape=True)
     env.filters["args"] = _args
     env.filters["bdi"] = _bdi
+    env.filters["counted"] = counted
     env.filters["isolated"] = _isolated
     env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0%}"
     env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"

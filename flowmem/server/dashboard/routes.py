@@ -32,6 +32,7 @@ from flowmem.server.dashboard.detail import pitfall_sources, version_points
 from flowmem.server.dashboard.home import DEFAULT_SORT, PAGE_SIZE, SORT_HELP, SORT_PATTERN, home_view
 from flowmem.server.dashboard.pages import ROOT, Pages
 from flowmem.server.dashboard.traces import add_trace_routes
+from flowmem.server.dashboard.versions import explain, shown_fields
 from flowmem.server.dashboard.views import learning_curve
 from flowmem.server.service import Service
 from flowmem.storage import NotFoundError, StoreError, pick_version
@@ -278,7 +279,12 @@ def _workflow_routes(router: APIRouter, pages: Pages) -> None:
             d = pages.store.diff(workflow_id, old, new, namespace=space)
         except NotFoundError as e:
             return pages.render(request, "error.html", space, status=404, message=str(e))
-        return pages.render(request, "diff.html", space, d=d)
+        story = explain(
+            pages.store.history(workflow_id, namespace=space),
+            pages.store.transitions(namespace=space, workflow_id=workflow_id),
+            d,
+        )
+        return pages.render(request, "diff.html", space, d=d, fields=shown_fields(d), story=story)
 
 
 def _run_routes(router: APIRouter, pages: Pages) -> None:
