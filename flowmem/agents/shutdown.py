@@ -168,6 +168,7 @@ class _Waker:
 
 
 _waker: _Waker | None = None
+_forks_watched = False
 
 
 def _forget_after_fork() -> None:
@@ -178,7 +179,15 @@ def _forget_after_fork() -> None:
         _waker = None
 
 
-os.register_at_fork(after_in_child=_forget_after_fork)
+def _make_waker() -> _Waker | None:
+    """The waker, made now; None where no real-time signal is free (or the system has none)."""
+    global _forks_watched
+    if (nudge := _free_signal()) is None:
+        return None
+    if not _forks_watched:  # once: a hook cannot be removed
+        os.register_at_fork(after_in_child=_forget_after_fork)
+        _forks_watched = True
+    return _Waker(nudge)
 
 
 def _install() -> None:
@@ -192,8 +201,8 @@ def _install() -> None:
             _previous = signal.getsignal(signal.SIGTERM)
             signal.signal(signal.SIGTERM, _on_sigterm)
             _installed = True
-        if _waker is None and (nudge := _free_signal()) is not None:
-            _waker = _Waker(nudge)
+        if _waker is None:
+            _waker = _make_waker()
         if _waker is not None:
             _waker.connect()
 
