@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +11,9 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
@@ -107,3 +112,223 @@ def test_a_sigterm_handler_that_interrupts_a_hand_over_stores_everything_and_ret
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["closed"]
     assert store_from(Settings(db=str(db))).count_trajectories() == 5
+
+
+# SIGTERM or Ctrl-C that the kernel hands to another thread than the main one, asleep meanwhile:
+# the signal's handler must run now, not when the main thread's wait ends (the hour of `SLEEPER`).
+
+SLEEPER = textwrap.dedent(
+    """
+    import asyncio, atexit, signal, sys, threading, time
+    from flowmem import Settings, WorkflowMemory
+
+    db, mode = sys.argv[1], sys.argv[2]
+
+    class Stopped(Exception):
+        pass
+
+    def stop(signum, frame):  # the application's own handler, set before flowmem's
+        print("handled", flush=True)
+        raise Stopped
+
+    if mode == "own-handler":
+        signal.signal(signal.SIGTERM, stop)
+
+    def record():
+        memory = WorkflowMemory.open(Settings(db=db, flush_interval=60, flush_batch=1_000_000))
+        for i in range(5):  # nothing written yet: every finished run is in the writer's hands
+            with memory.record(f"task {i}", id=f"r{i}") as run:
+                run.step("mail.search", {"query": f"q{i}"}, observation="[]")
+                run.finish(success=True)
+        atexit.register(print, "exiting", flush=True)  # after flowmem's: runs before it
+        other = threading.Thread(target=threading.Event().wait, daemon=True)  # it takes the signal
+        other.start()
+        print(other.native_id, flush=True)
+
+    async def loop():  # the loop's own signal handler, and its wakeup fd, set before the memory
+        stopping = asyncio.Event()
+        def handled():
+            print("loop handled", flush=True)
+            stopping.set()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, handled)
+        record()
+        await stopping.wait()
+
+    if mode == "asyncio":
+        asyncio.run(loop())
+    elif mode == "lock":
+        record()
+        threading.Event().wait()
+    else:
+        record()
+        try:
+            time.sleep(3600)
+        except Stopped:
+            time.sleep(0.5)  # a second call of the handler would raise here, uncaught
+    print("done", flush=True)
+    """
+)
+
+ASLEEP_IN = {
+    "sleep": {"hrtimer_nanosleep", "do_nanosleep"},
+    "own-handler": {"hrtimer_nanosleep", "do_nanosleep"},
+    "lock": {"futex_wait_queue_me", "futex_wait_queue", "futex_do_wait", "futex_wait"},
+    "asyncio": {"do_epoll_wait", "ep_poll"},
+}
+"""Where the child's main thread waits, by mode (kernel function names, as /proc's wchan gives
+them; they vary across kernel versions)."""
+
+PROMPT = 2.0
+"""Seconds from the signal to the child's first line (the application's handler, the loop's,
+or its first `atexit` call) or, if it prints none, its end: what the issue asks (1 s and the
+flush); without a wakeup, neither would come before the hour of its sleep is over."""
+
+EXIT_LIMIT = 60.0
+"""A bound on the rest of a normal exit (the flush, Python's own finalization: 0.3–1.2 s on a
+loaded 2-core machine), not a budget."""
+
+
+def _wchan_shown() -> bool:
+    """Whether this kernel tells where a thread sleeps (/proc's wchan): a thread of ours, asleep."""
+    sleeper = threading.Thread(target=time.sleep, args=(0.5,), daemon=True)
+    sleeper.start()
+    deadline = time.monotonic() + 0.4
+    wchan = Path(f"/proc/self/task/{sleeper.native_id}/wchan")
+    while time.monotonic() < deadline:
+        if wchan.read_text() in ASLEEP_IN["sleep"]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+_tgkill = getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
+
+
+def _asleep(pid: int, mode: str) -> None:
+    """Wait until the main thread of `pid` sleeps where `mode` makes it wait, unchanged for 0.2 s
+    (not in a moment's wait for Python's lock between two steps)."""
+    wchan = Path(f"/proc/{pid}/task/{pid}/wchan")
+    since, deadline = None, time.monotonic() + READY_LIMIT
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if wchan.read_text() not in ASLEEP_IN[mode]:
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= 0.2:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{pid}'s main thread did not wait in {ASLEEP_IN[mode]}: {wchan.read_text()}")
+
+
+class Stopped(NamedTuple):
+    """What SLEEPER did after the signal (its first line, or its end, came within PROMPT)."""
+
+    lines: list[tuple[float, str]]
+    """The lines it printed, each with the seconds from the signal to it; its end last, as ""."""
+    status: int
+    """Its exit status."""
+    stderr: str
+    """What it wrote to stderr."""
+
+    def said(self) -> list[str]:
+        return [line for _, line in self.lines]
+
+
+def _signal_another_thread(db: Path, mode: str, signum: signal.Signals) -> Stopped:
+    """Start SLEEPER in `mode`, give `signum` to its other thread once its main thread sleeps."""
+    assert _tgkill is not None
+    command = [sys.executable, "-c", SLEEPER, str(db), mode]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        lines: list[tuple[float, str]] = []
+        watchdog = threading.Timer(READY_LIMIT, child.kill)  # a child that never prints its thread
+        watchdog.start()
+        try:
+            tid = int(child.stdout.readline())
+        finally:
+            watchdog.cancel()
+        _asleep(child.pid, mode)
+        sent = time.monotonic()
+        assert _tgkill(child.pid, tid, signum) == 0, os.strerror(ctypes.get_errno())
+
+        def read() -> None:
+            assert child.stdout is not None
+            for line in child.stdout:
+                lines.append((time.monotonic() - sent, line.strip()))
+                spoke.set()
+            lines.append((time.monotonic() - sent, ""))  # the end of its output: it has ended
+            spoke.set()
+
+        spoke = threading.Event()
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            # Without a wakeup neither a line nor the end would come before the hour is over.
+            woken = spoke.wait(PROMPT)
+            if woken:
+                child.wait(timeout=EXIT_LIMIT)
+        finally:
+            child.kill()  # a child still running: the test fails
+            child.wait()
+            reader.join()
+        assert child.stderr is not None
+        stderr = child.stderr.read()
+    assert woken, f"neither a line nor its end within {PROMPT:g} s of {signum.name}: {stderr}"
+    return Stopped(lines, child.returncode, stderr)
+
+
+def _stored(db: Path) -> int:
+    return store_from(Settings(db=str(db))).count_trajectories()
+
+
+needs_tgkill = pytest.mark.skipif(
+    _tgkill is None or not _wchan_shown(), reason="needs the C library's tgkill and /proc's wchan"
+)
+
+
+@needs_tgkill
+@pytest.mark.parametrize("mode", ["sleep", "lock"])
+def test_sigterm_that_another_thread_receives_stores_every_run_and_ends_the_process_at_once(
+    tmp_path: Path, mode: str
+) -> None:
+    db = tmp_path / "db"
+    stopped = _signal_another_thread(db, mode, signal.SIGTERM)
+    assert stopped.status == -signal.SIGTERM, stopped.stderr
+    assert stopped.said() == [""]  # no atexit, no "done": ended by the signal, as before
+    assert _stored(db) == 5
+
+
+@needs_tgkill
+@pytest.mark.parametrize("mode", ["sleep", "lock"])
+def test_ctrl_c_that_another_thread_receives_stores_every_run_and_ends_the_process(
+    tmp_path: Path, mode: str
+) -> None:
+    db = tmp_path / "db"
+    stopped = _signal_another_thread(db, mode, signal.SIGINT)
+    assert stopped.status == -signal.SIGINT, stopped.stderr  # as Python ends on Ctrl-C
+    assert stopped.stderr.splitlines()[-1] == "KeyboardInterrupt"
+    assert stopped.said() == ["exiting", ""]
+    assert _stored(db) == 5
+
+
+@needs_tgkill
+def test_an_applications_own_sigterm_handler_runs_once_when_another_thread_gets_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "db"
+    stopped = _signal_another_thread(db, "own-handler", signal.SIGTERM)
+    assert stopped.status == 0, stopped.stderr
+    assert stopped.said() == ["handled", "done", "exiting", ""]
+    assert _stored(db) == 5  # stored before the application's handler ran
+
+
+@needs_tgkill
+def test_an_asyncio_loops_signal_handler_still_runs_once(tmp_path: Path) -> None:
+    """The loop set its wakeup fd (for its signal handlers) before the memory opened: it keeps
+    getting every signal's number, so its handler runs, once."""
+    db = tmp_path / "db"
+    stopped = _signal_another_thread(db, "asyncio", signal.SIGTERM)
+    assert stopped.status == 0, stopped.stderr
+    assert stopped.said() == ["loop handled", "done", "exiting", ""]
+    assert _stored(db) == 5  # flowmem's SIGTERM handler ran first, then the loop's
