@@ -75,7 +75,6 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     (True), test (False) or neither (None)."""
     from unittest import mock
 
-    from flowmem.induction import orchestrate
     from flowmem.jobs import evaluate as evaluating
     from flowmem.settings import Settings
 
@@ -83,15 +82,15 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = orchestrate.induce_drafts
+    real = evaluating.run_induction
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))
         return results[-1]
 
-    with mock.patch.object(evaluating, "induce_drafts", recording):
+    with mock.patch.object(evaluating, "run_induction", recording):
         report = evaluating.evaluate(train, test, RuleInducer(), settings=settings, k=3)
-    (result,) = results
+    (result,) = (r.result for r in results)
     return {
         "workflows": {w.id: w.model_dump(mode="json", exclude={"created_at"}) for w in result.workflows},
         "keys": result.keys,

@@ -28,13 +28,12 @@ from flowmem.induction.metrics import (
     warning_metrics,
 )
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.induction.orchestrate import induce_drafts, plan_versions
 from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import key_vectors
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import InductionRun, Trajectory, Workflow
+from flowmem.models import Trajectory, Workflow
 from flowmem.policy.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -206,13 +205,9 @@ def evaluate(
 
         t1 = time.perf_counter()
         say(f"inducing from {len(train)} runs")
-        result = induce_drafts(
-            train, inducer, params=settings.cluster_params, subroutines=settings.subroutines
-        )
-        run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
-        versions = plan_versions(result.workflows, {}, run_id=run.id)
-        keys, shares = key_vectors(store, result.key_shares())
-        store.commit_run(run, versions, keys=keys, shares=shares)
+        # The production path (`run_induction`), as `flowmem induce` runs it on this store.
+        induced = run_induction(store, run_settings, inducer, namespace=ns)
+        result, versions = induced.result, induced.versions
         timing["induce_s"] = time.perf_counter() - t1
 
         t2 = time.perf_counter()
