@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     """Seconds one LLM or embedding request may take."""
     llm_max_retries: int = Field(2, ge=0, le=10)
     """Retries of a failed LLM request (timeouts, 429 after its Retry-After, 5xx), by the client."""
+    llm_check_timeout: float = Field(3.0, gt=0.0, le=600.0)
+    """Seconds a command that induces with the LLM waits, before any call, for the endpoint to
+    describe the model (`flowmem.providers.openai.check_llm`): past it, the endpoint does not
+    answer, said in one line (a live server answers that request at once)."""
 
     # Induction thresholds.
     min_cluster_size: int = Field(3, ge=2)
