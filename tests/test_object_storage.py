@@ -42,7 +42,7 @@ from flowmem.models import InductionRun
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage.base import TRAJECTORIES
-from flowmem.storage.object_store import storage_options
+from flowmem.storage.object_store import access_problem, storage_options
 from flowmem.storage.vector_cache import StoreVectorCache
 from tests.factories import cancel, forward, remind
 from tests.processes import READY_LIMIT
@@ -497,8 +497,32 @@ def test_an_endpoint_that_drops_connections_fails_in_the_connect_timeout(
         finally:
             for sock in fillers:
                 sock.close()
-    line = one_line(code, stderr, seconds, f"http://127.0.0.1:{port}", "no answer within 1 s")
+    line = one_line(code, stderr, seconds, f"http://127.0.0.1:{port}", "(no connection within 1 s)")
     assert "FLOWMEM_STORAGE_CONNECT_TIMEOUT" in line
+
+
+def test_an_endpoint_that_takes_connections_and_never_answers(s3: S3Server, runs_file: Path) -> None:
+    """Lance alone would wait `storage_timeout` (30 s) for each of its 6 list tries."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel accepts; nothing reads or answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = s3.env("db") | {"FLOWMEM_S3_ENDPOINT": endpoint, "FLOWMEM_STORAGE_CONNECT_TIMEOUT": "1"}
+        code, stderr, seconds = flowmem_command(runs_file.parent, env, "workflows", "list")
+    one_line(code, stderr, seconds, endpoint, "it took the connection but sent no answer within 1 s")
+
+
+def test_the_request_bounds_reach_lance(s3: S3Server) -> None:
+    """Lance reads the bounds under these names: its error says the retries and their timeout
+    it was given (a closed port, past flowmem's own check)."""
+    import lancedb
+
+    settings = s3.settings("db", storage_retries=1, storage_retry_timeout=7)
+    options = storage_options(settings)
+    assert options is not None
+    options["aws_endpoint"] = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(Exception, match=r"max_retries: 1, elapsed: [^,]+, retry_timeout: 7s"):
+        lancedb.connect(settings.db, storage_options=options).table_names()
 
 
 @pytest.fixture(scope="module")
@@ -581,3 +605,31 @@ def test_a_bucket_in_another_region(s3: S3Server, runs_file: Path) -> None:
         code, stderr, seconds, f"s3://{BUCKET}/db", "another region", "FLOWMEM_S3_REGION=eu-west-1"
     )
     assert "AuthorizationHeaderMalformed" in line
+
+
+def _lance_error(settings: Settings) -> BaseException:
+    """What opening the store raises inside Lance, flowmem's own check of the endpoint skipped
+    (as for AWS's own endpoints, which it does not check)."""
+    import lancedb
+
+    try:
+        lancedb.connect(settings.db, storage_options=storage_options(settings)).table_names()
+    except Exception as err:
+        return err
+    raise AssertionError("the store opened")
+
+
+def test_lances_own_errors_are_told_in_the_same_line(s3: S3Server, strict_s3: str) -> None:
+    missing = s3.settings("db").model_copy(update={"db": "s3://no-such-bucket/db"})
+    line = access_problem(_lance_error(missing), missing)
+    assert line is not None and line.startswith(
+        "the bucket 'no-such-bucket' of FLOWMEM_DB=s3://no-such-bucket/db"
+    )
+    closed = s3.settings("db").model_copy(update={"s3_endpoint": f"http://127.0.0.1:{_closed_port()}"})
+    line = access_problem(_lance_error(closed), closed)
+    assert line is not None and line.startswith("cannot reach the object store at http://127.0.0.1:")
+    refused = s3.settings("db").model_copy(update={"s3_endpoint": strict_s3})
+    line = access_problem(_lance_error(refused), refused)
+    assert line is not None and "refused the credentials" in line and "InvalidAccessKeyId" in line
+    assert access_problem(RuntimeError("lance error: something else"), refused) is None
+    assert access_problem(_lance_error(missing), Settings(db="./local")) is None  # a local store: not these

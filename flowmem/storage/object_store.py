@@ -10,20 +10,21 @@ docs/operations.md, "Object storage (S3)"). For such a server, Lance's DynamoDB 
 (`s3+ddb://bucket/prefix?ddbTableName=...`) is the way.
 
 A location that cannot serve is one line naming it and what to do (`access_problem`): a missing
-bucket, an endpoint that does not answer (`check_endpoint` opens one TCP connection first, so a
-closed port or an address that drops packets fails in `storage_connect_timeout`, not after
-Lance's retries), refused credentials, a bucket in another region. Every request Lance makes
-is bounded by the `storage_*` settings (`bounds`).
+bucket, an endpoint that does not answer (`check_endpoint` asks it for one answer first, so a
+closed port, an address that drops packets or a server that never answers fails within
+`storage_connect_timeout`, not after Lance's retries), refused credentials, a bucket in
+another region. Every request Lance makes is bounded by the `storage_*` settings (`bounds`).
 """
 
 from __future__ import annotations
 
+import http.client
 import math
 import os
 import re
-import socket
+import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from flowmem.settings import Settings
 from flowmem.storage.errors import ObjectStoreError
@@ -98,28 +99,65 @@ def _where(settings: Settings, url: str | None = None) -> str:
 
 
 def check_endpoint(settings: Settings) -> None:
-    """Open (and close) one TCP connection to an explicit object-store endpoint, within
-    `storage_connect_timeout`: an endpoint that refuses or drops connections fails here in one
-    line, not after Lance's retries (each of its list requests is tried 6 times over ~2 s, each
-    try with the client's retries). Nothing is done for a local path or AWS's own endpoints.
+    """Ask an explicit object-store endpoint for one answer within `storage_connect_timeout` to
+    connect and as long again to answer: an unsigned, empty listing of the bucket (path-style),
+    to which any answer will do but one that says `NoSuchBucket`. An endpoint that refuses or
+    drops connections, takes them and never answers, or says the bucket does not exist fails
+    here in one line, not after Lance's tries (each list request 6 times over ~2 s, each with
+    the client's retries and timeout). Nothing is done for a local path or AWS's own endpoints.
 
     Raises:
-        ObjectStoreError: if the endpoint cannot be reached.
+        ObjectStoreError: if the endpoint cannot be reached, does not answer, or says that the
+            bucket does not exist.
     """
     url = endpoint(settings)
     if not url:
         return
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    wait = settings.storage_connect_timeout
+    connection = kind(parts.hostname or "", parts.port, timeout=wait)
     try:
-        with socket.create_connection((host, port), timeout=settings.storage_connect_timeout):
-            pass
-    except TimeoutError as err:
-        why = f"no answer within {settings.storage_connect_timeout:g} s"
-        raise ObjectStoreError(_unreachable(settings, url, why)) from err
-    except OSError as err:
-        raise ObjectStoreError(_unreachable(settings, url, (err.strerror or str(err)).lower())) from err
+        try:
+            connection.connect()
+        except TimeoutError as err:
+            raise ObjectStoreError(_unreachable(settings, url, f"no connection within {wait:g} s")) from err
+        except ssl.SSLError:
+            return  # it answered, in TLS: what Lance makes of its certificate is Lance's to say
+        except OSError as err:
+            raise ObjectStoreError(_unreachable(settings, url, (err.strerror or str(err)).lower())) from err
+        try:
+            connection.request("GET", _listing(settings))
+            said = connection.getresponse().read(4096)
+        except TimeoutError as err:
+            why = f"it took the connection but sent no answer within {wait:g} s"
+            raise ObjectStoreError(_unreachable(settings, url, why)) from err
+        except (OSError, http.client.HTTPException):
+            return  # it answered something: Lance's requests tell what
+    finally:
+        connection.close()
+    if b"<Code>NoSuchBucket</Code>" in said:
+        raise ObjectStoreError(_no_bucket(settings, url))
+
+
+def _listing(settings: Settings) -> str:
+    """The path of an empty listing of the store's bucket, path-style (or `/` where requests
+    are virtual-hosted: the bucket is then in the host name, which this check does not use)."""
+    options = settings.storage_options
+    hosted = options.get("aws_virtual_hosted_style_request", options.get("virtual_hosted_style_request"))
+    if str(hosted).lower() == "true":
+        return "/"
+    return f"/{quote(_bucket(settings.db))}?list-type=2&max-keys=0"
+
+
+def _no_bucket(settings: Settings, url: str | None) -> str:
+    bucket, at = _bucket(settings.db), url or endpoint(settings)
+    flag = f" --endpoint-url {at}" if at and "amazonaws.com" not in at else ""
+    return (
+        f"the bucket {bucket!r} of {_where(settings, url)} does not exist: create it "
+        f"(`aws s3 mb s3://{bucket}{flag}`, or the provider's console), "
+        "or set FLOWMEM_DB to a bucket that exists"
+    )
 
 
 def _unreachable(settings: Settings, url: str, why: str) -> str:
@@ -241,12 +279,7 @@ def access_problem(err: BaseException, settings: Settings) -> str | None:
         return _unreachable(settings, found.url or endpoint(settings) or "its endpoint", found.connect)
     bucket, where = _bucket(settings.db), _where(settings, found.url)
     if found.code == "NoSuchBucket":
-        at = found.url or endpoint(settings)
-        flag = f" --endpoint-url {at}" if at and "amazonaws.com" not in at else ""
-        return (
-            f"the bucket {bucket!r} of {where} does not exist: create it (`aws s3 mb s3://{bucket}{flag}`, "
-            "or the provider's console), or set FLOWMEM_DB to a bucket that exists"
-        )
+        return _no_bucket(settings, found.url)
     if found.code in _REGION_CODES or found.status == 301:
         to = (
             f"FLOWMEM_S3_REGION={found.region}"
