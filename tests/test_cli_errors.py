@@ -521,9 +521,13 @@ LIMIT = 10.0
 
 
 def command(cwd: Path, *args: str, limit: float | None = LIMIT, **env: str) -> tuple[int, str, list[str]]:
-    """The real `flowmem` in a process of its own (no FLOWMEM_*, OPENAI_* or AWS_* variable but
-    `env`), within `limit` seconds: (exit code, stdout, stderr lines)."""
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith(("FLOWMEM_", "OPENAI_", "AWS_"))}
+    """The real `flowmem` in a process of its own (no FLOWMEM_*, OPENAI_*, AWS_* or proxy variable
+    but `env`), within `limit` seconds: (exit code, stdout, stderr lines)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith(("FLOWMEM_", "OPENAI_", "AWS_")) and not k.lower().endswith("_proxy")
+    }
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "flowmem.cli", *args],

@@ -42,7 +42,8 @@ from flowmem.models import InductionRun
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage.base import TRAJECTORIES
-from flowmem.storage.object_store import access_problem, storage_options
+from flowmem.storage.errors import ObjectStoreError
+from flowmem.storage.object_store import access_problem, check_endpoint, storage_options
 from flowmem.storage.vector_cache import StoreVectorCache
 from tests.factories import cancel, forward, remind
 from tests.processes import READY_LIMIT
@@ -419,9 +420,13 @@ LIMIT = 10.0
 
 
 def flowmem_command(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, list[str], float]:
-    """Run the real `flowmem` command in a process of its own, with no FLOWMEM_* or AWS_* variable
-    but `env`: (exit code, stderr lines, seconds taken)."""
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith(("FLOWMEM_", "AWS_"))}
+    """Run the real `flowmem` command in a process of its own, with no FLOWMEM_*, AWS_* or proxy
+    variable but `env`: (exit code, stderr lines, seconds taken)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith(("FLOWMEM_", "AWS_")) and not k.lower().endswith("_proxy")
+    }
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "flowmem.cli", *args],
@@ -633,3 +638,17 @@ def test_lances_own_errors_are_told_in_the_same_line(s3: S3Server, strict_s3: st
     assert line is not None and "refused the credentials" in line and "InvalidAccessKeyId" in line
     assert access_problem(RuntimeError("lance error: something else"), refused) is None
     assert access_problem(_lance_error(missing), Settings(db="./local")) is None  # a local store: not these
+
+
+def test_no_check_of_the_endpoint_where_a_proxy_may_carry_the_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check connects directly: behind a proxy it would refuse an endpoint Lance reaches."""
+    closed = Settings(db="s3://b/db", s3_endpoint=f"http://127.0.0.1:{_closed_port()}")
+    with pytest.raises(ObjectStoreError, match="connection refused"):
+        check_endpoint(closed)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    check_endpoint(closed)  # left to Lance
+    monkeypatch.delenv("HTTPS_PROXY")
+    check_endpoint(closed.model_copy(update={"storage_options": {"proxy_url": "http://proxy.invalid:3128"}}))
+    check_endpoint(Settings(db="s3://b/db"))  # AWS's own endpoint: not checked

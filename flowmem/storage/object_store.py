@@ -104,14 +104,15 @@ def check_endpoint(settings: Settings) -> None:
     to which any answer will do but one that says `NoSuchBucket`. An endpoint that refuses or
     drops connections, takes them and never answers, or says the bucket does not exist fails
     here in one line, not after Lance's tries (each list request 6 times over ~2 s, each with
-    the client's retries and timeout). Nothing is done for a local path or AWS's own endpoints.
+    the client's retries and timeout). Nothing is done for a local path, AWS's own endpoints,
+    or requests that may go through a proxy.
 
     Raises:
         ObjectStoreError: if the endpoint cannot be reached, does not answer, or says that the
             bucket does not exist.
     """
     url = endpoint(settings)
-    if not url:
+    if not url or _proxied(settings):
         return
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -138,6 +139,13 @@ def check_endpoint(settings: Settings) -> None:
         connection.close()
     if b"<Code>NoSuchBucket</Code>" in said:
         raise ObjectStoreError(_no_bucket(settings, url))
+
+
+def _proxied(settings: Settings) -> bool:
+    """Whether requests may go through a proxy (`proxy_url`, or a proxy variable set): this
+    check connects directly, so it is left to Lance's requests."""
+    names = ("http_proxy", "https_proxy", "all_proxy")
+    return "proxy_url" in settings.storage_options or any(k.lower() in names for k in os.environ)
 
 
 def _listing(settings: Settings) -> str:
