@@ -63,6 +63,19 @@ class Settings(BaseSettings):
     """Further Lance object-store options, passed as given (for example
     `{"aws_virtual_hosted_style_request": "true"}`, or a `gs://` / `az://` store's own keys);
     the fields above win over the same keys here. Put no secret here: it is not masked."""
+    # Bounds of every object-store request Lance makes for flowmem (any object-store scheme);
+    # a key of the same name in `storage_options` wins over them.
+    storage_connect_timeout: float = Field(5.0, gt=0, le=600)
+    """Seconds to open a connection to the object store (Lance's `connect_timeout`); flowmem
+    also gives up at once when a TCP connection to an explicit endpoint cannot be opened within it."""
+    storage_timeout: float = Field(30.0, gt=0, le=3600)
+    """Seconds one object-store request may take, connection to last byte (Lance's `timeout`)."""
+    storage_retries: int = Field(2, ge=0, le=20)
+    """Retries of a failed object-store request (connection errors, timeouts, 5xx, 429), with
+    backoff (Lance's `client_max_retries`; Lance's own default is 10)."""
+    storage_retry_timeout: float = Field(20.0, gt=0, le=3600)
+    """Seconds after a request's first try past which it is not retried again (Lance's
+    `client_retry_timeout`; Lance's own default is 180)."""
 
     quarantine: str | None = None
     """JSONL file that receives rejected input lines; default: `<db>.quarantine.jsonl`."""
@@ -102,6 +115,10 @@ class Settings(BaseSettings):
     """Seconds one LLM or embedding request may take."""
     llm_max_retries: int = Field(2, ge=0, le=10)
     """Retries of a failed LLM request (timeouts, 429 after its Retry-After, 5xx), by the client."""
+    llm_check_timeout: float = Field(3.0, gt=0.0, le=600.0)
+    """Seconds a command that induces with the LLM waits, before any call, for the endpoint to
+    describe the model (`flowmem.providers.openai.check_llm`): past it, the endpoint does not
+    answer, said in one line (a live server answers that request at once)."""
 
     # Induction thresholds.
     min_cluster_size: int = Field(3, ge=2)

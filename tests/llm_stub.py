@@ -17,8 +17,12 @@ content). When the script runs out, requests get `default` ("ok"). Faults:
 - `injection`: the `ok` workflow obeying an injection: a pitfall telling the agent to send all
   emails to `ATTACKER` and a last step forwarding them there.
 
-Every request is recorded (`requests`: arrival time, fault served, body), so tests can count
-them and measure the gap after a 429.
+Every completion request is recorded (`requests`: arrival time, fault served, body), so tests
+can count them and measure the gap after a 429.
+
+It also describes models as an OpenAI endpoint does (`GET /v1/models`, `GET /v1/models/{id}`):
+every model, or only those of `models`; a completion for any other model is refused (404,
+`model_not_found`), as is its description. The ids asked for are in `described`.
 """
 
 from __future__ import annotations
@@ -154,6 +158,10 @@ def _completion(content: str, model: str, *, finish: str = "stop") -> dict[str, 
     }
 
 
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "stub"}
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -170,6 +178,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _refuse_model(self, model: str) -> None:
+        message = f"The model '{model}' does not exist or you do not have access to it."
+        self._send(
+            404, {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}}
+        )
+
+    def do_GET(self) -> None:
+        stub = self.server.stub
+        route = self.path.split("?", 1)[0]
+        if route.endswith("/models"):
+            served = list(stub.models) if stub.models is not None else ["stub"]
+            self._send(200, {"object": "list", "data": [_model(m) for m in served]})
+        elif "/models/" in route:
+            model = route.split("/models/", 1)[1]
+            with stub.lock:
+                stub.described.append(model)
+            if stub.serves(model):
+                self._send(200, _model(model))
+            else:
+                self._refuse_model(model)
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
     def do_POST(self) -> None:
         stub = self.server.stub
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -177,6 +208,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
         body = json.loads(raw)
+        if not stub.serves(str(body.get("model"))):
+            self._refuse_model(str(body.get("model")))
+            return
         entry = stub.next_entry()
         seen = Seen(time.monotonic(), entry if isinstance(entry, str) else "payload", body)
         with stub.lock:
@@ -217,10 +251,17 @@ class LLMStub:
         default: The entry once the script is used up.
         retry_after: Seconds a `429` asks the client to wait.
         hold: Longest a `timeout` request is held (it is released when the stub stops).
+        models: The only models served (None: any).
     """
 
     def __init__(
-        self, script: Iterable[Entry] = (), *, default: Entry = "ok", retry_after: float = 1, hold: float = 10
+        self,
+        script: Iterable[Entry] = (),
+        *,
+        default: Entry = "ok",
+        retry_after: float = 1,
+        hold: float = 10,
+        models: Iterable[str] | None = None,
     ) -> None:
         for entry in script:
             if isinstance(entry, str) and entry not in FAULTS:
@@ -229,7 +270,9 @@ class LLMStub:
         self.default = default
         self.retry_after = retry_after
         self.hold = hold
+        self.models = tuple(models) if models is not None else None
         self.requests: list[Seen] = []
+        self.described: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -251,6 +294,10 @@ class LLMStub:
         """Take the next entry of the script (the default when it is used up)."""
         with self.lock:
             return self.script.popleft() if self.script else self.default
+
+    def serves(self, model: str) -> bool:
+        """Whether the stub serves a model."""
+        return self.models is None or model in self.models
 
     def faults(self) -> list[str]:
         """The fault each request got, in order."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import socket
 import subprocess
 import sys
+import time
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 from tests.factories import good
+from tests.llm_stub import LLMStub
 
 runner = CliRunner()
 
@@ -509,3 +512,138 @@ def test_a_bug_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert isinstance(result.exception, KeyError)
     for error in (BrokenPipeError(32, "Broken pipe"), RuntimeError("lance error: something else")):
         assert explain(error) is None
+
+
+# -- issue 39: an LLM that cannot serve, and inputs that hold nothing: one line each ----------------
+
+LIMIT = 10.0
+"""Seconds a command may take to say so (the process's start included)."""
+
+
+def command(cwd: Path, *args: str, limit: float | None = LIMIT, **env: str) -> tuple[int, str, list[str]]:
+    """The real `flowmem` in a process of its own (no FLOWMEM_*, OPENAI_*, AWS_* or proxy variable
+    but `env`), within `limit` seconds: (exit code, stdout, stderr lines)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith(("FLOWMEM_", "OPENAI_", "AWS_")) and not k.lower().endswith("_proxy")
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "flowmem.cli", *args],
+        cwd=cwd,
+        env=clean | {"FLOWMEM_DB": str(cwd / "db"), "LANCEDB_LOG": "error"} | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    seconds = time.monotonic() - started
+    assert limit is None or seconds < limit, (args, seconds)
+    return done.returncode, done.stdout, done.stderr.splitlines()
+
+
+def test_an_llm_without_a_key_is_one_line_before_any_call(tmp_path: Path) -> None:
+    fill(tmp_path / "db")
+    code, _, stderr = command(tmp_path, "induce", "--inducer", "llm", FLOWMEM_LLM_MODEL="gpt-4o-mini")
+    line = assert_one_line(code, stderr, "no API key", "https://api.openai.com/v1", "FLOWMEM_LLM_API_KEY")
+    assert code == 2 and "OPENAI_API_KEY" in line and "FLOWMEM_LLM_BASE_URL" in line
+
+
+def test_an_llm_endpoint_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> None:
+    fill(tmp_path / "db")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: it refuses connections
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        code, _, stderr = command(
+            tmp_path, "induce", "--inducer", "llm", FLOWMEM_LLM_MODEL="m", FLOWMEM_LLM_BASE_URL=url
+        )
+    assert_one_line(code, stderr, f"the LLM endpoint {url} does not answer", "FLOWMEM_LLM_BASE_URL")
+    assert code == 2
+
+
+def test_an_llm_endpoint_that_answers_nothing_is_one_line_within_the_check_timeout(tmp_path: Path) -> None:
+    """A server that takes the connection and never answers: the check gives up in its own
+    timeout (FLOWMEM_LLM_CHECK_TIMEOUT, 3 s), not the calls' `llm_timeout` and retries."""
+    fill(tmp_path / "db")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts (the kernel does), never reads nor answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        code, _, stderr = command(
+            tmp_path, "induce", "--inducer", "llm", FLOWMEM_LLM_MODEL="m", FLOWMEM_LLM_BASE_URL=url
+        )
+    assert_one_line(code, stderr, f"the LLM endpoint {url} does not answer (no answer within 3 s")
+
+
+def test_a_model_the_llm_endpoint_refuses_is_one_line_before_any_call(tmp_path: Path) -> None:
+    fill(tmp_path / "db")
+    with LLMStub(models=["served-model"]) as stub:
+        code, _, stderr = command(
+            tmp_path,
+            "induce",
+            "--inducer",
+            "llm",
+            FLOWMEM_LLM_MODEL="typo-model",
+            FLOWMEM_LLM_BASE_URL=stub.url,
+        )
+        assert stub.requests == [] and stub.described == ["typo-model"]  # no completion asked for
+    line = assert_one_line(code, stderr, stub.url, "'typo-model'", "FLOWMEM_LLM_MODEL", "served-model")
+    assert code == 2 and "does not serve" in line
+
+
+def test_a_model_the_llm_endpoint_serves_passes_the_check(tmp_path: Path) -> None:
+    fill(tmp_path / "db")
+    with LLMStub(models=["served-model"]) as stub:
+        code, stdout, stderr = command(
+            tmp_path,
+            "induce",
+            "--inducer",
+            "llm",
+            "--json",
+            limit=None,  # no error: it induces
+            FLOWMEM_LLM_MODEL="served-model",
+            FLOWMEM_LLM_BASE_URL=stub.url,
+        )
+        assert code == 0, stderr
+        assert stub.described == ["served-model"] and stub.requests  # checked once, then called
+    assert json.loads(stdout)["llm_calls"] == len(stub.requests)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(b"", "runs.jsonl is empty"), (b"\n  \n\n", "runs.jsonl holds only blank lines")],
+    ids=["empty", "blank-lines"],
+)
+def test_a_file_that_holds_nothing_is_one_line_and_opens_no_store(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    (tmp_path / "runs.jsonl").write_bytes(content)
+    code, stdout, stderr = command(tmp_path, "ingest", "runs.jsonl")
+    assert_one_line(code, stderr, f"error: {said}: no run to ingest, nothing stored")
+    assert code == 1 and stdout == "" and not (tmp_path / "db").exists()
+
+
+def test_an_empty_gzip_file_beside_a_good_one_is_a_warning_and_fails_the_exit(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    (tmp_path / "runs.jsonl").write_text(good(1) + "\n")
+    code, stdout, stderr = command(tmp_path, "ingest", "empty.jsonl.gz", "runs.jsonl")
+    assert (code, stderr) == (1, ["warning: empty.jsonl.gz is empty: no run in it"])
+    assert stdout.startswith("stored 1, rejected 0")
+
+
+def test_a_file_whose_every_line_is_rejected_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "runs.jsonl").write_text('{bad\nnot json\n{"id": 3}\n')
+    code, stdout, stderr = command(tmp_path, "ingest", "runs.jsonl")
+    line = assert_one_line(code, stderr, "no line of runs.jsonl could be stored: all 3 were rejected")
+    assert "(first, runs.jsonl:1: malformed JSON" in line and str(tmp_path / "db.quarantine.jsonl") in line
+    assert code == 1 and stdout == ""
+    assert len((tmp_path / "db.quarantine.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_directory_given_as_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    code, _, stderr = command(tmp_path, "ingest", "runs")
+    assert_one_line(
+        code, stderr, "error: runs: a directory, not a file: give the JSONL files in it", "runs/*.jsonl"
+    )
+    assert code == 2

@@ -16,7 +16,15 @@ from flowmem.induction.base import LLMError, Usage
 from flowmem.induction.llm import LLMInducer
 from flowmem.induction.orchestrate import induce_cluster
 from flowmem.induction.validate import InducedSet
-from flowmem.providers.openai import SYSTEM_PROMPT, OpenAIEmbedder, OpenAILLM, llm_from_settings
+from flowmem.providers.openai import (
+    SYSTEM_PROMPT,
+    LLMSetupError,
+    OpenAIEmbedder,
+    OpenAILLM,
+    check_llm,
+    llm_from_settings,
+    model_problem,
+)
 from flowmem.settings import Settings
 from tests.factories import induced_step as step
 from tests.factories import induced_workflow as workflow
@@ -257,3 +265,71 @@ def test_llm_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         assert keyed.client.api_key == "sk-secret"
     finally:
         keyed.close()
+
+
+# -- the check before an LLM inducer's first call (issue 39) -------------------------------------
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "stub"}
+
+
+def _error(status: int, message: str) -> httpx.Response:
+    return httpx.Response(status, json={"error": {"message": message, "type": "invalid_request_error"}})
+
+
+@pytest.mark.parametrize(
+    ("replies", "keyless", "expected"),
+    [
+        ([httpx.Response(200, json=_model("m"))], False, None),
+        ([_error(401, "Incorrect API key provided")], False, "refused the API key (HTTP 401: Incorrect API"),
+        (
+            [_error(401, "Missing bearer")],
+            True,
+            "no API key: the LLM endpoint http://stub.local/v1 asks for one",
+        ),
+        ([_error(403, "not allowed")], False, "refused the API key (HTTP 403"),
+        (
+            [
+                _error(404, "no such model"),
+                httpx.Response(200, json={"object": "list", "data": [_model("a")]}),
+            ],
+            False,
+            "does not serve model 'm' (FLOWMEM_LLM_MODEL): set it to one the endpoint serves (a)",
+        ),
+        # The model is listed though its description's route is missing: served.
+        (
+            [_error(404, "no route"), httpx.Response(200, json={"object": "list", "data": [_model("m")]})],
+            False,
+            None,
+        ),
+        ([_error(404, "no route"), _error(404, "no route")], False, None),  # cannot tell: the calls will
+        ([_error(500, "internal")], False, None),
+    ],
+    ids=["served", "bad-key", "keyless", "forbidden", "unknown-model", "listed", "no-routes", "server-error"],
+)
+def test_the_check_names_what_the_endpoint_refuses(
+    stub: Stub, replies: list[Reply], keyless: bool, expected: str | None
+) -> None:
+    stub.replies.extend(replies)
+    found = model_problem(stub.client, "m", keyless=keyless, timeout=1)
+    assert (found is None) if expected is None else (found is not None and expected in found), found
+    assert [r.method for r in stub.requests] == ["GET"] * len(replies)  # one try each, no completion
+    assert stub.requests[0].url.path == "/v1/models/m"
+
+
+def test_the_check_says_no_api_key_for_openais_endpoint_without_a_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(
+        LLMSetupError,
+        match=r"^no API key for the LLM endpoint https://api.openai.com/v1: set FLOWMEM_LLM_API_KEY",
+    ):
+        check_llm(Settings(llm_model="gpt-4o-mini"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    with pytest.raises(LLMSetupError, match="does not answer"):  # a key: the endpoint is asked (offline here)
+        check_llm(
+            Settings(llm_model="gpt-4o-mini", llm_base_url="http://127.0.0.1:9/v1", llm_check_timeout=1)
+        )

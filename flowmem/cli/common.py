@@ -113,10 +113,17 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def inducer_or_fail(kind: str, settings: Settings) -> Inducer:
-    """The inducer of a kind (`rule` or `llm`), or a one-line error with a hint."""
+    """The inducer of a kind (`rule` or `llm`), or a one-line error with a hint.
+
+    An LLM is checked first (`flowmem.providers.openai.check_llm`): no API key, an endpoint that
+    does not answer, a key or a model it refuses are each one line before any call."""
     from flowmem.jobs.factories import inducer_from
 
     try:
+        if kind == "llm":
+            from flowmem.providers.openai import check_llm
+
+            check_llm(settings)
         return inducer_from(kind, settings)
     except ValueError as e:
         raise fail(f"{e} (or --inducer rule, which needs no LLM)" if kind == "llm" else str(e)) from None

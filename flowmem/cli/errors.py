@@ -3,8 +3,8 @@ value and what is accepted, a non-zero exit, and no traceback (unless `--debug`)
 
 Two places decide it: `check_settings` before any command (every FLOWMEM_* variable and the
 paths they name), and `ErrorsGroup`, the app's group, for what a command raises that a user can
-cause (a store that cannot be written, a store error); anything else is a bug and keeps its
-traceback.
+cause (a store that cannot be written, a store error; an object store that refuses or does not
+answer exits 2, as a bad setting does); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -93,7 +93,17 @@ class ErrorsGroup(Group):
             line = explain(exc)
             if line is None:
                 raise
-            raise fail(line, 1) from None
+            raise fail(line, 2 if _configuration(exc) else 1) from None
+
+
+def _configuration(exc: BaseException) -> bool:
+    """Whether a command's error comes from the configuration (exit status 2, as a bad setting):
+    an object store that refused or did not answer (`flowmem.storage.object_store`)."""
+    from flowmem.settings import Settings
+    from flowmem.storage.errors import ObjectStoreError
+    from flowmem.storage.object_store import access_problem
+
+    return isinstance(exc, ObjectStoreError) or access_problem(exc, Settings()) is not None
 
 
 def explain(exc: BaseException) -> str | None:
@@ -102,6 +112,7 @@ def explain(exc: BaseException) -> str | None:
     from flowmem.settings import Settings
     from flowmem.storage import StoreError, StoreLocationError
     from flowmem.storage.location import os_error, os_error_line
+    from flowmem.storage.object_store import access_problem
 
     if isinstance(exc, typer.Exit | typer.Abort):
         return None
@@ -111,6 +122,8 @@ def explain(exc: BaseException) -> str | None:
         return str(exc)
     if isinstance(exc, ModelFileError):  # its message starts with the path
         return f"FLOWMEM_EMBEDDER_PATH={exc}"
+    if line := access_problem(exc, Settings()):  # an object store refused a call past opening
+        return line
     found = os_error(exc)
     if found is None or found[0] not in _USER_ERRNOS:
         return None

@@ -17,7 +17,15 @@ from flowmem.induction.embed import Vectors
 if TYPE_CHECKING:
     from flowmem.settings import Settings
 
-__all__ = ["SYSTEM_PROMPT", "OpenAIEmbedder", "OpenAILLM", "llm_from_settings"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "LLMSetupError",
+    "OpenAIEmbedder",
+    "OpenAILLM",
+    "check_llm",
+    "llm_from_settings",
+    "model_problem",
+]
 
 SYSTEM_PROMPT = (
     "You turn recorded runs of software agents into reusable workflows. Answer only in the requested "
@@ -28,6 +36,9 @@ SYSTEM_PROMPT = (
 
 NO_KEY = "not-needed"
 """The API key sent when none is configured (local OpenAI-compatible servers ignore it)."""
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""OpenAI's own endpoint: the client's when neither FLOWMEM_LLM_BASE_URL nor OPENAI_BASE_URL is set."""
 
 
 def _client(
@@ -267,3 +278,102 @@ def _endpoint(settings: Settings) -> dict[str, Any]:
         "timeout": settings.llm_timeout,
         "max_retries": settings.llm_max_retries,
     }
+
+
+class LLMSetupError(ValueError):
+    """The configured LLM cannot serve, found before any call: no API key, an endpoint that does
+    not answer, a key or a model the endpoint refuses. The message is one line naming the
+    setting and what to do."""
+
+
+def check_llm(settings: Settings) -> None:
+    """Check, before any induction call, that the configured LLM can answer: a key is there for
+    OpenAI's own endpoint, and the endpoint answers a request for the model's description
+    (`GET /models/{model}`, never a completion: nothing is spent) within
+    `settings.llm_check_timeout`, without refusing the key or the model.
+
+    An endpoint without that route (404 on both it and the model list, or any other status) is
+    not refused here: the first call tells.
+
+    Raises:
+        LLMSetupError: with one line naming the URL or the variable, and what to do.
+        ValueError: if `settings.llm_model` is not set (as `llm_from_settings`).
+    """
+    llm = llm_from_settings(settings)
+    url = str(llm.client.base_url).rstrip("/")
+    keyless = llm.client.api_key == NO_KEY
+    if keyless and url == OPENAI_URL:
+        llm.close()
+        raise LLMSetupError(
+            f"no API key for the LLM endpoint {url}: set FLOWMEM_LLM_API_KEY (or OPENAI_API_KEY), "
+            "or FLOWMEM_LLM_BASE_URL to an endpoint that needs none"
+        )
+    timeout = min(settings.llm_timeout, settings.llm_check_timeout)
+    try:
+        problem = model_problem(llm.client, llm.model, keyless=keyless, timeout=timeout)
+    finally:
+        llm.close()
+    if problem:
+        raise LLMSetupError(problem)
+
+
+def model_problem(client: openai.OpenAI, model: str, *, keyless: bool, timeout: float) -> str | None:
+    """The one line for an endpoint that does not answer (one try, within `timeout` seconds),
+    refuses the key (`keyless`: none was configured) or does not serve `model`; None when it
+    describes the model, or when it cannot tell (no such route, a server error)."""
+    url = str(client.base_url).rstrip("/")
+    client = client.with_options(timeout=timeout, max_retries=0)
+    try:
+        client.models.retrieve(model)
+    except openai.APIConnectionError as err:  # a timeout too
+        why = (
+            f"no answer within {timeout:g} s, FLOWMEM_LLM_CHECK_TIMEOUT"
+            if isinstance(err, openai.APITimeoutError)
+            else _cause(err)
+        )
+        return (
+            f"the LLM endpoint {url} does not answer ({why}): check FLOWMEM_LLM_BASE_URL "
+            "and that the server runs"
+        )
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as err:
+        if keyless:
+            return (
+                f"no API key: the LLM endpoint {url} asks for one (HTTP {err.status_code}): "
+                "set FLOWMEM_LLM_API_KEY (or OPENAI_API_KEY)"
+            )
+        return (
+            f"the LLM endpoint {url} refused the API key (HTTP {err.status_code}: {_said(err)}): "
+            "check FLOWMEM_LLM_API_KEY (or OPENAI_API_KEY)"
+        )
+    except openai.NotFoundError:
+        served = _served(client)
+        if served is not None and model not in served:
+            shown = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "") or "none"
+            return (
+                f"the LLM endpoint {url} does not serve model {model!r} (FLOWMEM_LLM_MODEL): "
+                f"set it to one the endpoint serves ({shown})"
+            )
+    except openai.APIStatusError:
+        return None  # a server error, or no such route: the calls' own retries and errors tell
+    return None
+
+
+def _served(client: openai.OpenAI) -> list[str] | None:
+    """The models an endpoint lists, or None when it lists none (no such route)."""
+    try:
+        return sorted(m.id for m in client.models.list())
+    except openai.APIError:
+        return None
+
+
+def _said(err: openai.APIStatusError) -> str:
+    body = err.body if isinstance(err.body, dict) else {}
+    message = body.get("message") or (body.get("error") or {}).get("message") if body else None
+    return str(message or err.message)[:160]
+
+
+def _cause(err: BaseException) -> str:
+    """The innermost cause's words (`[Errno 111] Connection refused`), or the error's own."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err) or type(err).__name__

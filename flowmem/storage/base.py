@@ -23,6 +23,7 @@ from flowmem.settings import Settings
 from flowmem.storage import rows
 from flowmem.storage.errors import (
     NotFoundError,
+    ObjectStoreError,
     StoreAccessError,
     StoreError,
     StoreLocationError,
@@ -31,7 +32,7 @@ from flowmem.storage.errors import (
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
 from flowmem.storage.migrations import migrate
-from flowmem.storage.object_store import storage_options
+from flowmem.storage.object_store import access_problem, check_endpoint, storage_options
 
 __all__ = ["TRAJECTORIES", "Key", "KnownKeys", "StoreBase", "Vector", "release_all"]
 
@@ -135,6 +136,7 @@ class StoreBase:
             session = lancedb.Session(
                 metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=_INDEX_CACHE
             )
+            check_endpoint(self.settings)  # an object store's endpoint that does not answer: one line now
             try:
                 db = lancedb.connect(
                     self.settings.db,
@@ -146,6 +148,8 @@ class StoreBase:
             except Exception as err:
                 if line := os_error_line(err, self.settings.db):
                     raise StoreAccessError(line) from None
+                if line := access_problem(err, self.settings):
+                    raise ObjectStoreError(line) from err
                 raise
             self._db = db
             _CONNECTED.add(self)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "NotFoundError",
+    "ObjectStoreError",
     "StoreAccessError",
     "StoreError",
     "StoreLocationError",
@@ -33,3 +34,10 @@ class StoreLocationError(StoreError, ValueError):
 
 class StoreAccessError(StoreError):
     """The operating system refused the store: read-only, no permission, no space."""
+
+
+class ObjectStoreError(StoreAccessError):
+    """The object store of an `s3://` (or other object-store) location refused or did not
+    answer: a missing bucket, an endpoint that cannot be reached, refused credentials, a
+    bucket in another region. A configuration error: the message names the location and what
+    to do (`flowmem.storage.object_store.access_problem`)."""
