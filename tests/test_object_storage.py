@@ -652,3 +652,27 @@ def test_no_check_of_the_endpoint_where_a_proxy_may_carry_the_requests(
     monkeypatch.delenv("HTTPS_PROXY")
     check_endpoint(closed.model_copy(update={"storage_options": {"proxy_url": "http://proxy.invalid:3128"}}))
     check_endpoint(Settings(db="s3://b/db"))  # AWS's own endpoint: not checked
+
+
+def test_a_failed_object_store_request_is_not_retried_as_a_commit_conflict() -> None:
+    from flowmem.storage.lance_ops import retry_conflicts
+
+    calls: list[int] = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise OSError(
+            "LanceError(IO): Generic S3 error: Error performing GET http://127.0.0.1:9/b/db after 3 "
+            "retries, max_retries: 2, retry_timeout: 20s - HTTP error: error sending request"
+        )
+
+    def conflicted() -> str:
+        calls.append(2)
+        if calls.count(2) < 3:
+            raise RuntimeError("Retryable commit conflict for version 7")
+        return "committed"
+
+    with pytest.raises(OSError):
+        retry_conflicts(refused)
+    assert calls == [1]  # once: Lance has retried the request already
+    assert retry_conflicts(conflicted) == "committed" and calls.count(2) == 3

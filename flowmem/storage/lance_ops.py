@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from flowmem.storage import object_store
 from flowmem.storage.errors import StoreError
 
 __all__ = ["lance_dataset", "quote", "retry_conflicts", "select"]
@@ -39,6 +40,8 @@ def retry_conflicts(op: Callable[[], T], *, attempts: int = 8) -> T:
             text = str(err).lower()
             if attempt == attempts - 1 or ("conflict" not in text and "retry" not in text):
                 raise
+            if object_store.failure(err) is not None:  # a request the store refused or never
+                raise  # answered (Lance's `RetryError` after its own retries): not a conflict
             time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
     raise AssertionError("unreachable")
 
