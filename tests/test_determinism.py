@@ -76,13 +76,14 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
     from unittest import mock
 
     from flowmem.jobs import evaluate as evaluating
+    from flowmem.jobs import induce as induce_job
     from flowmem.settings import Settings
 
     settings = Settings()
     runs = evaluating.load(path, settings)
     train, test = [t for t in runs if split(t) is True], [t for t in runs if split(t) is False]
     results = []
-    real = evaluating.run_induction
+    real = induce_job.run_induction
 
     def recording(*args: Any, **kwargs: Any) -> Any:  # keeps what `evaluate` induced
         results.append(real(*args, **kwargs))
