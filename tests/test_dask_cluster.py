@@ -47,6 +47,23 @@ def test_the_setting_names_a_scheduler_or_a_cluster_of_local_worker_processes() 
     }
 
 
+def test_each_task_takes_settings_naming_the_flows_server_to_its_worker() -> None:
+    """What prefect-dask sends with each task (`serialize_context`, as its client's `submit`
+    calls it) names the flow's Prefect server, also when no setting named it (the flow's
+    temporary server): a worker of any cluster, one started apart from the flow too, then
+    reports there and starts no server. Entering the runner connects to nothing yet."""
+    from prefect.context import SettingsContext, serialize_context
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flowmem.flows.runners import on_dask
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):  # as on a temporary server
+        with on_dask("tcp://127.0.0.1:9", "http://127.0.0.1:4321/api"):
+            sent = SettingsContext(**serialize_context()["settings_context"]).settings
+        assert sent.api.url == "http://127.0.0.1:4321/api"
+        assert PREFECT_API_URL.value() is None  # only while the flow's tasks are on Dask
+
+
 QUICK_EXIT = """
 import sys
 from flowmem.flows.local_cluster import QuickExit
