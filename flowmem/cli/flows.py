@@ -3,6 +3,7 @@ in `flowmem.cli`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -10,7 +11,7 @@ import typer
 from flowmem.cli.common import JsonOpt, fail, out, prefect_env, print_json
 from flowmem.cli.helptext import choices
 
-__all__ = ["DEPLOYED", "FLOWS", "run_flow", "serve"]
+__all__ = ["DEPLOYED", "FLOWS", "quiet_logs", "run_flow", "serve"]
 
 FLOWS = ("collect", "induce", "learn", "cycle")
 """The flows `flowmem run` runs."""
@@ -20,16 +21,40 @@ DEPLOYED = ("collect", "induce", "learn", "cycle", "maintain")
 that help needs no Prefect import; a test checks they agree)."""
 
 
+def quiet_logs(as_json: bool) -> None:
+    """What `flowmem run` shows on stderr without `-v`: Dask's logs at WARNING (its INFO lines
+    tell of every connection, worker and nanny), and with `--json` Prefect's console at WARNING
+    too (no flow and task run states, no temporary-server notice), so that a run that goes well
+    prints its JSON and nothing else. Only the terminal is quieted: run logs still reach the
+    Prefect server. A variable already set (DASK_LOGGING__DISTRIBUTED,
+    PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL) wins."""
+    # Read when Prefect and Dask are first imported, here and in the processes this one starts
+    # (the temporary server, the workers of FLOWMEM_DASK_ADDRESS=local:N), which inherit them.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    if as_json:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
+
+
 def run_flow(
     name: Annotated[str, typer.Argument(metavar="FLOW", help=f"The flow: {', '.join(FLOWS)}.")],
     inducer: Annotated[
         str, typer.Option(metavar="[rule|llm]", help="How workflows are induced (induce and cycle).")
     ] = "rule",
     as_json: JsonOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show Prefect's and Dask's INFO logs on stderr (--json too)."),
+    ] = False,
 ) -> None:
-    """Run one flow once, as Prefect runs it (a temporary local server when none is configured)."""
+    """Run one flow once, as Prefect runs it (a temporary local server when none is configured).
+
+    With --json, stdout holds the flow's result as JSON and stderr only warnings and errors
+    (-v for Prefect's and Dask's logs)."""
     if name not in FLOWS:
         raise fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
+    if not verbose:
+        quiet_logs(as_json)
     prefect_env()
     from flowmem.flows import pipeline
 
