@@ -647,3 +647,10 @@ def test_a_directory_given_as_a_file_is_one_line(tmp_path: Path) -> None:
         code, stderr, "error: runs: a directory, not a file: give the JSONL files in it", "runs/*.jsonl"
     )
     assert code == 2
+
+
+def test_flowmem_run_checks_the_llm_before_any_flow_runs(tmp_path: Path) -> None:
+    # `flowmem run induce` (and cycle) check as `flowmem induce` does: no Prefect server started.
+    code, _, stderr = command(tmp_path, "run", "induce", "--inducer", "llm", FLOWMEM_LLM_MODEL="gpt-4o-mini")
+    line = assert_one_line(code, stderr, "no API key", "FLOWMEM_LLM_API_KEY")
+    assert code == 2 and "Prefect" not in line

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli.common import JsonOpt, fail, out, prefect_env, print_json
+from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, out, prefect_env, print_json
 from flowmem.cli.helptext import choices
 
 __all__ = ["DEPLOYED", "FLOWS", "quiet_logs", "run_flow", "serve"]
@@ -53,6 +53,10 @@ def run_flow(
     (-v for Prefect's and Dask's logs)."""
     if name not in FLOWS:
         raise fail(f"unknown flow {name!r}: use one of {', '.join(FLOWS)}")
+    if name in ("induce", "cycle"):  # a bad --inducer, or an LLM that cannot serve, before any run
+        from flowmem.settings import Settings
+
+        inducer_or_fail(inducer, Settings())
     if not verbose:
         quiet_logs(as_json)
     prefect_env()
