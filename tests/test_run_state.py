@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tarfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import lancedb
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from flowmem.induction.base import ClusterInput
+from flowmem.induction.bounded import ClusterMembers, Fitted
 from flowmem.induction.cluster import Clustering
 from flowmem.induction.increment import Columns, Placement, next_state, place_new_runs, thaw
 from flowmem.induction.orchestrate import ClusterPlan, fingerprint, task_key
@@ -27,12 +29,13 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.induction.runplan import (
     Limits,
     Opening,
+    RunPlan,
     clusters_before,
+    fitted_plan,
     open_run,
     place,
     placed_plan,
     refit_reason,
-    refitted_plan,
     skipped_plan,
 )
 from flowmem.jobs.factories import store_from
@@ -364,29 +367,46 @@ def _fitted(runs: Sequence[Trajectory]) -> ClusterPlan:
     )
 
 
+def _members(runs: Sequence[Trajectory]) -> Fitted:
+    """`_fitted` as a fit in bounded memory hands it on: its clusters as their members' ids."""
+    plan = _fitted(runs)
+    members = [
+        ClusterMembers(
+            c.namespace,
+            c.agent,
+            c.cluster_id,
+            c.scope,
+            tuple(t.id for t in c.successes),
+            tuple(t.id for t in c.failures),
+        )
+        for c in plan.clusters
+    ]
+    texts = len(plan.clusterings["agent"].texts)
+    return Fitted(replace(plan, clusters=[]), members, texts=texts, trajectories=len(runs))
+
+
 def test_a_refitted_plan_induces_the_changed_and_pending_clusters_and_records_its_fit() -> None:
     runs = [forward(i) for i in range(3)] + [cancel(i) for i in range(2)]
-    clusters = _fitted(runs)
-    prints = clusters.fingerprints()
+    fitted = _members(runs)
+    prints = _fitted(runs).fingerprints()
+    assert prints == {c.key: c.fingerprint() for c in fitted.members}  # the same clusters, as ids
     state = _state(fingerprints={"agent-c0": prints["agent-c0"], "agent-c1": "before"}, clusters={})
     last = _last(state, trajectories=5)
-    plan = refitted_plan(_opening(last, total=5), {}, runs, clusters, why="because", signature="sig2")
-    assert [c.key for c in plan.changed] == ["agent-c1"]  # agent-c0 holds the same runs
-    assert plan.refit == "because" and plan.sizes == {"agent-c0": (3, 0), "agent-c1": (2, 0)}
-    assert plan.fit == Fit(
-        trajectories=5, texts=len(clusters.clusterings["agent"].texts), agents=("agent",), settings="sig2"
-    )
-    assert plan.task_of == {t.id: t.task for t in runs} and plan.placed is clusters.placed
+    task_of = {t.id: t.task for t in runs}
+
+    def plan(opening: Opening, why: str = "w", signature: str = "s") -> RunPlan:
+        return fitted_plan(opening, {}, fitted, task_of=task_of, why=why, signature=signature)
+
+    planned = plan(_opening(last, total=5), why="because", signature="sig2")
+    assert [c.key for c in planned.changed] == ["agent-c1"]  # agent-c0 holds the same runs
+    assert planned.refit == "because" and planned.sizes == {"agent-c0": (3, 0), "agent-c1": (2, 0)}
+    assert planned.fit == Fit(trajectories=5, texts=fitted.texts, agents=("agent",), settings="sig2")
+    assert planned.task_of == task_of and planned.placed is fitted.plan.placed
     retry = _opening(_last(state.model_copy(update={"failed": ("agent-c0",)})), total=5)
-    assert len(refitted_plan(retry, {}, runs, clusters, why="w", signature="s").changed) == 2
+    assert len(plan(retry).changed) == 2
     forced = _opening(last, total=5, force=True)
-    assert len(refitted_plan(forced, {}, runs, clusters, why="w", signature="s").changed) == 2
-    assert (
-        refitted_plan(forced, {}, runs, clusters, why="w", signature="s")
-        .next_state(failed=[], retired=[])
-        .refit
-        == "w"
-    )
+    assert len(plan(forced).changed) == 2
+    assert plan(forced).next_state(failed=[], retired=[]).refit == "w"
 
 
 def test_a_refit_keeps_ids_from_the_last_fit_or_else_from_the_current_workflows() -> None:

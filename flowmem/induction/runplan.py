@@ -14,8 +14,7 @@ decides):
    takes the inputs of the clusters it chose (their runs, read by `jobs/`).
 4. `fitted_plan`: the plan after a fit of every run in bounded memory (`bounded.fit_namespace`,
    given the memberships to keep ids from, `clusters_before`): its clusters are their members'
-   ids, read when each is induced. `refitted_plan` is the same from a fit over trajectories
-   held in memory (`orchestrate.plan_clusters`).
+   ids, read when each is induced.
 
 `RunPlan.next_state` is what the run leaves for the next one, once its clusters are induced.
 """
@@ -56,7 +55,6 @@ __all__ = [
     "placed_plan",
     "previous_clusters",
     "refit_reason",
-    "refitted_plan",
     "skipped_plan",
 ]
 
@@ -110,7 +108,7 @@ class Opening:
 @dataclass(frozen=True)
 class RunPlan:
     """What an induction run is about to do, decided at once (`skipped_plan`, `placed_plan`,
-    `refitted_plan`).
+    `fitted_plan`).
 
     A frozen dataclass, not a pydantic model: it carries `ClusterInput`s (dataclasses holding
     every run of a cluster) and a `ClusterPlan` (with the clusterings' arrays), which pydantic
@@ -300,42 +298,6 @@ def clusters_before(
     return kept or previous_clusters(current.values(), trajectories)
 
 
-def refitted_plan(
-    opening: Opening,
-    current: Mapping[str, Workflow],
-    trajectories: Sequence[Trajectory],
-    clusters: ClusterPlan,
-    *,
-    why: str,
-    signature: str,
-) -> RunPlan:
-    """The plan of a run that fitted every agent's clusters again (`clusters`, from every
-    stored run, `trajectories`), for the reason `why`: it induces the clusters whose runs
-    changed since the last run (every one when forced) and the pending ones."""
-    fingerprints = clusters.fingerprints()
-    before = opening.last.state if opening.last and not opening.force else None
-    redo = to_induce_after_refit(fingerprints, before, pending=opening.pending)
-    texts = sum(len(c.texts) for c in clusters.clusterings.values())
-    return replace(
-        skipped_plan(opening),
-        revive=_revived(opening, current),
-        current=current,
-        clusters=clusters,
-        changed=tuple(c for c in clusters.clusters if c.key in redo),
-        fingerprints=fingerprints,
-        sizes={c.key: (len(c.successes), len(c.failures)) for c in clusters.clusters},
-        placed=clusters.placed,
-        fit=Fit(
-            trajectories=len(trajectories),
-            texts=texts,
-            agents=tuple(sorted(clusters.clusterings)),
-            settings=signature,
-        ),
-        refit=why,
-        task_of={t.id: t.task for t in trajectories},
-    )
-
-
 def fitted_plan(
     opening: Opening,
     current: Mapping[str, Workflow],
@@ -345,8 +307,10 @@ def fitted_plan(
     why: str,
     signature: str,
 ) -> RunPlan:
-    """`refitted_plan` after a fit in bounded memory (`bounded.fit_namespace`): the clusters
-    to induce are handed on as their members' ids. `task_of`: run id -> task, every run's."""
+    """The plan of a run that fitted every agent's clusters again, in bounded memory
+    (`bounded.fit_namespace`), for the reason `why`: it induces the clusters whose runs changed
+    since the last run (every one when forced) and the pending ones, handed on as their
+    members' ids. `task_of`: run id -> task, every run's."""
     fingerprints = {c.key: c.fingerprint() for c in fitted.members}
     before = opening.last.state if opening.last and not opening.force else None
     redo = to_induce_after_refit(fingerprints, before, pending=opening.pending)
