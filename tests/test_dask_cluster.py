@@ -81,7 +81,7 @@ def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
         expected = run_induction(store_from(here), here, RuleInducer(), namespace=here.namespace).summary()
         ran = induce_flow(db=there.db)
         assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
-            k: v for k, v in expected.items() if k not in ("run", "tag")
+            k: v for k, v in expected.model_dump(mode="json").items() if k not in ("run", "tag")
         }
         summaries.append(ran)
     full, placed = summaries

@@ -78,7 +78,7 @@ def workflow_summaries(store: Store, *, namespace: str) -> list[dict[str, Any]]:
         if r["id"] not in latest or r["version"] > latest[r["id"]]["version"]:
             latest[r["id"]] = r
     usage = store.usage(namespace=namespace)
-    status = {(t["id"], t["version"]): t["new"] for t in store.transitions(namespace=namespace)}
+    status = store.live_statuses(namespace=namespace)
     out = []
     for wid in sorted(latest):
         r = latest[wid]

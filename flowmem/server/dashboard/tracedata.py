@@ -206,7 +206,7 @@ class RunChanges(_Frozen):
 
 
 def _statuses(store: Store, namespace: str) -> dict[tuple[str, int], str]:
-    return {(t["id"], t["version"]): t["new"] for t in store.transitions(namespace=namespace)}
+    return dict(store.live_statuses(namespace=namespace))
 
 
 def run_changes(store: Store, run: InductionRun) -> RunChanges:
