@@ -400,7 +400,7 @@ def store_through_every_path(settings: Settings, tmp_path: Path) -> list[str]:
     path.write_text("".join(json.dumps(r) + "\n" for r in records[1::3]), encoding="utf-8")
     report = ingest_files([path], store_from(settings), settings)
     assert report.stored == 6 and not report.rejected
-    assert Service(settings).record(records[2::3])["stored"] == 6
+    assert Service(settings).record(records[2::3]).stored == 6
     return [records[f * 6]["task"] for f in range(3)]
 
 

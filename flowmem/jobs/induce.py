@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +29,7 @@ from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
 from flowmem.induction.bounded import ClusterMembers, fit_namespace
 from flowmem.induction.catalog import SCAN_COLUMNS, scan
+from flowmem.induction.embed import Vectors
 from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
     ClusterOutcome,
@@ -342,11 +342,11 @@ def induce_all(
 
 def key_vectors(
     store: Store, shares: Mapping[str, Mapping[str, float]], *, limit: int = 32
-) -> tuple[dict[str, Any], dict[str, list[float]]]:
+) -> tuple[dict[str, Vectors], dict[str, list[float]]]:
     """Each workflow's retrieval keys: the embeddings of (at most `limit`, evenly spread) of
     its distinct source tasks, and each one's share (`InductionResult.key_shares`). Search
     scores a workflow by its best key (`induction.nearest`)."""
-    vectors: dict[str, Any] = {}
+    vectors: dict[str, Vectors] = {}
     weights: dict[str, list[float]] = {}
     for wid, tasks in shares.items():
         distinct = sorted(tasks)
