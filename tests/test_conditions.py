@@ -277,7 +277,7 @@ def test_the_induce_summary_counts_the_workflows_pitfalls_apart_from_notes(
     runs = lookup_runs(6, skip=False, success=True) + lookup_runs(4, skip=True, success=False, start=6)
     store_trajectories(store, runs, settings.scrub)
     summary = run_induction(store, settings, RuleInducer(), namespace=settings.namespace).summary()
-    assert (summary["pitfalls"], summary["checkable_pitfalls"], summary["pitfall_notes"]) == (1, 1, 0)
+    assert (summary.pitfalls, summary.checkable_pitfalls, summary.pitfall_notes) == (1, 1, 0)
 
 
 # -- warnings while the agent works --------------------------------------------------------

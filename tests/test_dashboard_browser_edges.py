@@ -185,11 +185,11 @@ def test_a_diff_whose_steps_did_not_change_says_what_did(page: Watched, demo: tu
             changed = [f.field for f in step.fields if f.field != "status"]
             said = f"changed {', '.join(changed)} from v{v.parent_version}" if changed else "serves the same"
             assert said in line, line
-    reasons = [t for t in seeded.store.transitions(workflow_id=wid) if old <= t["version"] <= new]
+    reasons = [t for t in seeded.store.transitions(workflow_id=wid) if old <= t.version <= new]
     listed = page.page.locator("#between ul#transitions li").all_inner_texts()
     assert len(listed) == len(reasons)
     for t, text in zip(reasons, listed, strict=True):
-        assert f"v{t['version']}: {t['old']} → {t['new']}, because {t['reason']}" in text
+        assert f"v{t.version}: {t.old} → {t.new}, because {t.reason}" in text
 
 
 def test_the_404_page_reads_as_one(page: Watched) -> None:

@@ -317,7 +317,7 @@ def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Pat
         job = run_induction(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
         ran = induce_flow(db=flow.db)
         assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
-            k: v for k, v in job.items() if k not in ("run", "tag")
+            k: v for k, v in job.model_dump(mode="json").items() if k not in ("run", "tag")
         }
         assert _workflows(cli) == _workflows(flow)
     assert ran["refit"] is None and ran["clusters_changed"] < ran["clusters"]

@@ -51,8 +51,8 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
 
     second = _induce(store, settings)
     plan = second.plan
-    assert plan.refit is None and second.summary()["refit"] is None
-    assert second.summary()["new_trajectories"] == len(new) and len(plan.fingerprints) == len(
+    assert plan.refit is None and second.summary().refit is None
+    assert second.summary().new_trajectories == len(new) and len(plan.fingerprints) == len(
         first.plan.fingerprints
     )
     # Every new run is placed in a stored cluster whose runs are of its own kind of task.
@@ -125,7 +125,7 @@ def test_a_few_runs_of_a_big_cluster_wait_until_they_are_worth_inducing(
     )  # 1 of 40: under 5%
     waiting = _induce(store, settings)
     assert waiting.plan.refit is None and waiting.plan.deferred == (fwd.id,) and not waiting.plan.changed
-    assert waiting.versions == [] and waiting.summary()["clusters_deferred"] == 1
+    assert waiting.versions == [] and waiting.summary().clusters_deferred == 1
     first, recorded = store.list_runs()
     assert recorded.id == waiting.run.id and recorded.counts["new_trajectories"] == 1
     assert recorded.state.fingerprints[fwd.id] == first.state.fingerprints[fwd.id]  # still owed
@@ -176,7 +176,7 @@ def test_a_material_change_refits_and_says_why(
         force = True
     report = _induce(store, settings, force=force)
     assert report.plan.refit is not None and reason in report.plan.refit
-    assert report.summary()["refit"] == report.plan.refit
+    assert report.summary().refit == report.plan.refit
     assert report.run.state.refit == report.plan.refit
 
 

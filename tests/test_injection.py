@@ -167,7 +167,7 @@ def test_an_instruction_like_error_where_runs_leave_the_workflow_is_flagged_neve
 def test_rule_inducer_keeps_injected_text_out_of_every_version(settings: Settings, store: Store) -> None:
     store_trajectories(store, poisoned_corpus(), settings.scrub)
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert report.summary()["versions_created"] == 3 and not report.summary()["failed_clusters"]
+    assert report.summary().versions_created == 3 and not report.summary().failed_clusters
     everything = texts(store) + "\n".join(n for notes in report.result.notes.values() for n in notes).lower()
     assert not any(bad in everything for bad in FORBIDDEN)
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
@@ -185,7 +185,7 @@ def test_rule_inducer_serves_no_address_when_every_run_obeyed(settings: Settings
     # text of the store names the address or repeats the injected instruction.
     store_trajectories(store, poisoned_corpus(obey_all=True), settings.scrub)
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert report.summary()["failed_clusters"] == {} and report.summary()["versions_created"] == 3
+    assert report.summary().failed_clusters == {} and report.summary().versions_created == 3
     [fwd] = [w for w in store.list_workflows() if "mail.forward" in w.actions]
     [forward_step] = [s for s in fwd.steps if s.action == "mail.forward"]
     assert forward_step.repeat is not None and forward_step.args["to"] == "{" + forward_step.repeat.over + "}"
@@ -240,8 +240,8 @@ def test_llm_inducer_through_the_stub_never_stores_the_injection(
     stub.push(*["injection", "ok"] * 3)  # each cluster first answers as the attacker asked
     report = run_induction(store, settings, LLMInducer(llm), namespace=settings.namespace)
     s = report.summary()
-    assert (s["versions_created"], s["llm_calls"], s["llm_retries"]) == (3, 6, 1 * 3)
-    assert s["llm_rejected"] == {"injection": 3} and not s["failed_clusters"]
+    assert (s.versions_created, s.llm_calls, s.llm_retries) == (3, 6, 1 * 3)
+    assert s.llm_rejected == {"injection": 3} and not s.failed_clusters
     assert not any(bad in texts(store) for bad in FORBIDDEN)
     assert all(r.body["messages"][0]["content"] == SYSTEM_PROMPT for r in stub.requests)
     assert "pitfall 1 reads like text copied from the data" in stub.requests[1].prompt

@@ -69,8 +69,8 @@ def served(store: Store, settings: Settings) -> dict[str, Any]:
 
 def figures(report: RunReport) -> dict[str, Any]:
     s = report.summary()
-    keys = ("clusters_changed", "versions_created", "llm_calls", "llm_retries", "llm_rejected")
-    return {k: s[k] for k in keys} | {"failed": sorted(s["failed_clusters"])}
+    keys = {"clusters_changed", "versions_created", "llm_calls", "llm_retries", "llm_rejected"}
+    return s.model_dump(include=keys) | {"failed": sorted(s.failed_clusters)}
 
 
 def test_faults_are_retried_or_rejected_counted_and_never_replace_served_versions(
@@ -96,8 +96,10 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
         "llm_rejected": {"leak": 1, "malformed": 1, "schema": 1, "truncated": 1},
         "failed": ["agent-c2"],
     }
-    assert first.summary()["failed_clusters"]["agent-c2"].startswith(
-        "LLMError: no valid workflow after a retry: stub-model returned JSON off the schema"
+    assert (
+        first.summary()
+        .failed_clusters["agent-c2"]
+        .startswith("LLMError: no valid workflow after a retry: stub-model returned JSON off the schema")
     )
     assert first.run.counts["llm_rejected_leak"] == 1  # the run record keeps them too
     at = [r.at for r in stub.requests]
@@ -139,7 +141,7 @@ def test_faults_are_retried_or_rejected_counted_and_never_replace_served_version
         "llm_rejected": {"invented_tool": 1, "leak": 1, "malformed": 1, "truncated": 1},
         "failed": ["agent-c0", "agent-c1", "agent-c2"],
     }
-    failed = third.summary()["failed_clusters"]
+    failed = third.summary().failed_clusters
     assert failed["agent-c0"].startswith("RateLimitError")
     assert failed["agent-c1"].startswith("LLMError: no valid workflow after a retry")
     assert "admin.export_everything" in failed["agent-c2"]

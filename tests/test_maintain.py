@@ -57,14 +57,14 @@ def test_concurrent_writes_are_grouped_and_stored_exactly_once(settings: Setting
 
     in_threads(8, client)
     assert len(results) == 320
-    assert sum(r["stored"] for r in results) == 300  # each id stored once, by exactly one request
-    assert sum(r["duplicates"] for r in results) == 20
-    assert all(r["stored"] + r["duplicates"] == 1 for r in results)
+    assert sum(r.stored for r in results) == 300  # each id stored once, by exactly one request
+    assert sum(r.duplicates for r in results) == 20
+    assert all(r.stored + r.duplicates == 1 for r in results)
     assert svc.store.count_trajectories() == 300
     assert len({t.id for t in svc.store.list_trajectories(limit=None)}) == 300
     assert svc.committer.requests == 320 and svc.committer.commits < 320  # grouped
     again = svc.record([record(5), record(1000)])  # one old, one new: told apart
-    assert (again["stored"], again["duplicates"]) == (1, 1)
+    assert (again.stored, again.duplicates) == (1, 1)
 
 
 def gated(fail_on: str | None = None) -> tuple[GroupCommitter, threading.Event, list[list[str]]]:

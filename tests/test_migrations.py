@@ -82,7 +82,7 @@ def test_a_0_1_0_store_is_migrated_and_keeps_every_fact(release_db: str, namespa
         assert {w.id: w.version for w in store.list_workflows(at=run_id)} == versions
     usage = {f"{i}@{v}": u.model_dump() for (i, v), u in sorted(store.usage().items())}
     assert usage == facts["usage"]
-    transitions = [[t["id"], t["version"], t["old"], t["new"]] for t in store.transitions()]
+    transitions = [[t.workflow_id, t.version, t.old, t.new] for t in store.transitions()]
     assert transitions == facts["transitions"]
 
 

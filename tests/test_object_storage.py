@@ -333,7 +333,7 @@ def test_induce_search_hot_reload_and_rollback(s3: S3Server, prefix: str) -> Non
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     first = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert first.summary()["versions_created"] == 2
+    assert first.summary().versions_created == 2
     index = ServedIndex(store_from(settings), settings.namespace, check_every=0)
     task = "Cancel my next meeting with zed"
     wid, version = _served_version(index, task)

@@ -48,12 +48,12 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
         assert {memory.search(f"{TASK} #{i}", k=1)[0].workflow.version for i in range(20)} == {2}
     assert [(w.version, w.status) for w in store.history("agent-c0")] == [(1, "deprecated"), (2, "active")]
     log = store.transitions(workflow_id="agent-c0")
-    assert [(r["version"], r["new"], r["cause"]) for r in log] == [
+    assert [(r.version, r.new, r.cause) for r in log] == [
         (1, "active", "promoted"),
         (1, "deprecated", "superseded"),
         (2, "active", "promoted"),
     ]
-    assert all(r["reason"] for r in log) and learn(store, namespace=settings.namespace)["transitions"] == []
+    assert all(r.reason for r in log) and learn(store, namespace=settings.namespace)["transitions"] == []
 
 
 def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:

@@ -88,8 +88,8 @@ def test_each_batch_is_served_by_exactly_the_runs_of_the_batches_before_it(
     assert all(not r.memories for r in first.served.flowmem + first.served.raw)
     # Later batches are served after the production induction run over the store: the first
     # fits the clusters, the next runs on a store that already has a fit.
-    assert replayed[1].induction is not None and replayed[1].induction["refit"] == "the first run"
-    assert replayed[2].induction is not None and replayed[2].induction["refit"] != "the first run"
+    assert replayed[1].induction is not None and replayed[1].induction.refit == "the first run"
+    assert replayed[2].induction is not None and replayed[2].induction.refit != "the first run"
 
 
 def test_the_figures_are_those_of_the_offline_evaluation(

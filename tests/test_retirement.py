@@ -40,7 +40,7 @@ def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it
     assert {"agent-c99", f"{kept}-9", "handmade"} <= _served_ids(store, ns)
 
     second = run_induction(store, settings, RuleInducer(), namespace=ns, force=True)
-    assert second.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
+    assert second.summary().retired == sorted(["agent-c99", f"{kept}-9"])
     assert {(t.workflow_id, t.cause) for t in second.retired} == {
         ("agent-c99", "gone"),
         (f"{kept}-9", "replaced"),
@@ -51,13 +51,13 @@ def test_a_run_retires_what_its_clusters_no_longer_hold_and_a_rollback_serves_it
     old = store.get_workflow("agent-c99", version=1, namespace=ns)  # still readable by version
     assert old.status == "retired" and old.steps == stale.steps
     log = store.transitions(namespace=ns, workflow_id="agent-c99")
-    assert [(r["old"], r["new"], r["cause"]) for r in log] == [("candidate", "retired", "gone")]
+    assert [(r.old, r.new, r.cause) for r in log] == [("candidate", "retired", "gone")]
     assert second.run.counts["retired"] == 2
 
     store.rollback(second.run.id, namespace=ns)
     assert {"agent-c99", f"{kept}-9"} <= _served_ids(store, ns)  # as before the run
     again = run_induction(store, settings, RuleInducer(), namespace=ns, force=True)
-    assert again.summary()["retired"] == sorted(["agent-c99", f"{kept}-9"])
+    assert again.summary().retired == sorted(["agent-c99", f"{kept}-9"])
 
 
 def test_retired_versions_are_never_served() -> None:
@@ -96,7 +96,7 @@ def test_promote_deprecate_retire_by_hand_are_recorded_with_who_and_why(
     assert (t.version, t.new) == (2, "retired") and "w" not in _served_ids(store, ns)
     log = store.transitions(namespace=ns, workflow_id="w")
     assert (
-        log[-1]["reason"] == "obsolete tool (by bo)"
+        log[-1].reason == "obsolete tool (by bo)"
         and store.get_workflow("w", namespace=ns).status == "retired"
     )
 

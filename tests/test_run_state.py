@@ -156,7 +156,7 @@ def test_a_store_written_before_the_typed_state_induces_without_a_refit(tmp_path
 
     _again(store, settings, 2)
     report = _induce(store, settings)
-    assert report.plan.refit is None and report.summary()["refit"] is None
+    assert report.plan.refit is None and report.summary().refit is None
     assert report.plan.changed and len(report.plan.fingerprints) == UNTYPED["clusters"]
     assert report.run.state.fit == last.fit  # placed in the stored clusters, fitted once
     assert store.list_runs()[-1].state == report.run.state  # stored typed, read back equal

@@ -16,24 +16,24 @@ from tests.factories import cancel, forward
 def test_runs_version_only_what_changed_and_keep_cluster_ids(settings: Settings, store: Store) -> None:
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     first = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert first.summary()["versions_created"] == 2 and first.run.tag == first.run.id
+    assert first.summary().versions_created == 2 and first.run.tag == first.run.id
     ids = {tuple(w.actions): w.id for w in store.list_workflows()}
 
     again = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert again.summary()["versions_created"] == 0 and again.summary()["skipped"]  # nothing new
+    assert again.summary().versions_created == 0 and again.summary().skipped  # nothing new
 
     # Failed runs of forwarding tasks join that cluster: only it is re-induced, and only its
     # workflow gets a new version (with pitfalls), under the same id though clusters were refit.
     store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(6)], settings.scrub)
     third = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert third.summary()["clusters_changed"] == 1 and third.summary()["new_trajectories"] == 6
+    assert third.summary().clusters_changed == 1 and third.summary().new_trajectories == 6
     [changed] = third.versions
     assert changed.id == ids[("mail.search", "contacts.lookup", "mail.forward")]
     assert (changed.version, changed.parent_version) == (2, 1) and changed.pitfalls
     assert {tuple(w.actions): w.id for w in store.list_workflows()} == ids
     assert [r.id for r in store.list_runs()] == [first.run.id, third.run.id]
     forced = run_induction(store, settings, RuleInducer(), namespace=settings.namespace, force=True)
-    assert forced.summary()["clusters_changed"] == 2 and forced.versions == []
+    assert forced.summary().clusters_changed == 2 and forced.versions == []
 
 
 def test_previous_clusters_come_from_the_current_workflows(settings: Settings, store: Store) -> None:

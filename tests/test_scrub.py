@@ -400,7 +400,7 @@ def store_through_every_path(settings: Settings, tmp_path: Path) -> list[str]:
     path.write_text("".join(json.dumps(r) + "\n" for r in records[1::3]), encoding="utf-8")
     report = ingest_files([path], store_from(settings), settings)
     assert report.stored == 6 and not report.rejected
-    assert Service(settings).record(records[2::3])["stored"] == 6
+    assert Service(settings).record(records[2::3]).stored == 6
     return [records[f * 6]["task"] for f in range(3)]
 
 
@@ -412,7 +412,7 @@ def served(settings: Settings, tasks: list[str]) -> Iterator[tuple[str, str]]:
     for w in workflows:
         for version in store.history(w.id):
             yield f"workflow {w.id} v{version.version}", version.model_dump_json()
-        yield f"GET /workflows/{w.id}", json.dumps(service.get_workflow(w.id))
+        yield f"GET /workflows/{w.id}", json.dumps(service.get_workflow(w.id).model_dump(mode="json"))
     with WorkflowMemory(settings) as memory:
         for task in tasks:
             context = memory.context(task)
@@ -420,7 +420,7 @@ def served(settings: Settings, tasks: list[str]) -> Iterator[tuple[str, str]]:
             yield f"context of {task!r}", context
             hits = service.search(task)
             assert hits
-            yield f"search {task!r}", json.dumps(hits)
+            yield f"search {task!r}", json.dumps([h.model_dump(mode="json") for h in hits])
 
 
 def stored(settings: Settings) -> list[str]:
@@ -440,7 +440,7 @@ def test_planted_secrets_and_personal_data_reach_no_store_workflow_context_or_ap
     assert all("[SECRET]" in t and "[EMAIL]" in t and "[PHONE]" in t for t in texts)
     assert sum("[CARD]" in t for t in texts) == 6
     report = run_induction(store_from(settings), settings, RuleInducer(), namespace=settings.namespace)
-    assert report.summary()["versions_created"] >= 3
+    assert report.summary().versions_created >= 3
     places = [("stored trajectory", t) for t in texts] + list(served(settings, tasks))
     leaks = [(where, value) for where, text in places for value in planted() if value in text]
     assert leaks == []

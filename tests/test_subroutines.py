@@ -220,7 +220,7 @@ def test_an_incremental_run_keeps_the_subroutines_and_composes_what_it_induces(t
     assert second.plan.refit is None  # placed in the stored clusters, not refit
     # Its cluster was induced again, composed with the kept sub-routines, and came out the
     # same as stored, marks included: no new version (without the marks it would differ).
-    assert second.summary()["clusters_changed"] == 1 and not second.versions
+    assert second.summary().clusters_changed == 1 and not second.versions
     assert not second.retired and second.run.state.subroutines == tuple(sorted(subs))
     served = {w.id: w for w in store.list_workflows()}
     assert subs <= served.keys() and all(served[s].status != "retired" for s in subs)

@@ -68,24 +68,23 @@ def induce(
         )
     s = report.summary()
     if as_json:
-        print_json(s)
-    elif s["skipped"]:
-        typer.echo(f"nothing new since run {s['tag']}: {s['trajectories']} trajectories, no run made")
+        print_json(s.model_dump(mode="json"))
+    elif s.skipped:
+        typer.echo(f"nothing new since run {s.tag}: {s.trajectories} trajectories, no run made")
     else:
-        rejected = sum(s["llm_rejected"].values())
-        usage = f" ({s['llm_retries']} retries, {rejected} rejected outputs)" if inducer == "llm" else ""
+        usage = f" ({s.llm_retries} retries, {s.rejected_outputs} rejected outputs)"
         typer.echo(
-            f"run {s['run']}: {s['new_trajectories']} new of {s['trajectories']} trajectories, "
-            f"{s['clusters_changed']} of {s['clusters']} clusters induced, "
-            f"{s['versions_created']} new versions ({s['new_workflows']} new workflows), "
-            f"{s['pitfalls']} pitfalls in them ({s['checkable_pitfalls']} checkable), "
-            f"{s['pitfall_notes']} clusters of failed runs only given pitfall notes, "
-            f"{len(s['failed_clusters'])} failed clusters, {s['llm_calls']} LLM calls" + usage
+            f"run {s.run}: {s.new_trajectories} new of {s.trajectories} trajectories, "
+            f"{s.clusters_changed} of {s.clusters} clusters induced, "
+            f"{s.versions_created} new versions ({s.new_workflows} new workflows), "
+            f"{s.pitfalls} pitfalls in them ({s.checkable_pitfalls} checkable), "
+            f"{s.pitfall_notes} clusters of failed runs only given pitfall notes, "
+            f"{len(s.failed_clusters)} failed clusters, {s.llm_calls} LLM calls"
+            + (usage if inducer == "llm" else "")
         )
-        if s["retired"]:
-            shown = ", ".join(s["retired"][:10]) + (", ..." if len(s["retired"]) > 10 else "")
-            typer.echo(f"retired {len(s['retired'])} workflows no longer induced: {shown}")
-    failed = s["failed_clusters"]
-    if failed and len(failed) == s["clusters_changed"]:  # nothing could be induced: not a success
-        first = next(iter(failed.values()))
-        raise fail(f"every cluster to induce failed ({len(failed)}), e.g. {first}", 1)
+        if s.retired:
+            shown = ", ".join(s.retired[:10]) + (", ..." if len(s.retired) > 10 else "")
+            typer.echo(f"retired {len(s.retired)} workflows no longer induced: {shown}")
+    if s.every_cluster_failed:  # nothing could be induced: not a success
+        first = next(iter(s.failed_clusters.values()))
+        raise fail(f"every cluster to induce failed ({len(s.failed_clusters)}), e.g. {first}", 1)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from flowmem.cli import render
-from flowmem.cli.common import JsonOpt, fail, open_existing, out, print_json, require_namespace
+from flowmem.cli.common import JsonOpt, dumped, fail, open_existing, out, print_json, require_namespace
 from flowmem.settings import Settings
 
 __all__ = ["search"]
@@ -21,7 +21,7 @@ def search(
 ) -> None:
     """The served workflows that fit a task best, as an agent would get them."""
     from flowmem.agents import WorkflowMemory
-    from flowmem.server.payloads import hit_payload
+    from flowmem.server.payloads import SearchHit
 
     settings = Settings()
     with WorkflowMemory(settings, store=open_existing(settings)) as memory:
@@ -30,7 +30,7 @@ def search(
             raise fail(f"no workflows in namespace {settings.namespace!r} yet: run `flowmem induce` first", 1)
         hits = memory.search(task, k, agent=agent)
     if as_json:
-        print_json([hit_payload(h) for h in hits])
+        print_json(dumped([SearchHit.of_hit(h) for h in hits]))
         return
     if not hits:
         typer.echo("no workflow fits")

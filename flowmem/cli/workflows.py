@@ -59,7 +59,7 @@ def workflows_history(workflow_id: WorkflowArg, as_json: JsonOpt = False) -> Non
     if as_json:
         return
     for t in store.transitions(workflow_id=workflow_id):
-        typer.echo(f"{t['at']:%Y-%m-%d %H:%M:%S}  v{t['version']}: {t['old']} -> {t['new']} ({t['reason']})")
+        typer.echo(f"{t.at:%Y-%m-%d %H:%M:%S}  v{t.version}: {t.old} -> {t.new} ({t.reason})")
 
 
 @app.command("diff", cls=Command)

@@ -26,7 +26,15 @@ from flowmem.induction.bounded import ClusterMembers
 from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from, store_from
-from flowmem.jobs.induce import RunPlan, RunReport, cluster_input, commit_outcomes, induce_all, prepare_run
+from flowmem.jobs.induce import (
+    RunPlan,
+    RunReport,
+    RunSummary,
+    cluster_input,
+    commit_outcomes,
+    induce_all,
+    prepare_run,
+)
 from flowmem.jobs.learn import learn
 from flowmem.jobs.maintain import maintain
 from flowmem.settings import Settings
@@ -170,26 +178,26 @@ def _gather(
     return outcomes
 
 
-def _clustering(summary: dict[str, Any]) -> str:
-    if summary["skipped"]:
+def _clustering(summary: RunSummary) -> str:
+    if summary.skipped:
         return "nothing new: no run"
-    return f"refit: {summary['refit']}" if summary["refit"] else "new tasks placed in the stored clusters"
+    return f"refit: {summary.refit}" if summary.refit else "new tasks placed in the stored clusters"
 
 
 def _artifact(report: RunReport, timings: dict[str, float]) -> None:
     s = report.summary()
     rows = [
-        ("new trajectories", s["new_trajectories"]),
-        ("clusters changed / all", f"{s['clusters_changed']} / {s['clusters']}"),
-        ("clusters waiting for more runs", s["clusters_deferred"]),
+        ("new trajectories", s.new_trajectories),
+        ("clusters changed / all", f"{s.clusters_changed} / {s.clusters}"),
+        ("clusters waiting for more runs", s.clusters_deferred),
         ("clustering", _clustering(s)),
-        ("workflows created", s["new_workflows"]),
-        ("new versions", s["versions_created"]),
-        ("workflows retired", len(s["retired"])),
-        ("failed clusters", ", ".join(s["failed_clusters"]) or "none"),
-        ("LLM calls / retries / tokens", f"{s['llm_calls']} / {s['llm_retries']} / {s['llm_tokens']}"),
-        ("LLM outputs rejected", ", ".join(f"{k}: {n}" for k, n in s["llm_rejected"].items()) or "none"),
-        ("tag", s["tag"]),
+        ("workflows created", s.new_workflows),
+        ("new versions", s.versions_created),
+        ("workflows retired", len(s.retired)),
+        ("failed clusters", ", ".join(s.failed_clusters) or "none"),
+        ("LLM calls / retries / tokens", f"{s.llm_calls} / {s.llm_retries} / {s.llm_tokens}"),
+        ("LLM outputs rejected", ", ".join(f"{k}: {n}" for k, n in s.llm_rejected.items()) or "none"),
+        ("tag", s.tag),
         *((f"time: {k}", f"{v:.2f} s") for k, v in timings.items()),
     ]
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
@@ -239,7 +247,7 @@ def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
     report = commit(settings, Parcel(plan), Parcel(outcomes))
     timings["commit"] = time.perf_counter() - start
     _artifact(report, timings)
-    return report.summary()
+    return report.summary().model_dump(mode="json")  # the flow run's result: JSON
 
 
 @flow(name="flowmem-learn", log_prints=True)

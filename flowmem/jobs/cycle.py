@@ -15,12 +15,13 @@ __all__ = ["cycle"]
 
 
 def cycle(store: Store, settings: Settings, *, inducer: str = "rule") -> dict[str, Any]:
-    """collect → induce → learn on the settings' namespace; the three summaries."""
+    """collect → induce → learn on the settings' namespace; the three summaries, as JSON (what
+    the Prefect `cycle` flow returns too)."""
     namespace = settings.namespace
     collected = collect(store, settings)
     report = run_induction(store, settings, inducer_from(inducer, settings), namespace=namespace)
     return {
         "collect": collected.summary(),
-        "induce": report.summary(),
+        "induce": report.summary().model_dump(mode="json"),
         "learn": learn(store, namespace=namespace),
     }

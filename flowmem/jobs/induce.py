@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
 from flowmem.induction.bounded import ClusterMembers, fit_namespace
 from flowmem.induction.catalog import SCAN_COLUMNS, scan
+from flowmem.induction.embed import Vectors
 from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
     ClusterOutcome,
@@ -57,6 +59,7 @@ from flowmem.storage.scans import trajectories_by_id, trajectory_batches
 __all__ = [
     "RunPlan",
     "RunReport",
+    "RunSummary",
     "cluster_input",
     "commit_outcomes",
     "induce_all",
@@ -67,6 +70,66 @@ __all__ = [
     "retirements",
     "run_induction",
 ]
+
+
+class RunSummary(BaseModel):
+    """An induction run's figures: what `flowmem induce` prints (`--json`: this model's JSON),
+    what `POST /v1/induction/runs` returns, the induce flow's artifact and `flowmem eval
+    --online`'s batches read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    run: str | None
+    """The committed run's id (its store tag); None when the run was skipped."""
+    tag: str | None
+    """The store tag of the run committed, or of the last one when this run was skipped."""
+    skipped: bool
+    """Nothing new since the last run and no cluster waiting for a retry: no run was made."""
+    trajectories: int
+    """Trajectories in the namespace."""
+    new_trajectories: int
+    """Of those, stored since the last run."""
+    clusters: int
+    """Clusters of the namespace after the run."""
+    clusters_changed: int
+    """Clusters induced by this run (changed since the last run, or failed then)."""
+    clusters_deferred: int
+    """Clusters whose new runs wait until they change the cluster materially."""
+    refit: str | None
+    """Why the clusters were fitted again; None when the new tasks were placed in the stored ones."""
+    versions_created: int
+    """New workflow versions stored."""
+    new_workflows: int
+    """Of those, first versions of a new workflow."""
+    pitfalls: int
+    """Pitfalls in the versions created."""
+    checkable_pitfalls: int
+    """Of those, pitfalls with a condition an agent's step can be checked against."""
+    pitfall_notes: int
+    """Clusters of failed runs only, given pitfall notes instead of a workflow."""
+    retired: list[str]
+    """Ids of the workflows whose versions the run retired (sorted)."""
+    failed_clusters: dict[str, str]
+    """Cluster key -> why its induction failed (it is induced again by the next run)."""
+    llm_calls: int
+    """LLM calls made."""
+    llm_tokens: int
+    """LLM tokens used."""
+    llm_retries: int
+    """LLM calls retried."""
+    llm_rejected: dict[str, int]
+    """Rejected LLM outputs per reason (`leak`, ...)."""
+
+    @property
+    def every_cluster_failed(self) -> bool:
+        """Whether the run tried clusters and every one failed (e.g. the LLM was unreachable):
+        nothing could be induced, so the run is not a success (the CLI exits 1, the API answers 502)."""
+        return bool(self.failed_clusters) and len(self.failed_clusters) == self.clusters_changed
+
+    @property
+    def rejected_outputs(self) -> int:
+        """LLM outputs rejected, every reason together."""
+        return sum(self.llm_rejected.values())
 
 
 @dataclass
@@ -84,39 +147,40 @@ class RunReport:
     retired: list[Transition] = field(default_factory=list)
     """The versions it retired (`retirements`): still readable, never served."""
 
-    def summary(self) -> dict[str, Any]:
-        """The run's figures as JSON-ready data."""
+    def summary(self) -> RunSummary:
+        """The run's figures (`RunSummary`)."""
         counts = self.run.counts if not self.plan.skipped else {}
-        return {
-            "run": self.run.id if not self.plan.skipped else None,
-            "tag": self.run.tag,
-            "skipped": self.plan.skipped,
-            "trajectories": self.plan.total,
-            "new_trajectories": self.plan.new_trajectories,
-            "clusters": len(self.plan.fingerprints),
-            "clusters_changed": len(self.plan.changed),
-            "clusters_deferred": len(self.plan.deferred),
-            "refit": self.plan.refit,
-            "versions_created": len(self.versions),
-            "new_workflows": sum(w.version == 1 for w in self.versions),
-            # The pitfalls of the versions created (checkable: with a condition), and apart
-            # from them the clusters of failed runs only, which get notes instead of a workflow.
-            "pitfalls": sum(len(w.pitfalls) for w in self.versions),
-            "checkable_pitfalls": sum(p.condition is not None for w in self.versions for p in w.pitfalls),
-            "pitfall_notes": len(self.result.notes),
-            "retired": sorted({t.workflow_id for t in self.retired}),
-            "failed_clusters": self.result.failed,
-            "llm_calls": counts.get("llm_calls", 0),
-            "llm_tokens": counts.get("llm_tokens", 0),
-            "llm_retries": counts.get("llm_retries", 0),
-            "llm_rejected": {
-                k.removeprefix(REJECTED): n for k, n in counts.items() if k.startswith(REJECTED)
-            },
-        }
+        return RunSummary(
+            run=self.run.id if not self.plan.skipped else None,
+            tag=self.run.tag,
+            skipped=self.plan.skipped,
+            trajectories=self.plan.total,
+            new_trajectories=self.plan.new_trajectories,
+            clusters=len(self.plan.fingerprints),
+            clusters_changed=len(self.plan.changed),
+            clusters_deferred=len(self.plan.deferred),
+            refit=self.plan.refit,
+            versions_created=len(self.versions),
+            new_workflows=sum(w.version == 1 for w in self.versions),
+            pitfalls=sum(len(w.pitfalls) for w in self.versions),
+            checkable_pitfalls=sum(p.condition is not None for w in self.versions for p in w.pitfalls),
+            pitfall_notes=len(self.result.notes),
+            retired=sorted({t.workflow_id for t in self.retired}),
+            failed_clusters=self.result.failed,
+            llm_calls=counts.get("llm_calls", 0),
+            llm_tokens=counts.get("llm_tokens", 0),
+            llm_retries=counts.get("llm_retries", 0),
+            llm_rejected=rejected_counts(counts),
+        )
 
 
 REJECTED = "llm_rejected_"
 """Prefix of the run counts of rejected LLM outputs, one per reason (`llm_rejected_leak`)."""
+
+
+def rejected_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """The rejected LLM outputs per reason, of a run's counts (`REJECTED` keys)."""
+    return {k.removeprefix(REJECTED): n for k, n in counts.items() if k.startswith(REJECTED)}
 
 
 def nothing_served(store: Store, namespace: str) -> Callable[[str], bool]:
@@ -139,10 +203,6 @@ def _last_induction(store: Store, namespace: str) -> InductionRun | None:
     undone = {r.rolled_back_run for r in found if r.kind == "rollback"}
     runs = [r for r in found if r.kind == "induce" and r.id not in undone]
     return runs[-1] if runs else None
-
-
-def _logged(row: Mapping[str, Any]) -> Transition:
-    return Transition(row["id"], row["version"], row["old"], row["new"], row["reason"], row["cause"])
 
 
 def prepare_run(
@@ -192,7 +252,7 @@ def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> set
     """The workflows deprecated for their own failures, since the last run, that nothing
     serves (`needs_reinduction`, from the transitions logged and the versions stored)."""
     since = last.finished_at if last else None
-    logged = [_logged(r) for r in store.transitions(namespace=namespace) if since is None or r["at"] > since]
+    logged = [t.transition for t in store.transitions(namespace=namespace) if since is None or t.at > since]
     return set(needs_reinduction(logged, nothing_served=nothing_served(store, namespace)))
 
 
@@ -282,11 +342,11 @@ def induce_all(
 
 def key_vectors(
     store: Store, shares: Mapping[str, Mapping[str, float]], *, limit: int = 32
-) -> tuple[dict[str, Any], dict[str, list[float]]]:
+) -> tuple[dict[str, Vectors], dict[str, list[float]]]:
     """Each workflow's retrieval keys: the embeddings of (at most `limit`, evenly spread) of
     its distinct source tasks, and each one's share (`InductionResult.key_shares`). Search
     scores a workflow by its best key (`induction.nearest`)."""
-    vectors: dict[str, Any] = {}
+    vectors: dict[str, Vectors] = {}
     weights: dict[str, list[float]] = {}
     for wid, tasks in shares.items():
         distinct = sorted(tasks)

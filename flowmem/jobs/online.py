@@ -23,7 +23,7 @@ from typing import Any
 from flowmem.induction.base import Inducer
 from flowmem.jobs.evaluate import Served, retrieve, score
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import run_induction
+from flowmem.jobs.induce import RunSummary, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
@@ -46,8 +46,8 @@ CURVE_KEYS = ("joint_coverage", "joint_precision")
 """The figures the curve shows, per batch, for both systems."""
 
 _INDUCTION_KEYS = ("refit", "clusters", "clusters_changed", "clusters_deferred", "versions_created")
-"""What a batch reports of the induction run that made its memory (no run ids: they differ
-from one replay to the next)."""
+"""What a batch's JSON reports of the induction run that made its memory (no run ids: they
+differ from one replay to the next)."""
 
 
 def split_batches(runs: Sequence[Trajectory], batches: int, *, seed: int) -> list[list[Trajectory]]:
@@ -89,9 +89,8 @@ class Batch:
     """What both systems served for each run, and what they served from."""
     figures: dict[str, Any]
     """`jobs.evaluate.score`: {"flowmem": {...}, "raw": {...}}."""
-    induction: dict[str, Any] | None
-    """The induction run that made the memory (`RunReport.summary`, its stable keys); None
-    for batch 1."""
+    induction: RunSummary | None
+    """The induction run that made the memory (`RunReport.summary`); None for batch 1."""
     timing: dict[str, float]
     """Seconds spent storing, inducing, retrieving and scoring for this batch."""
 
@@ -102,7 +101,9 @@ class Batch:
             "runs": len(self.runs),
             "memory_runs": len(self.memory),
             "judged": self.index > 1,
-            "induction": self.induction,
+            "induction": None
+            if self.induction is None
+            else self.induction.model_dump(mode="json", include=set(_INDUCTION_KEYS)),
             **self.figures,
         }
 
@@ -124,7 +125,7 @@ def replay(
         run_settings = settings.model_copy(update={"db": str(Path(tmp) / "db")})
         store = store_from(run_settings)
         stored: list[Trajectory] = []
-        induction: dict[str, Any] | None = None
+        induction: RunSummary | None = None
         for b, batch in enumerate(order, 1):
             timing: dict[str, float] = {}
             if b > 1:
@@ -133,8 +134,7 @@ def replay(
                 store_trajectories(store, joining, settings.scrub)
                 stored += order[b - 2]
                 t1 = time.perf_counter()
-                summary = run_induction(store, run_settings, inducer, namespace=ns).summary()
-                induction = {key: summary[key] for key in _INDUCTION_KEYS}
+                induction = run_induction(store, run_settings, inducer, namespace=ns).summary()
                 timing["store_s"], timing["induce_s"] = t1 - t0, time.perf_counter() - t1
             t2 = time.perf_counter()
             served = retrieve(store, batch, namespace=ns, k=k, settings=settings)

@@ -8,7 +8,6 @@ token never appears in a response or a log line. One server serves one namespace
 """
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -18,14 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from flowmem import __version__
 from flowmem.interchange import RecordError, loads
 from flowmem.server.api_docs import add_docs
 from flowmem.server.api_manage import manage_routes
 from flowmem.server.dashboard import add_dashboard
-from flowmem.server.payloads import workflow_payload
+from flowmem.server.payloads import Health, OutcomeSet, Recorded, SearchHit, WorkflowDetail, WorkflowOut
 from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError
@@ -36,6 +35,9 @@ log = logging.getLogger("flowmem.api")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest accepted request body."""
+
+_HITS = TypeAdapter(list[SearchHit])
+"""Writes a search's hits as JSON."""
 
 _JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
 
@@ -118,9 +120,9 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
         return JSONResponse({"detail": errors}, status_code=422)
 
     @app.get("/health", tags=["meta"])
-    def health() -> dict[str, Any]:
+    def health() -> Health:
         """Liveness, version and the namespace served."""
-        return {"status": "ok", "version": __version__, "namespace": svc.namespace}
+        return Health(status="ok", version=__version__, namespace=svc.namespace)
 
     _read_routes(app, svc, Depends(read))
     _write_routes(app, svc, Depends(write))
@@ -130,9 +132,7 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
 
 
 def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
-    @app.get(
-        "/v1/workflows/search", tags=["workflows"], dependencies=[guard], response_model=list[dict[str, Any]]
-    )
+    @app.get("/v1/workflows/search", tags=["workflows"], dependencies=[guard], response_model=list[SearchHit])
     async def search(
         task: Annotated[str, Query(min_length=1, max_length=10_000, description="The task to solve.")],
         k: Annotated[int, Query(ge=1, le=20, description="How many workflows.")] = 3,
@@ -140,35 +140,44 @@ def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
     ) -> Response:
         """The served workflows that fit a task best, with scores and prompt text."""
         # A search between two index checks is about a millisecond of CPU and no I/O: it runs
-        # on the event loop, and its JSON is written as is (no response model to validate).
-        # One that will check the store, or reload it, goes to a worker thread.
+        # on the event loop, and its JSON is written as is (not validated again against the
+        # response model it was built as). One that will check the store, or reload it, goes
+        # to a worker thread.
         if svc.search_is_cpu_only():
             hits = svc.search(task, k, agent=agent)
         else:
             hits = await run_in_threadpool(svc.search, task, k, agent=agent)
-        return Response(json.dumps(hits, separators=(",", ":")), media_type="application/json")
+        return Response(_HITS.dump_json(hits), media_type="application/json")
 
     @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
     def list_workflows(
         status: Annotated[str | None, Query(pattern="^(candidate|active|deprecated|retired)$")] = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[WorkflowOut]:
         """The latest version of every workflow (optionally of one status)."""
-        return [workflow_payload(w) for w in svc.store.list_workflows(namespace=svc.namespace, status=status)]
+        return [WorkflowOut.of(w) for w in svc.store.list_workflows(namespace=svc.namespace, status=status)]
 
     @app.get("/v1/workflows/{workflow_id}", tags=["workflows"], dependencies=[guard])
     def get_workflow(
         workflow_id: str,
         version: Annotated[int | None, Query(ge=1, description="A version; the latest by default.")] = None,
-    ) -> dict[str, Any]:
+    ) -> WorkflowDetail:
         """One version of a workflow and the list of all its versions."""
         return svc.get_workflow(workflow_id, version)
 
 
 def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
     @app.post(
-        "/v1/trajectories", tags=["trajectories"], dependencies=[guard], openapi_extra=_TRAJECTORIES_BODY
+        "/v1/trajectories",
+        tags=["trajectories"],
+        dependencies=[guard],
+        openapi_extra=_TRAJECTORIES_BODY,
+        response_model=Recorded,
+        responses={
+            409: {"model": Recorded, "description": "A record reuses a stored id with other content."},
+            422: {"model": Recorded, "description": "Every record was rejected."},
+        },
     )
-    async def post_trajectories(request: Request) -> Any:
+    async def post_trajectories(request: Request) -> Recorded | JSONResponse:
         """Store a batch of trajectories; each invalid one is rejected with its reason. 200 when
         any record was valid; 422, with the same body, when every record was rejected; 409,
         with the same body, when any record reuses a stored id with other content (listed in
@@ -181,14 +190,14 @@ def _write_routes(app: FastAPI, svc: Service, guard: Any) -> None:
             result = await run_in_threadpool(svc.record_lines, lines)
         else:
             result = await run_in_threadpool(svc.record, _records(body))
-        if result["received"] and not result["ids"]:
-            return JSONResponse(result, status_code=422)
-        if result["conflicts"]:
-            return JSONResponse(result, status_code=409)
+        if result.all_rejected:
+            return JSONResponse(result.model_dump(mode="json"), status_code=422)
+        if result.conflicts:
+            return JSONResponse(result.model_dump(mode="json"), status_code=409)
         return result
 
     @app.post("/v1/runs/{run_id}/outcome", tags=["trajectories"], dependencies=[guard])
-    def report_outcome(run_id: str, outcome: Outcome) -> dict[str, Any]:
+    def report_outcome(run_id: str, outcome: Outcome) -> OutcomeSet:
         """Set a stored run's outcome; the learn flow folds it into the served versions' stats."""
         return svc.report_outcome(run_id, success=outcome.success, feedback=outcome.feedback)
 

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem.jobs.status import Verb
+from flowmem.server.payloads import DiffOut, History, InducedRun, RunOut, StatusChanged
 from flowmem.server.service import Busy, Service
 from flowmem.storage import NotFoundError, StoreError
 
@@ -62,7 +63,7 @@ def manage_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None:
 def _workflow_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None:
 
     @app.get("/v1/workflows/{workflow_id}/history", tags=["workflows"], dependencies=[read])
-    def history(workflow_id: str) -> dict[str, Any]:
+    def history(workflow_id: str) -> History:
         """Every version of a workflow (status, parent, provenance, content hash) and every
         status transition it went through, oldest first."""
         return svc.history(workflow_id)
@@ -72,12 +73,12 @@ def _workflow_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None:
         workflow_id: str,
         old: Annotated[int, Query(ge=1, description="The version compared from.")],
         new: Annotated[int, Query(ge=1, description="The version compared to.")],
-    ) -> dict[str, Any]:
+    ) -> DiffOut:
         """Step-level diff between two versions, and the other fields that changed."""
         return svc.diff(workflow_id, old, new)
 
     @app.post("/v1/workflows/{workflow_id}/status", tags=["workflows"], dependencies=[write])
-    def change_status(workflow_id: str, change: StatusChange) -> dict[str, Any]:
+    def change_status(workflow_id: str, change: StatusChange) -> StatusChanged:
         """Promote, deprecate or retire a version by hand; the transitions made (none when
         it already had that status) are logged with `by` and `why`."""
         try:
@@ -92,13 +93,19 @@ def _workflow_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None:
 
 def _induction_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None:
     @app.get("/v1/induction/runs", tags=["induction"], dependencies=[read])
-    def runs() -> list[dict[str, Any]]:
+    def runs() -> list[RunOut]:
         """Induction runs and rollbacks, oldest first: full ids (what a rollback takes), tags,
         table versions, counts and the workflows each run retired."""
         return svc.runs()
 
-    @app.post("/v1/induction/runs", tags=["induction"], dependencies=[write])
-    async def induce_now(options: Annotated[InduceNow | None, Body()] = None) -> Any:
+    @app.post(
+        "/v1/induction/runs",
+        tags=["induction"],
+        dependencies=[write],
+        response_model=InducedRun,
+        responses={502: {"model": InducedRun, "description": "Every cluster the run tried failed."}},
+    )
+    async def induce_now(options: Annotated[InduceNow | None, Body()] = None) -> InducedRun | JSONResponse:
         """Run induction now, as `flowmem induce` does; its summary once it is committed.
         409 while another one started here runs; 502, with the summary, when every cluster
         it tried failed (e.g. the LLM was unreachable)."""
@@ -109,13 +116,12 @@ def _induction_routes(app: FastAPI, svc: Service, read: Any, write: Any) -> None
             raise HTTPException(409, str(err)) from None
         except ValueError as err:
             raise HTTPException(400, str(err)) from None
-        failed = summary["failed_clusters"]
-        if failed and len(failed) == summary["clusters_changed"]:
-            return JSONResponse(summary, status_code=502)
+        if summary.every_cluster_failed:
+            return JSONResponse(summary.model_dump(mode="json"), status_code=502)
         return summary
 
     @app.post("/v1/induction/runs/{run_id}/rollback", tags=["induction"], dependencies=[write])
-    def rollback(run_id: str, body: Annotated[Rollback | None, Body()] = None) -> dict[str, Any]:
+    def rollback(run_id: str, body: Annotated[Rollback | None, Body()] = None) -> RunOut:
         """Restore the workflows to the table version before a run; the rollback is itself a
         tagged run, and what the run retired is served again. 409 when the run was already
         rolled back or has no version to restore."""

@@ -22,9 +22,10 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem import __version__
+from flowmem.server.payloads import OutcomeSet, SearchHit, WorkflowDetail
 from flowmem.server.service import Service
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError
@@ -68,6 +69,26 @@ Feedback = Annotated[
 ]
 
 
+class Found(BaseModel):
+    """What `search_workflows` returns."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+
+    workflows: list[SearchHit]
+    """The workflows that fit, best first; empty when none fits yet."""
+
+
+class Kept(BaseModel):
+    """What `record_trajectory` returns."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+
+    id: str
+    """The run's id: report its outcome with it."""
+    stored: bool
+    """False when a run with that id was already stored (recording is idempotent by id)."""
+
+
 def build_server(settings: Settings, *, service: Service | None = None) -> MCPServer:
     """The MCP server for `settings.namespace`, its tools bound to `service` (by default a
     new `Service` on the store `settings.db` names)."""
@@ -93,7 +114,7 @@ def build_server(settings: Settings, *, service: Service | None = None) -> MCPSe
         lifespan=warm_up,
     )
 
-    def search_workflows(task: Task, k: K = 3, agent: Agent = None) -> dict[str, Any]:
+    def search_workflows(task: Task, k: K = 3, agent: Agent = None) -> Found:
         """Find the stored workflows that fit a task, best first.
 
         Call it before you start a task. Each workflow has an `id`, a `version`, a `name`, a
@@ -102,9 +123,9 @@ def build_server(settings: Settings, *, service: Service | None = None) -> MCPSe
         `pitfalls`, a `score` (higher fits better) and `text` (the workflow as prompt text).
         An empty list means no workflow fits yet: solve the task on your own.
         """
-        return {"workflows": svc.search(task, k, agent=agent)}
+        return Found(workflows=svc.search(task, k, agent=agent))
 
-    def get_workflow(workflow_id: WorkflowId, version: Version = None) -> dict[str, Any]:
+    def get_workflow(workflow_id: WorkflowId, version: Version = None) -> WorkflowDetail:
         """One workflow by id: its latest version (or the one asked for), with its steps,
         parameters, pitfalls and usage stats, and `versions`: every version with its status.
 
@@ -115,7 +136,7 @@ def build_server(settings: Settings, *, service: Service | None = None) -> MCPSe
         except NotFoundError as exc:
             raise ToolError(str(exc)) from exc
 
-    def record_trajectory(trajectory: Record) -> dict[str, Any]:
+    def record_trajectory(trajectory: Record) -> Kept:
         """Store one finished (or failed) run of yours on a task, so workflows can be
         learned from it.
 
@@ -125,11 +146,11 @@ def build_server(settings: Settings, *, service: Service | None = None) -> MCPSe
         valid trajectory (e.g. a step without an `action`) or names another namespace.
         """
         result = svc.record([trajectory], origin="mcp")
-        if result["rejected"]:
-            raise ToolError(f"trajectory rejected: {result['rejected'][0]['reason']}")
-        return {"id": result["ids"][0], "stored": result["stored"] == 1}
+        if result.rejected:
+            raise ToolError(f"trajectory rejected: {result.rejected[0].reason}")
+        return Kept(id=result.ids[0], stored=result.stored == 1)
 
-    def report_outcome(run_id: RunId, success: Success, feedback: Feedback = None) -> dict[str, Any]:
+    def report_outcome(run_id: RunId, success: Success, feedback: Feedback = None) -> OutcomeSet:
         """Set the outcome of a run recorded earlier, once it is known (e.g. a user's verdict).
 
         Outcomes rank the workflows that were served to the run up or down. Fails if this
@@ -142,7 +163,7 @@ def build_server(settings: Settings, *, service: Service | None = None) -> MCPSe
 
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-    tools: list[tuple[Callable[..., dict[str, Any]], ToolAnnotations]] = [
+    tools: list[tuple[Callable[..., BaseModel], ToolAnnotations]] = [
         (search_workflows, reads),
         (get_workflow, reads),
         (record_trajectory, writes),

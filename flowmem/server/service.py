@@ -11,7 +11,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
@@ -22,11 +22,20 @@ from flowmem.jobs.status import Verb, set_status
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
 from flowmem.server.payloads import (
-    hit_payload,
-    run_payload,
-    transition_payload,
-    version_payload,
-    workflow_payload,
+    Conflict,
+    DiffOut,
+    History,
+    InducedRun,
+    LoggedTransitionOut,
+    OutcomeSet,
+    Recorded,
+    RejectedRecord,
+    RunOut,
+    SearchHit,
+    StatusChanged,
+    TransitionOut,
+    VersionOut,
+    WorkflowDetail,
 )
 from flowmem.settings import Settings
 from flowmem.storage import Store, pick_version
@@ -73,32 +82,25 @@ class Service:
                 self._index = ServedIndex.serving(self.store, self.namespace, self.settings)
             return self._index
 
-    def search(self, task: str, k: int = 3, *, agent: str | None = None) -> list[dict[str, Any]]:
+    def search(self, task: str, k: int = 3, *, agent: str | None = None) -> list[SearchHit]:
         """The k served workflows that fit `task` best."""
-        return [hit_payload(h) for h in self.index.search(task, k=k, agent=agent)]
+        return [SearchHit.of_hit(h) for h in self.index.search(task, k=k, agent=agent)]
 
     def search_is_cpu_only(self) -> bool:
         """Whether a search now would do no I/O (the index is loaded and not due a check)."""
         with self._lock:
             return self._index is not None and not self._index.due()
 
-    def get_workflow(self, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> WorkflowDetail:
         """One version of a workflow (the latest by default) and the list of all its versions.
 
         Raises:
             NotFoundError: if the namespace has no such workflow or version.
         """
         history = self.store.history(workflow_id, namespace=self.namespace)
-        chosen = pick_version(history, version)
-        return {
-            **workflow_payload(chosen),
-            "versions": [
-                {"version": w.version, "status": w.status, "created_at": w.created_at.isoformat()}
-                for w in history
-            ],
-        }
+        return WorkflowDetail.of_history(pick_version(history, version), history)
 
-    def record(self, records: Sequence[Any], *, origin: str = "api") -> dict[str, Any]:
+    def record(self, records: Sequence[Any], *, origin: str = "api") -> Recorded:
         """Validate and store decoded trajectories in the interchange format.
 
         Every record is checked on its own: valid ones are stored (idempotently, by id),
@@ -119,14 +121,12 @@ class Service:
 
         return self._store_parsed(records, parse, origin)
 
-    def record_lines(self, lines: Sequence[bytes], *, origin: str = "api") -> dict[str, Any]:
+    def record_lines(self, lines: Sequence[bytes], *, origin: str = "api") -> Recorded:
         """Like `record`, for undecoded interchange lines (a JSONL body), each checked as
         `flowmem ingest` checks a file's lines."""
         return self._store_parsed(lines, lambda line: parse_line(line, self.settings), origin)
 
-    def _store_parsed(
-        self, items: Sequence[T], parse: Callable[[T], Trajectory], origin: str
-    ) -> dict[str, Any]:
+    def _store_parsed(self, items: Sequence[T], parse: Callable[[T], Trajectory], origin: str) -> Recorded:
         if len(items) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} trajectories per request, got {len(items)}")
         valid: list[Trajectory] = []
@@ -146,19 +146,19 @@ class Service:
                 rejected.append(Rejection(source=origin, line=i + 1, reason=str(exc), raw=raw[:10_000]))
         committed = self.committer.commit(valid)
         quarantine(rejected, self.settings.quarantine_path, self.settings.scrub)
-        return {
-            "received": len(items),
-            "stored": committed.stored,
-            "duplicates": len(valid) - committed.stored - len(committed.conflicts),
-            "rejected": [{"index": r.line - 1, "reason": r.reason} for r in rejected],
-            "conflicts": [
-                {"index": at[i], "id": c.id, "stored_hash": c.stored_hash, "sent_hash": c.sent_hash}
+        return Recorded(
+            received=len(items),
+            stored=committed.stored,
+            duplicates=len(valid) - committed.stored - len(committed.conflicts),
+            rejected=[RejectedRecord(index=r.line - 1, reason=r.reason) for r in rejected],
+            conflicts=[
+                Conflict(index=at[i], id=c.id, stored_hash=c.stored_hash, sent_hash=c.sent_hash)
                 for i, c in sorted(committed.conflicts.items())
             ],
-            "ids": [t.id for t in valid],
-        }
+            ids=[t.id for t in valid],
+        )
 
-    def report_outcome(self, run_id: str, *, success: bool, feedback: str | None = None) -> dict[str, Any]:
+    def report_outcome(self, run_id: str, *, success: bool, feedback: str | None = None) -> OutcomeSet:
         """Set a stored run's outcome; the learn flow folds it into the served versions' stats.
 
         Raises:
@@ -172,49 +172,46 @@ class Service:
             namespace=self.namespace,
             scrub=self.settings.scrub,
         )
-        return {"id": run_id, "success": success}
+        return OutcomeSet(id=run_id, success=success)
 
-    def history(self, workflow_id: str) -> dict[str, Any]:
+    def history(self, workflow_id: str) -> History:
         """Every version of a workflow (status, parent, provenance) and its status transitions.
 
         Raises:
             NotFoundError: if the namespace has no such workflow.
         """
         versions = self.store.history(workflow_id, namespace=self.namespace)
-        return {
-            "id": workflow_id,
-            "versions": [version_payload(w) for w in versions],
-            "transitions": [
-                transition_payload(t)
-                for t in self.store.transitions(namespace=self.namespace, workflow_id=workflow_id)
-            ],
-        }
+        logged = self.store.transitions(namespace=self.namespace, workflow_id=workflow_id)
+        return History(
+            id=workflow_id,
+            versions=[VersionOut.of_version(w) for w in versions],
+            transitions=[LoggedTransitionOut.of_logged(t) for t in logged],
+        )
 
-    def diff(self, workflow_id: str, old: int, new: int) -> dict[str, Any]:
+    def diff(self, workflow_id: str, old: int, new: int) -> DiffOut:
         """Step-level diff between two versions of a workflow.
 
         Raises:
             NotFoundError: if the namespace has no such workflow or version.
         """
-        d = self.store.diff(workflow_id, old, new, namespace=self.namespace)
-        return {**d.model_dump(mode="json"), "unchanged": d.unchanged}
+        return DiffOut.of(self.store.diff(workflow_id, old, new, namespace=self.namespace))
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunOut]:
         """Induction runs and rollbacks, oldest first, with full ids."""
-        return [run_payload(r) for r in self.store.list_runs(namespace=self.namespace)]
+        return [RunOut.of(r) for r in self.store.list_runs(namespace=self.namespace)]
 
-    def rollback(self, run_id: str, *, note: str | None = None) -> dict[str, Any]:
+    def rollback(self, run_id: str, *, note: str | None = None) -> RunOut:
         """Restore the workflows to the table version before a run (itself a new, tagged run).
 
         Raises:
             NotFoundError: if the namespace has no such run.
             StoreError: if the run cannot be rolled back (no base version, already rolled back).
         """
-        return run_payload(self.store.rollback(run_id, namespace=self.namespace, note=note))
+        return RunOut.of(self.store.rollback(run_id, namespace=self.namespace, note=note))
 
     def set_status(
         self, workflow_id: str, verb: Verb, *, why: str, by: str, version: int | None = None
-    ) -> dict[str, Any]:
+    ) -> StatusChanged:
         """Promote, deprecate or retire a workflow version, logged with who and why.
 
         Raises:
@@ -226,9 +223,9 @@ class Service:
         made = set_status(
             self.store, workflow_id, verb, namespace=self.namespace, why=why, by=by, version=version
         )
-        return {"id": workflow_id, "action": verb, "transitions": [transition_payload(t) for t in made]}
+        return StatusChanged(id=workflow_id, action=verb, transitions=[TransitionOut.of(t) for t in made])
 
-    def induce(self, *, inducer: str | None = None, force: bool = False) -> dict[str, Any]:
+    def induce(self, *, inducer: Literal["rule", "llm"] | None = None, force: bool = False) -> InducedRun:
         """Run the induction job now (`flowmem induce`), one at a time; its summary.
 
         `inducer` is `rule` or `llm`; by default `llm` when a model is configured, else `rule`.
@@ -239,7 +236,7 @@ class Service:
         """
         from flowmem.jobs.induce import run_induction  # imports the induction machinery on first use
 
-        kind = inducer or ("llm" if self.settings.llm_model else "rule")
+        kind: Literal["rule", "llm"] = inducer or ("llm" if self.settings.llm_model else "rule")
         built = inducer_from(kind, self.settings)
         if not self._inducing.acquire(blocking=False):
             raise Busy("an induction run is already running on this server")
@@ -247,4 +244,4 @@ class Service:
             report = run_induction(self.store, self.settings, built, namespace=self.namespace, force=force)
         finally:
             self._inducing.release()
-        return {**report.summary(), "inducer": kind}
+        return InducedRun(**dict(report.summary()), inducer=kind)

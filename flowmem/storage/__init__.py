@@ -8,8 +8,10 @@ from flowmem.storage.errors import (
     VersionConflictError,
 )
 from flowmem.storage.store import Store, pick_version
+from flowmem.storage.version_state import LoggedTransition
 
 __all__ = [
+    "LoggedTransition",
     "NotFoundError",
     "Store",
     "StoreAccessError",

@@ -175,7 +175,7 @@ class ServedMixin(StoreBase):
         table = table.drop_columns(["keys"]) if keys is not None else table
         table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
-        changed = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=ns)}  # type: ignore[attr-defined]
+        changed = self.live_statuses(namespace=ns)  # type: ignore[attr-defined]
         statuses = [
             changed.get(key, s)
             for key, s in zip(

@@ -5,15 +5,49 @@ learnt since, and because a status change is not a new version."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from flowmem.models import UsageStats, Workflow, now
-from flowmem.policy.lifecycle import Transition
+from flowmem.policy.lifecycle import Cause, Status, Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
 from flowmem.storage.lance_ops import retry_conflicts, select
 
-__all__ = ["VersionStateMixin"]
+__all__ = ["LoggedTransition", "VersionStateMixin"]
+
+
+class LoggedTransition(BaseModel):
+    """A status change as the lifecycle log holds it: the `Transition` and when it was logged."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+
+    workflow_id: str
+    """The workflow's stable id."""
+    version: int
+    """The version whose status changed."""
+    old: Status
+    """Its status before."""
+    new: Status
+    """Its status after."""
+    reason: str
+    """Short text with the figures."""
+    cause: Cause
+    """Why, as a value code can branch on."""
+    at: datetime
+    """When it was logged."""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """The version it changed: (workflow id, version)."""
+        return self.workflow_id, self.version
+
+    @property
+    def transition(self) -> Transition:
+        """The change, as the lifecycle rules take it."""
+        return Transition(self.workflow_id, self.version, self.old, self.new, self.reason, self.cause)
 
 
 class VersionStateMixin(StoreBase):
@@ -87,18 +121,35 @@ class VersionStateMixin(StoreBase):
 
     def transitions(
         self, *, namespace: str | None = None, workflow_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[LoggedTransition]:
         """The lifecycle log, oldest first (optionally of one workflow)."""
         found = rows.rows_of(select(self._lifecycle_table(self._ns(namespace)), None))
-        found = [r for r in found if workflow_id is None or r["id"] == workflow_id]
-        return sorted(found, key=lambda r: (r["at"], r["id"], r["version"]))
+        logged = [
+            LoggedTransition(
+                workflow_id=r["id"],
+                version=r["version"],
+                old=r["old"],
+                new=r["new"],
+                reason=r["reason"] or "",
+                cause=r["cause"] or "manual",  # `Transition`'s default
+                at=r["at"],
+            )
+            for r in found
+            if workflow_id is None or r["id"] == workflow_id
+        ]
+        return sorted(logged, key=lambda t: (t.at, t.workflow_id, t.version))
+
+    def live_statuses(self, *, namespace: str | None = None) -> dict[tuple[str, int], Status]:
+        """Each version's status as the lifecycle log last set it (a version it never
+        changed keeps the status it was stored with)."""
+        return {t.key: t.new for t in self.transitions(namespace=namespace)}
 
     def with_live_state(
         self, workflows: Sequence[Workflow], *, namespace: str | None = None
     ) -> list[Workflow]:
         """The versions with their current usage stats and status merged in."""
         usage = self.usage(namespace=namespace)
-        status = {(r["id"], r["version"]): r["new"] for r in self.transitions(namespace=namespace)}
+        status = self.live_statuses(namespace=namespace)
         out = []
         for w in workflows:
             update: dict[str, Any] = {}

@@ -18,7 +18,7 @@ from flowmem.agents.ranking import _ONE_BLAS_THREAD
 from flowmem.induction.orchestrate import task_key
 from flowmem.models import InductionRun
 from flowmem.storage import NotFoundError, Store
-from flowmem.storage.listings import task_vectors, workflow_summaries
+from flowmem.storage.listings import TaskPoint, task_vectors, workflow_summaries
 
 __all__ = ["MAX_POINTS", "ClusterMap", "MapCluster", "Point", "cluster_map"]
 
@@ -114,11 +114,11 @@ def _owners(store: Store, namespace: str, agent: str) -> dict[int, tuple[str, st
     retired one, then the one with the most source runs."""
     best: dict[int, tuple[tuple[bool, int], str, str]] = {}
     for s in workflow_summaries(store, namespace=namespace):
-        if s["agent"] != agent or s["kind"] != "task" or s["cluster_id"] is None:
+        if s.agent != agent or s.kind != "task" or s.cluster_id is None:
             continue
-        rank = (s["status"] != "retired", s["support"])
-        if s["cluster_id"] not in best or rank > best[s["cluster_id"]][0]:
-            best[s["cluster_id"]] = (rank, s["id"], s["name"])
+        rank = (s.status != "retired", s.support)
+        if s.cluster_id not in best or rank > best[s.cluster_id][0]:
+            best[s.cluster_id] = (rank, s.id, s.name)
     return {cid: (wid, name) for cid, (_, wid, name) in best.items()}
 
 
@@ -153,12 +153,12 @@ def _project(matrix: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.asarray((xy - xy.min(axis=0)) / np.where(span > 0, span, 1.0))
 
 
-def _tasks(found: Sequence[Mapping[str, Any]], agent: str) -> dict[str, list[int]]:
+def _tasks(found: Sequence[TaskPoint], agent: str) -> dict[str, list[int]]:
     """Task text -> the rows of the agent's runs given it, in the order first seen."""
     rows: dict[str, list[int]] = {}
     for i, t in enumerate(found):
-        if t["agent"] == agent:
-            rows.setdefault(t["task"], []).append(i)
+        if t.agent == agent:
+            rows.setdefault(t.task, []).append(i)
     return rows
 
 
@@ -181,7 +181,7 @@ def cluster_map(
     found, matrix = task_vectors(store, namespace=namespace)
     counts: dict[str, int] = {}
     for t in found:
-        counts[t["agent"]] = counts.get(t["agent"], 0) + 1
+        counts[t.agent] = counts.get(t.agent, 0) + 1
     chosen = _pick_agent(counts, agent, namespace)
     if chosen is None:
         return ClusterMap(
@@ -203,11 +203,11 @@ def cluster_map(
             Point(
                 x=float(x),
                 y=float(y),
-                id=runs[0]["id"],
+                id=runs[0].id,
                 task=text,
                 cluster=cid if cid >= 0 else None,
                 runs=len(runs),
-                failed=sum(r["success"] is False for r in runs),
+                failed=sum(r.success is False for r in runs),
                 workflow_id=owners[cid][0] if cid in owners else None,
             )
         )

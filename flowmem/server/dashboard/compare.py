@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowmem.induction.failures import pitfall_statement
 from flowmem.induction.render import render_call
+
+if TYPE_CHECKING:  # the type only: this module stays pure
+    from flowmem.storage.listings import WorkflowShape
 
 __all__ = ["MAX_SHOWN", "differences", "features"]
 
@@ -19,13 +22,13 @@ _LONG = 60
 """Characters of a pitfall shown before it is cut."""
 
 
-def features(shape: Mapping[str, Any], agent: str) -> set[str]:
+def features(shape: WorkflowShape, agent: str) -> set[str]:
     """What a workflow version does, as the short texts a reader compares: each step as a call
     (`×2` when it recurs), each parameter as `{name}`, each pitfall, and its agent."""
-    calls = Counter(render_call(s["action"], s["args"]) for s in shape["steps"])
+    calls = Counter(render_call(s.action, s.args) for s in shape.steps)
     found = {call if n == 1 else f"{call} ×{n}" for call, n in calls.items()}
-    found |= {"{" + p + "}" for p in shape["parameters"]}
-    for p in shape["pitfalls"]:
+    found |= {"{" + p + "}" for p in shape.parameters}
+    for p in shape.pitfalls:
         text = pitfall_statement(p)
         found.add("pitfall “" + (text if len(text) <= _LONG else text[: _LONG - 1] + "…") + "”")
     found.add(f"agent {agent}")
@@ -58,7 +61,7 @@ def _line(mine: set[str], others: Mapping[str, set[str]]) -> str:
     return "; ".join(parts)
 
 
-def differences(rows: Sequence[Any], shapes: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, str]:
+def differences(rows: Sequence[Any], shapes: Mapping[tuple[str, int], WorkflowShape]) -> dict[str, str]:
     """For each row (`id`, `name`, `agent`, `version`) whose name another row shares, what tells
     it apart from them (`features` of the version it shows, from `shapes`): "has …" (what no
     other of its name has), "lacks …" (what all the others have), or that nothing does."""

@@ -68,11 +68,11 @@ def _failed_runs(store: Store, workflow: Workflow) -> list[Trajectory]:
         (workflow.agent, -1 if workflow.cluster_id is None else workflow.cluster_id), set()
     )
     ids = [
-        t["id"]
+        t.id
         for t in trajectory_outcomes(store, namespace=ns)
-        if t["success"] is False
-        and t["agent"] == workflow.agent
-        and (task_key(t["task"]) in keys or any(wid == workflow.id for wid, _ in t["used"]))
+        if t.success is False
+        and t.agent == workflow.agent
+        and (task_key(t.task) in keys or any(wid == workflow.id for wid, _ in t.used))
     ]
     return store.get_trajectories(ids[:MAX_FAILED], namespace=ns)
 

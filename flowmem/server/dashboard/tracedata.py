@@ -97,9 +97,9 @@ class RunFilter(_Frozen):
 
 def _rows(store: Store, namespace: str) -> list[RunRow]:
     found = run_listing(store, namespace=namespace)
-    children = Counter(r["parent_id"] for r in found if r["parent_id"])
+    children = Counter(r.parent_id for r in found if r.parent_id)
     # model_construct: thousands of rows from the store's own columns need no validation.
-    return [RunRow.model_construct(**r, subtasks=children.get(r["id"], 0)) for r in found]
+    return [RunRow.model_construct(**dict(r), subtasks=children.get(r.id, 0)) for r in found]
 
 
 class RunCache:
@@ -206,7 +206,7 @@ class RunChanges(_Frozen):
 
 
 def _statuses(store: Store, namespace: str) -> dict[tuple[str, int], str]:
-    return {(t["id"], t["version"]): t["new"] for t in store.transitions(namespace=namespace)}
+    return dict(store.live_statuses(namespace=namespace))
 
 
 def run_changes(store: Store, run: InductionRun) -> RunChanges:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.diff import FieldChange, WorkflowDiff, diff_workflows
 from flowmem.models import Workflow
+from flowmem.storage.version_state import LoggedTransition
 
 __all__ = ["Explained", "FieldShown", "StatusChange", "VersionMade", "explain", "shown_fields"]
 
@@ -103,7 +104,7 @@ def _changed(fields: Sequence[FieldChange], steps_equal: bool) -> list[str]:
 
 
 def explain(
-    history: Sequence[Workflow], transitions: Sequence[Mapping[str, Any]], diff: WorkflowDiff
+    history: Sequence[Workflow], transitions: Sequence[LoggedTransition], diff: WorkflowDiff
 ) -> Explained:
     """The versions from `diff`'s older to its newer one (`history`: every version of the
     workflow with its status now), what each changed from its parent, and their status
@@ -127,9 +128,9 @@ def explain(
             )
         )
     changes = [
-        StatusChange(version=t["version"], old=t["old"], new=t["new"], at=t["at"], reason=t["reason"] or "")
+        StatusChange(version=t.version, old=t.old, new=t.new, at=t.at, reason=t.reason)
         for t in transitions
-        if low <= t["version"] <= high
+        if low <= t.version <= high
     ]
     return Explained(
         same_steps=all(c.op == "equal" for c in diff.steps),

@@ -8,7 +8,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +16,7 @@ from flowmem.models import InductionRun
 from flowmem.server.dashboard.compare import differences
 from flowmem.storage import Store
 from flowmem.storage.listings import (
+    RunOutcome,
     data_version,
     served_summaries,
     trajectory_outcomes,
@@ -111,44 +111,44 @@ def workflow_rows(store: Store, namespace: str) -> list[WorkflowRow]:
     known: dict[Cluster, list[int]] = defaultdict(lambda: [0, 0])  # runs with an outcome, successes
     served_it: dict[tuple[Cluster, str], list[int]] = defaultdict(lambda: [0, 0])
     for t in trajectory_outcomes(store, namespace=namespace) if cluster_of else []:
-        cluster = cluster_of.get((t["agent"], task_key(t["task"])))
-        if cluster is None or t["success"] is None:
+        cluster = cluster_of.get((t.agent, task_key(t.task)))
+        if cluster is None or t.success is None:
             continue
         known[cluster][0] += 1
-        known[cluster][1] += int(t["success"])
-        for wid in {wid for wid, _ in t["used"]}:
+        known[cluster][1] += int(t.success)
+        for wid in {wid for wid, _ in t.used}:
             served_it[(cluster, wid)][0] += 1
-            served_it[(cluster, wid)][1] += int(t["success"])
+            served_it[(cluster, wid)][1] += int(t.success)
     served = served_summaries(store, namespace=namespace)
     out = []
     for s in summaries:
-        cluster = (s["agent"], s["cluster_id"])
-        total, ok = known.get(cluster, [0, 0])
-        mine = served_it.get((cluster, s["id"]), [0, 0])
-        shown, trial = served.get(s["id"], (None, None))
+        home = (s.agent, s.cluster_id) if s.cluster_id is not None else None
+        total, ok = known.get(home, [0, 0]) if home is not None else [0, 0]
+        mine = served_it.get((home, s.id), [0, 0]) if home is not None else [0, 0]
+        shown, trial = served.get(s.id, (None, None))
         v = shown or s  # the version agents are served, else the latest
         # model_construct: 10,000 rows from the store's own columns need no validation (~3x faster).
         out.append(
             WorkflowRow.model_construct(
-                id=s["id"],
-                name=v["name"],
-                description=v["description"],
-                kind=s["kind"],
-                agent=s["agent"],
-                status=v["status"],
-                version=v["version"],
+                id=s.id,
+                name=v.name,
+                description=v.description,
+                kind=s.kind,
+                agent=s.agent,
+                status=v.status,
+                version=v.version,
                 serving=shown is not None,
-                latest=s["version"],
-                latest_status=s["status"],
-                trial=trial["version"] if trial else None,
-                trial_served=trial["served"] if trial else 0,
-                versions=s["versions"],
-                support=v["support"],
-                served=v["served"],
-                served_rate=_rate(v["successes"], v["successes"] + v["failures"]),
+                latest=s.version,
+                latest_status=s.status,
+                trial=trial.version if trial else None,
+                trial_served=trial.served if trial else 0,
+                versions=s.versions,
+                support=v.support,
+                served=v.served,
+                served_rate=_rate(v.successes, v.successes + v.failures),
                 unserved_runs=total - mine[0],
                 unserved_rate=_rate(ok - mine[1], total - mine[0]),
-                changed_at=s["created_at"],
+                changed_at=s.created_at,
             )
         )
     out.sort(key=lambda r: (r.changed_at, r.id), reverse=True)
@@ -221,9 +221,9 @@ class Bucket(_Frozen):
     """Their mean number of steps."""
 
 
-def _bucket(label: str, tick: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
-    served = [r for r in runs if r["success"] is not None and r["used"]]
-    other = [r for r in runs if r["success"] is not None and not r["used"]]
+def _bucket(label: str, tick: str, runs: Iterable[RunOutcome]) -> Bucket:
+    served = [r for r in runs if r.success is not None and r.used]
+    other = [r for r in runs if r.success is not None and not r.used]
 
     def mean(values: list[int]) -> float | None:
         return sum(values) / len(values) if values else None
@@ -232,28 +232,28 @@ def _bucket(label: str, tick: str, runs: Iterable[Mapping[str, Any]]) -> Bucket:
         label=label,
         tick=tick,
         served_runs=len(served),
-        served_rate=mean([int(r["success"]) for r in served]),
-        served_steps=mean([r["n_steps"] for r in served]),
+        served_rate=mean([int(r.success is True) for r in served]),
+        served_steps=mean([r.n_steps for r in served]),
         other_runs=len(other),
-        other_rate=mean([int(r["success"]) for r in other]),
-        other_steps=mean([r["n_steps"] for r in other]),
+        other_rate=mean([int(r.success is True) for r in other]),
+        other_steps=mean([r.n_steps for r in other]),
     )
 
 
 def learning_curve(store: Store, namespace: str, *, by: str = "run") -> list[Bucket]:
     """Success rate and steps per task of served vs not-served runs, per induction run (the
     runs recorded after it and before the next one) or per day, oldest first."""
-    found = sorted(trajectory_outcomes(store, namespace=namespace), key=lambda t: t["created_at"])
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    found = sorted(trajectory_outcomes(store, namespace=namespace), key=lambda t: t.created_at)
+    groups: dict[tuple[str, str], list[RunOutcome]] = {}
     if by == "day":
         for t in found:
-            day = t["created_at"]
+            day = t.created_at
             groups.setdefault((day.strftime("%Y-%m-%d"), day.strftime("%m-%d")), []).append(t)
     else:
         runs = [r for r in store.list_runs(namespace=namespace) if r.kind == "induce"]
         starts = [r.finished_at or r.started_at for r in runs]
         for t in found:
-            i = sum(1 for s in starts if s <= t["created_at"]) - 1
+            i = sum(1 for s in starts if s <= t.created_at) - 1
             key = ("before any run", "before") if i < 0 else (f"after {runs[i].id}", f"run {i + 1}")
             groups.setdefault(key, []).append(t)
     return [_bucket(label, tick, runs) for (label, tick), runs in groups.items()]
