@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         run_induction(other, whole, RuleInducer(), namespace=ns)
         at_once = len({w.id for w in other.served_workflows(namespace=ns)})
     print(f"first run: {len(one.versions)} versions; second run: {len(two.versions)} versions")
-    print(f"second run retired {len(two.summary()['retired'])} workflows")
+    print(f"second run retired {len(two.summary().retired)} workflows")
     print(f"listed {listed}, served {served}; one run over all the data serves {at_once}")
     return 0
 
