@@ -200,7 +200,7 @@ def test_a_draft_like_a_bigger_clusters_workflow_joins_it() -> None:
     draft = make_workflow("agent-c1", cluster_id=1, source_trajectory_ids=["d"])
     result = InductionResult(workflows=[draft], keys={"agent-c1": {"task d": 1}})
     task_of = {"a": "task a", "b": "task a", "c": "task c", "d": "task d", "x": "task x"}
-    carried = merge_with_current(
+    result, carried = merge_with_current(
         result,
         {"agent-c0": big, "agent-c2": other},
         keys={"agent-c0", "agent-c1", "agent-c2"},

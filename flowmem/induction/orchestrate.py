@@ -49,9 +49,10 @@ __all__ = [
 log = logging.getLogger("flowmem.induction")
 
 
-@dataclass
+@dataclass(frozen=True)
 class InductionResult:
-    """What one induction pass produced."""
+    """What one induction pass produced: a value, made once (`assemble`); a later step makes a
+    new one (`dataclasses.replace`)."""
 
     workflows: list[Workflow] = field(default_factory=list)
     """Drafts (version 1), one per cluster with successes, near-duplicates merged."""
@@ -301,19 +302,32 @@ def induce_cluster(cluster: ClusterInput, inducer: Inducer) -> ClusterOutcome:
 
 def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> InductionResult:
     """Gather the outcomes of a plan's clusters into one result (near-duplicates merged)."""
-    result = InductionResult(clusterings=plan.clusterings, memberships=plan.memberships)
+    failed: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    notes: dict[str, list[str]] = {}
+    drafts: list[Workflow] = []
+    keys: dict[str, dict[str, int]] = {}
+    usage = Usage()
     for outcome in outcomes:
         if outcome.error is not None:
-            result.failed[outcome.key] = outcome.error
-            result.failed_reasons[outcome.key] = outcome.reason or "error"
+            failed[outcome.key] = outcome.error
+            reasons[outcome.key] = outcome.reason or "error"
         if outcome.notes:
-            result.notes[outcome.key] = outcome.notes
-        result.workflows += outcome.workflows
-        result.keys.update(outcome.keys)
-        result.usage += outcome.usage
-    result.workflows = compose_workflows(merge_duplicates(result.workflows, result.keys))
-    result.workflows = distinct(result.workflows)  # no two of an agent named or described alike
-    return result
+            notes[outcome.key] = outcome.notes
+        drafts += outcome.workflows
+        keys.update(outcome.keys)
+        usage = usage + outcome.usage
+    workflows = compose_workflows(merge_duplicates(drafts, keys))
+    return InductionResult(
+        workflows=distinct(workflows),  # no two of an agent named or described alike
+        notes=notes,
+        clusterings=plan.clusterings,
+        keys=keys,
+        failed=failed,
+        failed_reasons=reasons,
+        memberships=plan.memberships,
+        usage=usage,
+    )
 
 
 def induce_drafts(

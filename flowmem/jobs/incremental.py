@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Set
+from dataclasses import replace
 from typing import Any, Literal, cast
 
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
@@ -113,19 +114,20 @@ def merge_with_current(
     keys: Set[str],
     induced: Set[str],
     task_of: Mapping[str, str],
-) -> set[str]:
+) -> tuple[InductionResult, set[str]]:
     """Merge a run's drafts with the current workflows of the clusters it did not induce, as a
     run inducing every cluster merges near-duplicates (`merge_duplicates`): a draft shaped like
     a workflow held by a bigger cluster joins it instead of becoming a workflow of its own
     (`keys`: every cluster; the workflows of the `induced` ones are never carried).
     Names and descriptions are then told apart (`naming.distinct`), among the run's workflows
     and from those that stay served as they are.
-    Returns the ids of the workflows carried in (a current one equal to its draft makes no new
-    version; one merged into a draft is retired as replaced)."""
+    Returns the result with them, and the ids of the workflows carried in (a current one equal
+    to its draft makes no new version; one merged into a draft is retired as replaced)."""
     if not result.workflows:
-        return set()
+        return result, set()
     fresh = {"version": 1, "parent_version": None, "status": "candidate", "stats": UsageStats()}
     carried = []
+    shares = dict(result.keys)
     for w in current.values():
         key = cluster_key(w.id, keys)
         if w.provenance.run_id is None or w.status == "retired" or key not in keys or key in induced:
@@ -133,13 +135,13 @@ def merge_with_current(
         carried.append(w.model_copy(update={**fresh, "created_at": now()}))
         # A sub-routine's sources are segments, `<run id>#<goal position>`.
         runs = (i if i in task_of else i.rsplit("#", 1)[0] for i in w.source_trajectory_ids)
-        result.keys[w.id] = dict(sorted(Counter(task_of[i] for i in runs if i in task_of).items()))
-    result.workflows = merge_duplicates([*result.workflows, *carried], result.keys)
+        shares[w.id] = dict(sorted(Counter(task_of[i] for i in runs if i in task_of).items()))
+    merged = merge_duplicates([*result.workflows, *carried], shares)
     # What stays served as it is (put by hand; of a cluster whose induction failed) keeps its
     # name and description, the run's workflows told apart from it too; a workflow told apart
     # in an earlier run keeps the name it is served with.
-    drafted, failed = {w.id for w in result.workflows}, set(result.failed)
+    drafted, failed = {w.id for w in merged}, set(result.failed)
     stay = [w for w in current.values() if w.status not in NOT_SERVED and w.id not in drafted]
     stay = [w for w in stay if w.provenance.run_id is None or cluster_key(w.id, keys) in failed]
-    result.workflows = distinct(result.workflows, fixed=stay, served=current)
-    return {w.id for w in carried}
+    told_apart = distinct(merged, fixed=stay, served=current)
+    return replace(result, workflows=told_apart, keys=shares), {w.id for w in carried}

@@ -21,7 +21,7 @@ read by id when it is induced (`induce_one`), so a run holds one cluster's runs 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel, ConfigDict
 
@@ -393,7 +393,7 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     if plan.skipped:
         last = plan.last or plan.run
         return RunReport(last, result, [], plan)
-    carried = merge_with_current(
+    result, carried = merge_with_current(
         result,
         plan.current,
         keys=set(plan.fingerprints),
@@ -402,9 +402,10 @@ def commit_outcomes(store: Store, plan: RunPlan, outcomes: Sequence[ClusterOutco
     )
     alive = set(plan.fingerprints)  # composed with every sub-routine the run keeps, induced or not
     known = [w for w in plan.current.values() if w.kind == "subroutine" and w.status not in NOT_SERVED]
-    result.workflows = compose_workflows(
+    composed = compose_workflows(
         result.workflows, known=[w for w in known if cluster_key(w.id, alive) in alive]
     )
+    result = replace(result, workflows=composed)
     failed = sorted(result.failed)
     usage = result.usage
     counts = {
