@@ -1,7 +1,7 @@
 """Where the served index should switch from brute force to the ANN: both paths side by side.
 
 For each size it fills one store with that many synthetic workflows (one key each,
-`flowmem.bench.data.fill`), opens two `ServedIndex`es on it, one that never builds an ANN and
+`bench.data.fill`), opens two `ServedIndex`es on it, one that never builds an ANN and
 one that builds it at once, and times `search(task, k=3)` on the same 300 queries, the two
 interleaved query by query (three rounds), so that a busy machine slows both alike. Prints
 the p50 of each and their ratio, and checks that both return the same workflows.
@@ -16,11 +16,16 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from flowmem.agents.retrieval import ServedIndex
-from flowmem.bench.data import fill, queries
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.data import fill, queries
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import argparse
 import gzip
 import importlib
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -28,8 +29,12 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.cluster import canonical_linkage, snap
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 DEFAULT_DATA = SHARED_DATA / "workbench_trajectories.jsonl.gz"
 MAX_TRAIN_INSTANCE = 6

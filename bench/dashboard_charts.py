@@ -20,13 +20,13 @@ import argparse
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
@@ -35,6 +35,11 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from flowmem.storage.migrations import SCHEMA_VERSION
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 __all__ = ["MAX_BYTES", "MAX_P50_S", "main", "workbench_store"]
 

@@ -10,11 +10,14 @@ the figure of a command's JSON output it must show:
   same figures, tests/test_demo.py);
 - README.md's performance table: the run it quotes, `bench/results/latest.json` (timings are
   not reproducible on a shared machine, so they are not measured again: the table must say
-  what that recorded run measured);
+  what that recorded run measured; `make bench` writes bench/results/local.json, never this
+  committed record, which `python -m bench --out bench/results/latest.json` replaces);
 - docs/induction.md's clustering table: `python bench/cluster_quality.py --json` (~7 s).
 
-No tolerance but a figure's written rounding: the same runs and settings give the same
-figures bit for bit on any machine (docs/induction.md, "Determinism"), so any edit shows.
+A figure that drifted, or that its source lacks (a key renamed, a record older than the
+check), is named in one line. No tolerance but a figure's written rounding: the same runs and
+settings give the same figures bit for bit on any machine (docs/induction.md, "Determinism"),
+so any edit shows.
 Every cell of README's results and demo tables that holds a figure must be checked (a new
 row or column without a check fails). Figures measured at a past commit ("measured at the
 commit that made the change", docs/induction.md's history) describe that commit and are not
@@ -36,7 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowmem.bench.paths import REPO, SHARED_DATA
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import REPO, SHARED_DATA
 
 
 @dataclass(frozen=True)
@@ -244,15 +250,54 @@ def _perf_checks() -> list[Check]:
 
 
 def bench_figures(record: dict[str, Any]) -> dict[str, Any]:
-    """The recorded bench run, with the ratios the table derives from it (as `flowmem bench
-    table` computes them)."""
+    """The recorded bench run, with the ratios the table derives from it (as bench/report.py's
+    table computes them; a ratio whose figures the record lacks is left out, and the check
+    that quotes it names it)."""
     derived: dict[str, Any] = {}
-    if record.get("memharness_add_us_median"):
-        derived["memharness_add_ratio"] = record["memharness_add_us_median"] / record["hook_step_us_median"]
-        derived["memharness_search_ratio"] = (
-            record["memharness_search_ms_p50_2k"] / record["search_10k"]["flowmem_p50_ms"]
-        )
+    add, search = record.get("memharness_add_us_median"), record.get("memharness_search_ms_p50_2k")
+    hook, ours = record.get("hook_step_us_median"), record.get("search_10k", {}).get("flowmem_p50_ms")
+    if add and hook:
+        derived["memharness_add_ratio"] = add / hook
+    if search and ours:
+        derived["memharness_search_ratio"] = search / ours
     return {**record, "derived": derived}
+
+
+RECORDED = Path("bench") / "results" / "latest.json"
+"""The recorded bench run README's performance table quotes, under the checked root."""
+
+SOURCES = {
+    "eval": "bench/eval_sets.py",
+    "demo": "flowmem demo --json",
+    "bench": str(RECORDED),
+    "clusters": "bench/cluster_quality.py",
+}
+"""Where each source of figures comes from, as a line about a missing figure names it."""
+
+
+DERIVED = {
+    "memharness_add_ratio": "memharness_add_us_median / hook_step_us_median",
+    "memharness_search_ratio": "memharness_search_ms_p50_2k / search_10k.flowmem_p50_ms",
+}
+"""The ratios `bench_figures` derives from the recorded run, as the table does."""
+
+
+class Missing(LookupError):
+    """A figure a check reads is not in its source (a key renamed, or a record made before it)."""
+
+
+def figure(sources: dict[str, Any], source: str, path: tuple[str | int, ...]) -> Any:
+    """The figure at `path` of a source's JSON; `Missing` names it and the source if it is not there."""
+    value: Any = sources[source]
+    for key in path:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError):
+            name = ".".join(map(str, path))
+            if path[0] == "derived" and str(path[-1]) in DERIVED:
+                name = DERIVED[str(path[-1])]
+            raise Missing(f"{SOURCES.get(source, source)} has no figure {name!r}") from None
+    return value
 
 
 COMPLETE = (README_HEADER, DEMO_HEADER, WARNING_HEADER)
@@ -346,9 +391,11 @@ def run_checks(checks: list[Check], sources: dict[str, Any], root: Path) -> list
         if cells is None or len(cells) <= c.column:
             problems.append(f"{c.doc}: no row {c.row!r} in the table {c.header!r}")
             continue
-        value: Any = sources[c.source]
-        for key in c.path:
-            value = value[key]
+        try:
+            value = figure(sources, c.source, c.path)
+        except Missing as missing:
+            problems.append(f"{c.doc}: {c.row!r} column {c.column}: {missing}")
+            continue
         cell = cells[c.column]
         quoted = _number(cell, c.part)
         written = _NUMBER.findall(cell)[c.part] if quoted is not None else ""
@@ -367,14 +414,29 @@ def run_prose(prose: list[Prose], sources: dict[str, Any], root: Path) -> list[s
             problems.append(f"{p.doc}: no sentence matching {p.pattern!r}")
             continue
         for written, path in zip(found.groups(), p.paths, strict=True):
-            value: Any = sources[p.source]
-            for key in path:
-                value = value[key]
+            try:
+                value = figure(sources, p.source, path)
+            except Missing as missing:
+                problems.append(f"{p.doc}: {missing}")
+                continue
             if not _ok(float(written), float(value), p.kind, written):
                 problems.append(
                     f"{p.doc}: {'.'.join(map(str, path))} is written {written}, the command gives {value}"
                 )
     return problems
+
+
+def _recorded(path: Path) -> dict[str, Any] | None:
+    """The recorded bench run at `path`; None, after one line saying why, if it cannot be read."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        print(f"docs-check: cannot read the recorded bench run {path}: {err}")
+        return None
+    if not isinstance(record, dict):
+        print(f"docs-check: the recorded bench run {path} is not a JSON object")
+        return None
+    return record
 
 
 def _json_of(args: list[str]) -> Any:
@@ -405,7 +467,9 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         checks += _demo_checks()
         prose += _demo_prose()
     if args.only in (None, "perf"):
-        record = json.loads((args.root / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
+        record = _recorded(args.root / RECORDED)
+        if record is None:
+            return 1
         sources["bench"] = bench_figures(record)
         checks += _perf_checks()
     if data and args.only in (None, "clusters"):

@@ -15,12 +15,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import evaluate
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),

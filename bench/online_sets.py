@@ -19,12 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.evaluate import load
 from flowmem.jobs.online import evaluate_online, plot_curve
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 WORKBENCH = "workbench_trajectories.jsonl.gz"
 ORACLE = "tau2_oracle_trajectories.jsonl.gz"

@@ -22,9 +22,10 @@ from typing import Any
 
 import httpx
 
+from bench.data import fill, queries
+from bench.paths import script
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.ranking import ANN_MIN
-from flowmem.bench.data import fill, queries
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 
@@ -111,10 +112,10 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
 def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, float]:
     """The full induction and the incremental one in one long-lived process (imports and the
     store's opening paid once, as in the API's induce route; `flowmem serve` starts a
-    subprocess per flow run), `flowmem.bench.inprocess` in a process of its own: seconds, CPU
+    subprocess per flow run), `bench.inprocess` in a process of its own: seconds, CPU
     seconds and their ratios."""
     env = {**os.environ, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
-    command = [sys.executable, "-m", "flowmem.bench.inprocess", db, data, extra]
+    command = [*script("inprocess"), db, data, extra]
     done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     (full_s, full_cpu), (inc_s, inc_cpu) = found["full"], found["incremental"]

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
@@ -50,6 +49,11 @@ from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),

@@ -18,14 +18,18 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowmem.bench.eval_sets import SPLITS, agent_split
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.eval_sets import SPLITS, agent_split
+from bench.paths import SHARED_DATA
 
 __all__ = ["COUNTING", "main", "procedure_figures"]
 

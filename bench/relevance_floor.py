@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowmem.agents.retrieval import ServedIndex
-from flowmem.bench import eval_sets
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
 from flowmem.induction.embed import Embedder, HashingEmbedder
@@ -50,6 +48,12 @@ from flowmem.jobs.factories import embedder_from, store_from
 from flowmem.models import Trajectory
 from flowmem.policy.serving import CANDIDATES, within_gap
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import eval_sets
+from bench.paths import SHARED_DATA
 
 OFF_DOMAIN = [
     "what is the weather in Paris tomorrow",

@@ -13,13 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,14 +21,20 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import script
 
 BUCKET = "flowmem-bench"
 KEY = "testing"
 
 
 def writer(k: int, n: int) -> int:
-    """One writer process (`python -m flowmem.bench.s3_commits --writer K N`): opens the store
+    """One writer process (`python bench/s3_commits.py --writer K N`): opens the store
     the FLOWMEM_* variables name, says "ready", waits for a line on stdin (every writer starts
     at once), stores `n` trajectories one commit each and prints how many it stored."""
     from flowmem.jobs.factories import store_from
@@ -103,7 +109,7 @@ def one_run(endpoint: str, writers: int, writes: int) -> dict[str, Any]:
     store.insert_trajectories([Trajectory(id="first", task="the table exists before they race")])
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "flowmem.bench.s3_commits", "--writer", str(k), str(writes)],
+            [*script("s3_commits"), "--writer", str(k), str(writes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

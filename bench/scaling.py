@@ -4,7 +4,7 @@ For each size (a number of trajectories), on a fresh store in a directory of its
 - generate that many trajectories (`flowmem.demo.simulate`, in chunks of `--chunk` tasks, each
   chunk a world of its own seed) and store them (`store_trajectories`: scrub, embed, write),
   timed as `ingest` (the generator's own time apart, as `generate`);
-- run a full induction in a fresh process (`python -m flowmem.bench.scaling --child DB`), which
+- run a full induction in a fresh process (`python bench/scaling.py --child DB`), which
   times its stages and its peak RSS:
   - read: the namespace read in batches of columns, the literal index and the sub-routine
     segments (`induction.catalog.scan`);
@@ -58,6 +58,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import script
 
 STAGES = ["generate", "ingest", "read", "cluster", "load", "induce", "commit"]
 TIMED = {
@@ -181,7 +186,7 @@ def measure(n: int, *, root: str, chunk: int, incremental: bool) -> dict[str, fl
 
 def induced(db: str, n: int, spent: dict[str, float], *, chunk: int, incremental: bool) -> dict[str, float]:
     """`spent` (the fill's times) and the full induction of `db` in a fresh process, by stage."""
-    wall, out = _wall([sys.executable, "-m", "flowmem.bench.scaling", "--child", db], db)
+    wall, out = _wall([*script("scaling"), "--child", db], db)
     spent.update(json.loads(out.strip().splitlines()[-1]))
     spent["full_process_s"] = wall
     if incremental:
@@ -325,7 +330,7 @@ def same_stores(dbs: list[str]) -> dict[str, Any]:
 def flow_runs(base: str, root: str, runners: dict[str, str | None]) -> dict[str, Any]:
     """The induce flow on a copy of the store at `base` for each of `runners` (a fresh process
     each, on one Prefect server started first), and whether the copies end up the same."""
-    from flowmem.bench.pipeline import _prefect_server
+    from bench.pipeline import _prefect_server
 
     out: dict[str, Any] = {}
     home = str(Path(root) / "prefect")
@@ -334,7 +339,7 @@ def flow_runs(base: str, root: str, runners: dict[str, str | None]) -> dict[str,
         for label, address in runners.items():
             db = str(Path(root) / f"flow-{label}")
             shutil.copytree(base, db)
-            command = [sys.executable, "-m", "flowmem.bench.scaling", "--flow-child", db]
+            command = [*script("scaling"), "--flow-child", db]
             wall, stdout = _wall(command, db, flow_env(db, api, home, address))
             out[label] = {**json.loads(stdout.strip().splitlines()[-1]), "process_s": wall}
     summaries = [out[label]["summary"] for label in runners]
@@ -356,7 +361,7 @@ def s3_server() -> Iterator[str]:
     """moto's S3 server in this process (`s3_commits.start_server`, its bucket made), its
     endpoint and credentials in FLOWMEM_S3_* for this process and those it starts, until exit:
     the bucket's `s3://` URI."""
-    from flowmem.bench.s3_commits import BUCKET, KEY, start_server
+    from bench.s3_commits import BUCKET, KEY, start_server
 
     server, endpoint = start_server()
     given = {

@@ -27,10 +27,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.bench.eval_sets import SPLITS, agent_split
-from flowmem.bench.online_sets import BATCHES, JUDGED_FROM, sets
-from flowmem.bench.paths import SHARED_DATA
-from flowmem.bench.serving_frontier import induced_store
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.cover import cover
 from flowmem.interchange import Rejection, read_trajectories
@@ -38,6 +34,14 @@ from flowmem.jobs.online import split_batches
 from flowmem.models import Trajectory
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.eval_sets import SPLITS, agent_split
+from bench.online_sets import BATCHES, JUDGED_FROM, sets
+from bench.paths import SHARED_DATA
+from bench.serving_frontier import induced_store
 
 Actions = list[str]
 WEIGHTS = (0.2, 0.25, 0.3)
@@ -122,3 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, train, test in memories(data, settings):
         print(f"| {name} | " + " | ".join(replay(train, test, settings)) + " |", flush=True)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowmem.bench.eval_sets import agent_split  # the retail agent runs' split, as flowmem eval's
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_pairs
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
@@ -45,6 +43,12 @@ from flowmem.models import InductionRun, Trajectory, Workflow
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.eval_sets import agent_split  # the retail agent runs' split, as flowmem eval's
+from bench.paths import SHARED_DATA
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),

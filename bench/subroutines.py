@@ -65,7 +65,6 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
 
-from flowmem.bench.paths import SHARED_DATA
 from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.literals import scalars
@@ -77,6 +76,11 @@ from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.paths import SHARED_DATA
 
 SPLITS: dict[str, tuple[str, Callable[[Trajectory], bool]]] = {
     "workbench": ("workbench_trajectories.jsonl.gz", lambda t: t.meta["instance"] <= 6),

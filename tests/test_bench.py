@@ -1,5 +1,5 @@
-"""`flowmem bench --quick --json` runs end to end on tiny sizes and prints every key (no
-timing is asserted: figures belong to benchmarks, not tests)."""
+"""`python -m bench --quick --json` (what `make bench` runs) goes end to end on tiny sizes and
+prints every key (no timing is asserted: figures belong to benchmarks, not tests)."""
 
 from __future__ import annotations
 
@@ -27,12 +27,16 @@ KEYS = [
 ]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def bench_command(tmp: Path) -> Command:
-    """The command the test runs, in its environment (tiny sizes, its own Prefect home)."""
+    """The command the test runs, in its environment (tiny sizes, its own Prefect home), from
+    the checkout's root, where the suite lives."""
     env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp / "prefect")}
     env.pop("FLOWMEM_BENCH_PY313", None)
-    argv = [sys.executable, "-c", "from flowmem.cli import main; main()", "bench", "--quick", "--json"]
-    return Command([*argv, "--out", str(tmp / "latest.json")], env)
+    argv = [sys.executable, "-m", "bench", "--quick", "--json"]
+    return Command([*argv, "--out", str(tmp / "latest.json")], env, cwd=ROOT)
 
 
 @pytest.mark.slow

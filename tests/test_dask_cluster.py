@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flowmem.bench.scaling import committed  # as the scaling bench compares a cluster's run
+from bench.scaling import committed  # as the scaling bench compares a cluster's run
 from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
