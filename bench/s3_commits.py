@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from flowmem.flows.local import free_port
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,9 +76,7 @@ def start_server() -> tuple[Any, str]:
     # Not even its errors: with conditional puts ignored, two writers replacing one manifest at
     # once make moto fail a request now and then (a 500, which the client retries).
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -330,11 +330,11 @@ def same_stores(dbs: list[str]) -> dict[str, Any]:
 def flow_runs(base: str, root: str, runners: dict[str, str | None]) -> dict[str, Any]:
     """The induce flow on a copy of the store at `base` for each of `runners` (a fresh process
     each, on one Prefect server started first), and whether the copies end up the same."""
-    from bench.pipeline import _prefect_server
+    from bench.pipeline import timed_prefect_server
 
     out: dict[str, Any] = {}
     home = str(Path(root) / "prefect")
-    with _prefect_server(home) as (api, started):
+    with timed_prefect_server(home) as (api, started):
         out["prefect_server_start_s"] = started
         for label, address in runners.items():
             db = str(Path(root) / f"flow-{label}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,18 +34,12 @@ from pathlib import Path
 
 import httpx
 
+from flowmem.flows.local import free_port
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.settings import Settings
 
 TOKEN = "bench-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def rss_mb(pid: int) -> float:
