@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -109,6 +110,7 @@ class PrefectServer:
         self._command = command
         self.port = 0
         self.output = tempfile.TemporaryFile()
+        weakref.finalize(self, self.output.close)  # closed with it, or at exit, if never stopped
         self.began = time.perf_counter()
         self.ready_s: float | None = None
         """Seconds from its start to its first answer, once `ready` returned."""
