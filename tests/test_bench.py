@@ -51,3 +51,18 @@ def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
     assert "FLOWMEM_BENCH_PY313" in printed["memharness_skipped"]
     assert json.loads((tmp / "latest.json").read_text()) == printed
     assert printed["machine"]["cpus"] == os.cpu_count()
+
+
+def test_one_benchmark_runs_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m bench NAME [ARGS]` runs bench/NAME.py's `main`; `--list` names them; an
+    unknown name is one line."""
+    from bench.__main__ import main
+
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert {"docs_check", "eval_sets", "scaling", "write_path"} <= set(listed)
+    assert not {"paths", "data", "pipeline", "report", "__main__"} & set(listed)
+    assert main(["no_such_bench"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["docs_check", "--only", "perf"]) == 0
+    assert capsys.readouterr().out.startswith("docs-check: ")
