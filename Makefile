@@ -74,9 +74,9 @@ lint: setup
 	$(BIN)/xenon $(COMPLEXITY_GATE) $(COMPLEXITY_PATHS)
 	$(BIN)/lint-imports --no-logo
 
-# flowmem strictly; the tests too, in the same run, with pyproject.toml's relaxations for them
-# (tests/fixtures/make_release_store.py runs under an old release, not this one: left out).
-MYPY := $(BIN)/mypy --strict flowmem tests --exclude '^tests/fixtures/'
+# flowmem and the benchmarks (bench/) strictly; the tests too, in the same run, with pyproject.toml's
+# relaxations for them (tests/fixtures/make_release_store.py runs under an old release: left out).
+MYPY := $(BIN)/mypy --strict flowmem bench tests --exclude '^tests/fixtures/'
 typecheck: setup
 	$(MYPY)
 
@@ -103,9 +103,11 @@ test: lint
 	test $$tests -eq 0 -a $$typed -eq 0
 
 # The performance figures at quick sizes, side by side (docs/performance.md); memharness too
-# when FLOWMEM_BENCH_PY313 names a Python >= 3.13 that has it. Writes bench/results/latest.json.
+# when FLOWMEM_BENCH_PY313 names a Python >= 3.13 that has it. The suite is bench/, beside the
+# package (never in its wheel). Writes bench/results/local.json (git-ignored); the recorded run
+# the docs quote, bench/results/latest.json, changes only with `--out` (`python -m bench --help`).
 bench: setup
-	$(BIN)/flowmem bench --quick
+	$(BIN)/python -m bench --quick
 
 # The figures README.md and docs/ quote, regenerated and compared (bench/docs_check.py; needs ../shared/data).
 docs-check: setup

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from flowmem.flows.local import free_port
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 from tests.processes import READY_LIMIT
@@ -39,18 +39,12 @@ BROWSER_LIMIT_MS = int(READY_LIMIT * 1000) // 3
 happens, not a speed budget."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(settings: Settings) -> Iterator[str]:
     """The dashboard of `settings` under uvicorn in a thread; yields its base URL."""
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     )

@@ -423,11 +423,11 @@ def seed_dashboard(settings: Settings) -> Seeded:
     return Seeded(settings, store, top.id, other.id, "script-run", [first.run.id, second.run.id])
 
 
-# -- flowmem/bench/docs_check.py ----------------------------------------------------------------
+# -- bench/docs_check.py ------------------------------------------------------------------------
 
 
 def docs_check_module() -> Any:
-    from flowmem.bench import docs_check
+    from bench import docs_check
 
     return docs_check
 

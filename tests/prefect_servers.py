@@ -4,16 +4,14 @@ each on a copy of one database migrated once for the session (`upgrade_command`,
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from flowmem.flows.local import PrefectServer
 from tests.processes import READY_LIMIT, Command
 
 QUIET = {"DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
@@ -47,21 +45,17 @@ def stop(process: subprocess.Popen[Any]) -> None:
 
 
 class HarnessServer:
-    """The server `prefect_test_harness` starts (the same uvicorn command and environment), but
-    started ahead of the harness, which then uses it instead of starting one and waiting; on a
-    copy of the `migrated` database."""
+    """The server `prefect_test_harness` starts (Prefect's temporary server: the same uvicorn
+    command and environment, `flowmem.flows.local`'s), but started ahead of the harness, which
+    then uses it instead of starting one and waiting; on a copy of the `migrated` database."""
 
     def __init__(self, home: Path, migrated: Path) -> None:
         self.home, self.migrated = home, migrated
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self.server: PrefectServer | None = None
 
     def start(self) -> None:
-        if self.process is not None:
+        if self.server is not None:
             return
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
         database = seed_database(self.migrated, self.home, "prefect-test.db")
         env = {
             **os.environ,
@@ -69,39 +63,31 @@ class HarnessServer:
             "DO_NOT_TRACK": os.environ.get("DO_NOT_TRACK", "1"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
             "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}",
-            "PREFECT_UI_ENABLED": "0",
-            "PREFECT__SERVER_EPHEMERAL": "1",
-            "PREFECT__SERVER_FINAL": "1",
         }
-        spec = importlib.util.find_spec("prefect")  # not imported here: the server imports it
-        assert spec is not None and spec.origin is not None
-        app_dir = str(Path(spec.origin).parent.parent)
-        factory = "prefect.server.api.server:create_app"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory", factory]
-            + ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-            env=env,
-        )
+        self.server = PrefectServer(env=env, temporary=True, name="harness's Prefect server")
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return None if self.server is None else self.server.process
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api"
+        assert self.server is not None
+        return self.server.api_url
 
     def healthy(self) -> bool:
         """Wait until it answers /health, however long it takes to start while it runs (a slow or
         loaded machine only makes this longer; READY_LIMIT stops a server that never answers);
         False if it exited first (the harness then starts its own)."""
-        import httpx
-
-        assert self.process is not None
-        deadline = time.monotonic() + READY_LIMIT
-        with httpx.Client(timeout=READY_LIMIT) as client:
-            while self.process.poll() is None and time.monotonic() < deadline:
-                try:
-                    if client.get(f"{self.api_url}/health").status_code == 200:
-                        return True
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
-        stop(self.process)
-        return False
+        assert self.server is not None
+        try:
+            self.server.ready(READY_LIMIT)
+        except RuntimeError:
+            self.server.stop()
+            return False
+        return True

@@ -7,7 +7,6 @@ import logging
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from flowmem.flows.local import free_port
 from flowmem.interchange import RecordError, loads, parse_line
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
@@ -271,14 +271,8 @@ def _decoded(line: bytes) -> Any:
         return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_flowmem_api_serves_over_http_and_never_logs_the_token(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "FLOWMEM_DB": str(tmp_path / "db"),

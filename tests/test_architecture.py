@@ -55,13 +55,12 @@ def test_the_layer_contract_holds_and_fails_on_a_violation(package_copy: Path) -
 
     # The core reaching up to an adapter, an adapter reaching up to a use case, the store
     # reaching sideways to a provider, and the core reaching up to each driver (the command
-    # line, the benchmarks, the flows, the servers, the simulated office): each is reported.
+    # line, the flows, the servers, the simulated office): each is reported.
     planted = [
         ("policy/usage.py", "flowmem.storage"),
         ("storage/rows.py", "flowmem.jobs.ingest"),
         ("storage/base.py", "flowmem.providers.openai"),
         ("policy/serving.py", "flowmem.cli.malloc_arenas"),
-        ("induction/cluster.py", "flowmem.bench.data"),
         ("induction/diff.py", "flowmem.flows.pipeline"),
         ("policy/scrub.py", "flowmem.server.api"),
         ("induction/rule.py", "flowmem.demo"),
@@ -130,8 +129,9 @@ def test_modules_live_in_their_layer() -> None:
 
 
 def test_every_module_says_first_what_it_is_for() -> None:
+    """Of the package and of the benchmark suite beside it."""
     missing = []
-    for path in _modules():
+    for path in [*_modules(), *sorted((ROOT / "bench").glob("*.py"))]:
         tree = ast.parse(path.read_text())
         doc = ast.get_docstring(tree)
         first = tree.body[0] if tree.body else None
@@ -141,25 +141,26 @@ def test_every_module_says_first_what_it_is_for() -> None:
     assert missing == []
 
 
-def test_every_bench_script_only_runs_its_module() -> None:
-    """One bench home (issue 26): the code of every benchmark is a module of `flowmem.bench`
-    (typed, linted, importable); `bench/X.py` holds a docstring, the import of that module's
-    `main` and the `__main__` guard that runs it, nothing more."""
-    scripts = sorted((ROOT / "bench").glob("*.py"))
-    assert scripts
-    offenders = []
-    for path in scripts:
-        tree = ast.parse(path.read_text())
-        body = [
-            node
-            for node in tree.body
-            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
-        ]
-        imports = [n for n in body if isinstance(n, ast.ImportFrom)]
-        runs_own = [n.module for n in imports] == [f"flowmem.bench.{path.stem}"] and [
-            a.name for a in imports[0].names
-        ] == ["main"]
-        guard_only = len(body) == 2 and isinstance(body[1], ast.If)
-        if not (runs_own and guard_only and (PACKAGE / "bench" / path.name).exists()):
-            offenders.append(path.name)
-    assert offenders == []
+def _imports(path: Path) -> set[str]:
+    """The top-level names of what a module imports (at its top or inside a function)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_wheel_ships_the_package_only() -> None:
+    """Issue 40: the benchmark suite (bench/), the tests and the examples stay in the checkout.
+    pyproject.toml's package discovery finds flowmem and its subpackages only, and no module of
+    flowmem imports the suite, which an installed wheel lacks."""
+    from setuptools import find_namespace_packages  # type: ignore[import-untyped]  # `packages.find`
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    found = find_namespace_packages(str(ROOT), include=config["include"], exclude=config.get("exclude", ()))
+    assert "flowmem" in found and "flowmem.cli" in found
+    assert [p for p in found if p != "flowmem" and not p.startswith("flowmem.")] == []
+    assert list(PACKAGE.glob("bench/*.py")) == []  # (a checkout may keep its old __pycache__ there)
+    assert [str(p.relative_to(ROOT)) for p in _modules() if {"bench", "tests"} & _imports(p)] == []

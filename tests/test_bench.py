@@ -1,5 +1,5 @@
-"""`flowmem bench --quick --json` runs end to end on tiny sizes and prints every key (no
-timing is asserted: figures belong to benchmarks, not tests)."""
+"""`python -m bench --quick --json` (what `make bench` runs) goes end to end on tiny sizes and
+prints every key (no timing is asserted: figures belong to benchmarks, not tests)."""
 
 from __future__ import annotations
 
@@ -27,12 +27,16 @@ KEYS = [
 ]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def bench_command(tmp: Path) -> Command:
-    """The command the test runs, in its environment (tiny sizes, its own Prefect home)."""
+    """The command the test runs, in its environment (tiny sizes, its own Prefect home), from
+    the checkout's root, where the suite lives."""
     env = {**os.environ, "FLOWMEM_BENCH_SCALE": "0.001", "PREFECT_HOME": str(tmp / "prefect")}
     env.pop("FLOWMEM_BENCH_PY313", None)
-    argv = [sys.executable, "-c", "from flowmem.cli import main; main()", "bench", "--quick", "--json"]
-    return Command([*argv, "--out", str(tmp / "latest.json")], env)
+    argv = [sys.executable, "-m", "bench", "--quick", "--json"]
+    return Command([*argv, "--out", str(tmp / "latest.json")], env, cwd=ROOT)
 
 
 @pytest.mark.slow
@@ -47,3 +51,18 @@ def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
     assert "FLOWMEM_BENCH_PY313" in printed["memharness_skipped"]
     assert json.loads((tmp / "latest.json").read_text()) == printed
     assert printed["machine"]["cpus"] == os.cpu_count()
+
+
+def test_one_benchmark_runs_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m bench NAME [ARGS]` runs bench/NAME.py's `main`; `--list` names them; an
+    unknown name is one line."""
+    from bench.__main__ import main
+
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert {"docs_check", "eval_sets", "scaling", "write_path"} <= set(listed)
+    assert not {"paths", "data", "pipeline", "report", "__main__"} & set(listed)
+    assert main(["no_such_bench"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["docs_check", "--only", "perf"]) == 0
+    assert capsys.readouterr().out.startswith("docs-check: ")

@@ -1,4 +1,4 @@
-"""`flowmem bench`'s table: every figure of the JSON it is given, in its row."""
+"""`python -m bench`'s table: every figure of the JSON it is given, in its row."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from flowmem.cli.bench import table
+from bench.report import table
 
 SEARCH = {
     "flowmem_p50_ms": 1.3,

@@ -17,7 +17,7 @@ from uuid import UUID
 
 import pytest
 
-from flowmem.bench.scaling import committed  # as the scaling bench compares a cluster's run
+from bench.scaling import committed  # as the scaling bench compares a cluster's run
 from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from

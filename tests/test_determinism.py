@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowmem.demo.agent import simulate
+from flowmem.demo import simulate
 from flowmem.induction import cluster
 from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.orchestrate import in_run_order, induce_drafts

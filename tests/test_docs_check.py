@@ -7,6 +7,8 @@ import functools
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from tests.factories import WORKBENCH
 from tests.factories import docs_check_module as _module
-from tests.processes import SessionRun
+from tests.processes import READY_LIMIT, SessionRun
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
@@ -146,3 +148,30 @@ def test_an_edited_figure_of_a_sentence_fails(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text(readme.replace(quoted + " tool calls", "3.50 tool calls"))
     [problem] = check.run_prose(prose, sources, tmp_path)
     assert "late.with_memory is written 3.50" in problem
+
+
+def test_the_recorded_run_is_checked_from_anywhere_and_a_missing_figure_is_one_line(tmp_path: Path) -> None:
+    """`python bench/docs_check.py --only perf` runs by its path from any directory (the suite
+    finds its checkout itself); a figure missing from the recorded run is named in one line, no
+    traceback."""
+    script = [sys.executable, str(ROOT / "bench" / "docs_check.py"), "--only", "perf"]
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*script, *args], cwd=tmp_path, capture_output=True, text=True, timeout=READY_LIMIT
+        )
+
+    held = check()
+    assert held.returncode == 0 and held.stderr == "", held.stdout + held.stderr
+    assert re.fullmatch(r"docs-check: (\d+) of \1 figures hold\n", held.stdout)
+    record = json.loads((ROOT / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
+    del record["api_search_rps_8"]
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "latest.json").write_text(json.dumps(record), encoding="utf-8")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    missing = check("--root", str(tmp_path))
+    assert missing.returncode == 1 and missing.stderr == ""
+    *problems, summary = missing.stdout.splitlines()
+    lacks = "bench/results/latest.json has no figure 'api_search_rps_8'"
+    assert problems == [f"README.md: 'HTTP search, 8 clients' column 1: {lacks}"]
+    assert summary.startswith("docs-check: ") and summary.endswith(" figures hold")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -34,6 +33,7 @@ from typer.testing import CliRunner
 
 from flowmem.agents.retrieval import ServedIndex
 from flowmem.cli import app
+from flowmem.flows.local import free_port
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
@@ -101,9 +101,7 @@ def s3() -> Iterator[S3Server]:
     except ImportError as err:
         pytest.skip(f"no S3 test server: {err} (`make setup` installs moto[server] and boto3)")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     endpoint = f"http://127.0.0.1:{port}"
     try:

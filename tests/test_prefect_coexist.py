@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flowmem.flows.serve import _healthy  # the same readiness check `flowmem serve` makes
+from flowmem.flows.local import PrefectServer
 from tests.processes import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,16 +31,10 @@ def test_served_names_never_equal_a_prefect_yaml_name() -> None:
     assert served == {f"{name}-served" for name in declared} and not served & declared
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
-    """`prefect server start` on a free port, not waited for; the environment to reach it.
-    tests/conftest.py starts it as the session starts, so it comes up while other tests run."""
+    """`prefect server start` on a free port (`flowmem serve`'s, `flowmem.flows.local`), not
+    waited for; its process and the environment to reach it. tests/conftest.py starts it as the
+    session starts, so it comes up while other tests run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {
         "PREFECT_HOME": str(home / "prefect"),
@@ -48,23 +42,25 @@ def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "FLOWMEM_DB": str(home / "db"),
     }
-    url = f"http://127.0.0.1:{_free_port()}/api"
-    port = url.rsplit(":", 1)[1].split("/")[0]
-    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return process, env | {"PREFECT_API_URL": url}
+    server = PrefectServer(env=env, name="coexisting Prefect server")
+    _STARTED[server.process.pid] = server
+    return server.process, env | {"PREFECT_API_URL": server.api_url}
+
+
+_STARTED: dict[int, PrefectServer] = {}
+"""The servers `start_server` started, by their process id (the fixture waits for its own)."""
 
 
 @pytest.fixture(scope="module")
-def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None) -> dict[str, str]:
-    """A real `prefect server start` on a free port, once healthy: the environment to reach it."""
+def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None) -> Iterator[dict[str, str]]:
+    """A real `prefect server start` on a free port, once healthy: the environment to reach it
+    (its URL as `ready` gives it: on another port if its first was taken meanwhile)."""
     assert coexist_server is not None
     process, env = coexist_server
-    deadline = time.monotonic() + READY_LIMIT  # a bound: it waits while the server starts
-    while not _healthy(env["PREFECT_API_URL"]):
-        assert process.poll() is None and time.monotonic() < deadline, "the Prefect server did not start"
-        time.sleep(0.3)
-    return env
+    started = _STARTED[process.pid]
+    api = started.ready(READY_LIMIT)  # a bound: it waits while the server starts
+    yield env | {"PREFECT_API_URL": api}
+    started.stop()
 
 
 def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

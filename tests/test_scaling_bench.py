@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowmem.bench.scaling import committed, flow_env, same_stores
+from bench.scaling import committed, flow_env, same_stores
 from flowmem.demo import simulate
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs.factories import store_from

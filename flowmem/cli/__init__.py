@@ -14,7 +14,6 @@ from __future__ import annotations
 import typer
 
 from flowmem.cli import (
-    bench,
     demo,
     eval,
     export,
@@ -57,7 +56,6 @@ app.command("api", cls=Command)(server.api)
 app.command("dashboard", cls=Command)(server.dashboard)
 app.command("mcp", cls=Command)(server.mcp)
 app.command(cls=Command)(maintain.maintain)
-app.command(cls=Command)(bench.bench)
 
 
 def main() -> None:

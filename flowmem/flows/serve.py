@@ -13,11 +13,8 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -30,6 +27,7 @@ from prefect.runner import Runner
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flowmem.flows import pipeline
+from flowmem.flows.local import PrefectServer, server_command
 
 __all__ = ["DEPLOYMENTS", "SERVED_SUFFIX", "Deployment", "serve"]
 
@@ -78,25 +76,19 @@ DEPLOYMENTS = (
 for those who prefer one schedule; maintain hourly, at half past (away from learn)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _server_command(port: int) -> list[str]:
-    """The command of the local Prefect server `local_server` starts."""
-    return [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    """The command of the local Prefect server `local_server` starts: `prefect server start`,
+    whose scheduler fires the schedules."""
+    return server_command(port)
 
 
 @contextlib.contextmanager
 def local_server(
-    *, timeout: float = 180.0, started: Callable[[subprocess.Popen[bytes]], object] = lambda _: None
+    *, timeout: float = 180.0, started: Callable[[PrefectServer], object] = lambda _: None
 ) -> Iterator[str | None]:
     """The Prefect API to serve against: the configured one (PREFECT_API_URL), or else a
     `prefect server start` on 127.0.0.1 that lives as long as the block (`started` is given
-    its process as soon as it exists).
+    it as soon as its process exists).
 
     Prefect's temporary in-process server runs no scheduler, so schedules would never fire on
     it; a real local server does.
@@ -104,33 +96,14 @@ def local_server(
     if PREFECT_API_URL.value():
         yield None
         return
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
-    process = subprocess.Popen(_server_command(port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    started(process)
+    server = PrefectServer(name="local Prefect server", command=lambda port: _server_command(port))
+    started(server)
     try:
-        deadline = time.monotonic() + timeout
-        while not _healthy(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                err = process.stderr.read().decode(errors="replace")[-2000:] if process.stderr else ""
-                raise RuntimeError(f"the local Prefect server did not start: {err}")
-            time.sleep(0.5)
+        url = server.ready(timeout)
         with temporary_settings({PREFECT_API_URL: url}):
             yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
+        server.stop()
 
 
 class _Stop:
@@ -165,7 +138,7 @@ class _Stop:
         """What a stop is doing at this point, for the line a forced stop prints."""
         self.task: asyncio.Task[None] | None = None
         """The task that runs the runner, while it runs."""
-        self.server: subprocess.Popen[bytes] | None = None
+        self.server: PrefectServer | None = None
         """The local Prefect server, when `serve` started one."""
 
     def __call__(self, signum: int, frame: object) -> None:
@@ -191,7 +164,7 @@ class _Stop:
         self._exiting.acquire()  # the second to get here waits: the first ends the process
         name = signal.Signals(signum).name
         sys.stderr.write(f"flowmem serve: forced to stop by a second {name} while {self.doing}\n")
-        if self.server is not None and self.server.poll() is None:
+        if self.server is not None:
             self.server.kill()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -280,7 +253,7 @@ def serve(*, interval: float | None = None, only: tuple[str, ...] = ()) -> None:
     # asyncio.run leaves SIGINT to us.
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with stop.watching(), local_server(started=lambda process: setattr(stop, "server", process)):
+        with stop.watching(), local_server(started=lambda server: setattr(stop, "server", server)):
             runner = _Runner(pause_on_shutdown=False)  # paused below, however early the stop
             runner.on_signal = stop
             ids = [cast(UUID, runner.add_deployment(d)) for d in deployments]

@@ -1,8 +1,8 @@
-"""The full induction and the incremental one, timed in one long-lived process (`flowmem bench`'s
+"""The full induction and the incremental one, timed in one long-lived process (`python -m bench`'s
 `inprocess_*` figures): imports and the store's opening are paid once, as in the API's induce
 route, where `flowmem induce` pays them per run.
 
-Usage: python -m flowmem.bench.inprocess DB FULL INCREMENTAL
+Usage: python bench/inprocess.py DB FULL INCREMENTAL
   (FULL, then INCREMENTAL, is ingested into the store at DB and induced; prints one JSON line,
   {"full": [seconds, cpu_seconds], "incremental": [seconds, cpu_seconds]})
 """

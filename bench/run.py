@@ -1,22 +1,42 @@
-"""One benchmark run: every figure of `flowmem bench` in one dict, at quick or full sizes."""
+"""The performance figures, side by side in one run (`make bench`, `python -m bench`): every
+figure in one dict, at quick or full sizes, printed as one table and written as JSON.
+
+Usage: python -m bench [--quick | --full] [--json] [--out FILE]
+  FLOWMEM_BENCH_PY313: a Python >= 3.13 with memharness installed, to compare with it.
+  FLOWMEM_BENCH_SCALE: multiplies every size (e.g. 0.001 for a smoke test).
+The results go to bench/results/local.json (git-ignored) unless `--out` names another file;
+bench/results/latest.json is the recorded run README.md quotes (`--out bench/results/latest.json`
+records a new one, to commit with the docs it changes).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
-from flowmem.bench.pipeline import api_search, hook_step, induction, memharness
-from flowmem.bench.search import measure_search
+from bench.paths import BENCH
+from bench.pipeline import api_search, hook_step, induction, memharness
+from bench.report import table
+from bench.search import measure_search
 from flowmem.induction.ann import ann_available
 
-__all__ = ["machine", "run_bench"]
+__all__ = ["LOCAL", "machine", "main", "run_bench"]
+
+LOCAL = BENCH / "results" / "local.json"
+"""Where a run's results go unless `--out` says otherwise: git-ignored, so a run leaves the
+checkout as it was."""
 
 SEARCH, INDUCE, API, MEMHARNESS, HOOK = [10_000, 100_000], 10_000, 10_000, 2_000, 100_000
-"""Sizes of `flowmem bench --quick`; `--full` adds 1M workflows and 50k trajectories."""
+"""Sizes of `python -m bench --quick`; `--full` adds 1M workflows and 50k trajectories."""
 
 
 def machine() -> dict[str, Any]:
@@ -75,3 +95,42 @@ def run_bench(
     log("memharness ...")
     out.update(memharness(py313, size(MEMHARNESS), repeats=20 if scale >= 1 else 3))
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure everything at the quick sizes (or the full ones), write the results as JSON and
+    print them as one table (or, with `--json`, as one JSON object)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="The performance figures of docs/performance.md, side by side, measured now.",
+        epilog="One benchmark alone: python -m bench NAME [ARGS] (python -m bench --list names them).",
+    )
+    parser.add_argument("--full", action="store_true", help="add 1M workflows and 50k trajectories")
+    parser.add_argument("--quick", action="store_true", help="quick sizes only (the default)")
+    parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=LOCAL,
+        metavar="FILE",
+        help=f"where to write the results (default {LOCAL.relative_to(BENCH.parent)}, git-ignored)",
+    )
+    args = parser.parse_args(argv)
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    err = Console(stderr=True)
+    results = run_bench(
+        full=args.full and not args.quick,
+        scale=float(os.environ.get("FLOWMEM_BENCH_SCALE", "1")),
+        py313=os.environ.get("FLOWMEM_BENCH_PY313"),
+        log=lambda line: err.print(line, style="dim"),
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if args.as_json:
+        sys.stdout.write(json.dumps(results) + "\n")
+        return 0
+    console = Console(width=max(Console().width, 150))
+    console.print(" ".join(f"{k}={v}" for k, v in results["machine"].items()))
+    console.print(table(results))
+    console.print(f"written to {args.out}")
+    return 0

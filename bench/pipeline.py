@@ -8,8 +8,6 @@ import contextlib
 import json
 import os
 import resource
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,13 +20,15 @@ from typing import Any
 
 import httpx
 
+from bench.data import fill, queries
+from bench.paths import script
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.ranking import ANN_MIN
-from flowmem.bench.data import fill, queries
+from flowmem.flows.local import free_port, prefect_server
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 
-__all__ = ["api_search", "hook_step", "induction", "memharness"]
+__all__ = ["api_search", "hook_step", "induction", "memharness", "timed_prefect_server"]
 
 _CLI = [sys.executable, "-c", "from flowmem.cli import main; main()"]
 
@@ -101,7 +101,7 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
         out.update(_in_one_process(data, extra, f"{tmp}/inproc", home=tmp))
         if flow:
             db, home = f"{tmp}/flow", f"{tmp}/prefect"
-            with _prefect_server(home) as (api, started):
+            with timed_prefect_server(home) as (api, started):
                 out["prefect_server_start_s"] = started
                 out["flow_ingest_s"] = _flowmem("ingest", data, db=db, home=home)
                 out["flow_induce_s"] = _flowmem("run", "induce", db=db, home=home, check=False, api=api)
@@ -111,10 +111,10 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
 def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, float]:
     """The full induction and the incremental one in one long-lived process (imports and the
     store's opening paid once, as in the API's induce route; `flowmem serve` starts a
-    subprocess per flow run), `flowmem.bench.inprocess` in a process of its own: seconds, CPU
+    subprocess per flow run), `bench.inprocess` in a process of its own: seconds, CPU
     seconds and their ratios."""
     env = {**os.environ, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
-    command = [sys.executable, "-m", "flowmem.bench.inprocess", db, data, extra]
+    command = [*script("inprocess"), db, data, extra]
     done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     (full_s, full_cpu), (inc_s, inc_cpu) = found["full"], found["incremental"]
@@ -127,47 +127,18 @@ def _in_one_process(data: str, extra: str, db: str, *, home: str) -> dict[str, f
 
 
 @contextlib.contextmanager
-def _prefect_server(home: str, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
-    """A Prefect server of its own (`prefect server start`, SQLite under `home`): its API URL
-    and the seconds it took to answer. Stopped, with its process group, on exit."""
-    port = _free_port()
+def timed_prefect_server(home: str, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
+    """A Prefect server of its own (`prefect server start`, SQLite under `home`; in a process
+    group of its own, stopped whole on exit): its API URL and the seconds it took to answer."""
     env = {
         **os.environ,
         "PREFECT_HOME": home,
         "DO_NOT_TRACK": "1",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    start = time.perf_counter()
-    server = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        while True:
-            try:
-                if httpx.get(f"{api}/health", timeout=2.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.perf_counter() - start > timeout:
-                raise RuntimeError(f"the Prefect server did not start (exit code {server.poll()})")
-            time.sleep(0.2)
-        yield api, time.perf_counter() - start
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    with prefect_server(env=env, timeout=timeout, new_session=True) as server:
+        assert server.ready_s is not None
+        yield server.api_url, server.ready_s
 
 
 WARM_UP_S = 5.0
@@ -181,7 +152,7 @@ def api_search(n: int, *, clients: int = 8, seconds: float = 5.0) -> dict[str, f
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(db=f"{tmp}/db")
         fill(store_from(settings), n)
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "FLOWMEM_DB": settings.db, "LANCEDB_LOG": "error", "PREFECT_HOME": tmp}
         cmd = [*_CLI, "api", "--host", "127.0.0.1", "--port", str(port)]
         server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

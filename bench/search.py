@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.data import fill, queries
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.retrieval import ServedIndex
-from flowmem.bench.data import fill, queries
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 

@@ -1,51 +1,12 @@
-"""`flowmem bench`: the performance figures, side by side, measured on this machine now."""
+"""The performance figures of one run of `python -m bench`, side by side in one table."""
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.console import Console
 from rich.table import Table
 
-__all__ = ["bench"]
-
-
-def bench(
-    full: Annotated[bool, typer.Option("--full", help="Add 1M workflows and 50k trajectories.")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="Quick sizes only (the default).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
-    out: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the results.")] = Path(
-        "bench/results/latest.json"
-    ),
-) -> None:
-    """Measure hook, search (flowmem, numpy exact, LanceDB, memharness), memory, induction and
-    the HTTP API on this machine; print one table and write the results as JSON.
-
-    FLOWMEM_BENCH_PY313: a Python ≥ 3.13 with memharness installed, to compare with it.
-    FLOWMEM_BENCH_SCALE: multiplies every size (e.g. 0.001 for a smoke test)."""
-    os.environ.setdefault("LANCEDB_LOG", "error")
-    from flowmem.bench.run import run_bench
-
-    err = Console(stderr=True)
-    results = run_bench(
-        full=full and not quick,
-        scale=float(os.environ.get("FLOWMEM_BENCH_SCALE", "1")),
-        py313=os.environ.get("FLOWMEM_BENCH_PY313"),
-        log=lambda line: err.print(line, style="dim"),
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    if as_json:
-        typer.echo(json.dumps(results))
-        return
-    console = Console(width=max(Console().width, 150))
-    console.print(" ".join(f"{k}={v}" for k, v in results["machine"].items()))
-    console.print(table(results))
-    console.print(f"written to {out}")
+__all__ = ["table"]
 
 
 def _ms(value: Any, unit: str = "ms") -> str:
