@@ -5,7 +5,8 @@ raw's + 0.10 (`flowmem eval`, k = 3). This script asks whether any choice of mem
 from the training runs could clear that bar, by replacing flowmem's retrieval with choices
 that know more than a retriever can. Every row is scored with
 `flowmem.induction.metrics.memory_metrics` over the same scored test runs (successful, with
-steps), against the same rule-inducer workflows (`orchestrate.induce_drafts`, default settings):
+steps), against the same rule-inducer workflows (`flowmem.jobs.evaluate.induced_store`:
+`flowmem induce`'s code, default settings):
 
 - `raw k=3`: the 3 successful training runs whose task is nearest (hashing cosine): the bar
   is computed from this row;
@@ -44,9 +45,9 @@ from flowmem.induction.align import lcs_pairs
 from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
+from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 
@@ -108,7 +109,9 @@ def spread(tasks: Sequence[str]) -> list[str]:
 def run_set(
     train: Sequence[Trajectory], test: Sequence[Trajectory], settings: Settings
 ) -> dict[str, dict[str, Any]]:
-    result = induce_drafts(train, RuleInducer(), params=settings.cluster_params, subroutines=False)
+    task_level = settings.model_copy(update={"subroutines": False})
+    with induced_store(train, RuleInducer(), settings=task_level) as (_, induced):
+        result = induced.result
     shares = result.key_shares()
     workflows = [w for w in result.workflows if w.kind == "task"]
     memories = [w.actions for w in workflows]

@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.render import render_workflow
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
+from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     results: dict[str, dict[str, object]] = {}
     for name, train in training_sets(data, settings).items():
-        result = induce_drafts(train, RuleInducer(), params=settings.cluster_params)
+        with induced_store(train, RuleInducer(), settings=settings) as (_, induced):
+            result = induced.result
         results[name] = {**procedure_figures(result.workflows), "rejected": dict(result.failed_reasons)}
         for w in result.workflows[:show]:
             print(f"--- {name}\n{render_workflow(w)}\n")

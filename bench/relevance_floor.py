@@ -40,10 +40,10 @@ from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
 from flowmem.induction.embed import Embedder, HashingEmbedder
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.cycle import cycle
+from flowmem.jobs.evaluate import induced_store
 from flowmem.jobs.factories import embedder_from, store_from
 from flowmem.models import Trajectory
 from flowmem.policy.serving import CANDIDATES, within_gap
@@ -153,8 +153,8 @@ def set_memories(data: Path, settings: Settings) -> Iterator[Memory]:
     if agents is not None:
         splits.append(("tau2_agents", *agents))
     for name, train, test in splits:
-        params, subroutines = settings.cluster_params, settings.subroutines
-        result = induce_drafts(train, RuleInducer(), params=params, subroutines=subroutines)
+        with induced_store(train, RuleInducer(), settings=settings) as (_, induced):
+            result = induced.result
         shares = result.key_shares()
         memory = Memory(name, [], [], [], [t.task for t in test], {})
         for i, w in enumerate(result.workflows):

@@ -33,13 +33,12 @@ from flowmem.induction.align import lcs_pairs
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce_drafts, plan_versions
 from flowmem.induction.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import key_vectors
+from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import InductionRun, Trajectory, Workflow
+from flowmem.models import Trajectory, Workflow
 from flowmem.policy.serving import compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -93,10 +92,7 @@ def induced_store(
     local = settings.model_copy(update={"db": str(db)})
     store = store_from(local)
     store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], local.scrub)
-    result = induce_drafts(train, RuleInducer(), params=local.cluster_params, subroutines=local.subroutines)
-    run = InductionRun(id=Store.new_run_id(), namespace=ns, counts=result.counts)
-    keys, shares = key_vectors(store, result.key_shares())
-    store.commit_run(run, plan_versions(result.workflows, {}, run_id=run.id), keys=keys, shares=shares)
+    run_induction(store, local, RuleInducer(), namespace=ns)  # `flowmem induce`'s code
     ws, matrix, owners, k_shares = store.workflow_index(namespace=ns)
     return store, ws, ExampleIndex(matrix, owners, len(ws), k_shares)
 

@@ -6,9 +6,9 @@ test run (successful, with steps) from several memory systems built from the sam
 runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/metrics.md):
 
 - `raw`: the k successful training runs whose task is nearest;
-- `workflows`: the rule inducer's task-level workflows (`orchestrate.induce_drafts`, without its own
-  sub-routine workflows where it makes them), each retrieved by its nearest source task
-  (`ExampleIndex`), top k; `workflows k=1`: the first-ranked one only;
+- `workflows`: the rule inducer's task-level workflows (`flowmem induce`'s code through
+  `jobs.evaluate.induced_store`, without its own sub-routine workflows), each retrieved by its
+  nearest source task (`ExampleIndex`), top k; `workflows k=1`: the first-ranked one only;
 - `oracle single`: per test run, the one workflow of them all with the highest LCS coverage
   (ties: higher precision, then the first by id) -- an upper bound of k=1, so the gap to
   `workflows k=1` is what ranking loses;
@@ -57,7 +57,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from inspect import signature
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +69,10 @@ from flowmem.induction.embed import HashingEmbedder
 from flowmem.induction.literals import scalars
 from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.orchestrate import induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.interchange import Rejection, read_trajectories
+from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 
@@ -306,12 +305,11 @@ def run_set(train: Sequence[Trajectory], test: Sequence[Trajectory], settings: S
     """Every system's metrics on one split, and the sub-routine counts."""
     t0 = time.perf_counter()
     embedder = HashingEmbedder(settings.embedding_dim)
-    # Task-level workflows only: where `induce_drafts` can also make sub-routine workflows, that is
-    # turned off (they could otherwise merge with a task-level draft of the same steps).
-    options: dict[str, Any] = (
-        {"subroutines": False} if "subroutines" in signature(induce_drafts).parameters else {}
-    )
-    result = induce_drafts(train, RuleInducer(), params=settings.cluster_params, **options)
+    # Task-level workflows only: induction's own sub-routine workflows are turned off (they
+    # could otherwise merge with a task-level draft of the same steps).
+    task_level = settings.model_copy(update={"subroutines": False})
+    with induced_store(train, RuleInducer(), settings=task_level) as (_, induced):
+        result = induced.result
     induce_s = time.perf_counter() - t0
     workflows = task_workflows(result)
     subs, counts = subroutines(train)

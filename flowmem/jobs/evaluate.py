@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
-from flowmem.jobs.induce import run_induction
+from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow
 from flowmem.policy.serving import CANDIDATES
@@ -39,7 +40,7 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of
 
-__all__ = ["Served", "evaluate", "load", "retrieve", "score", "warnings"]
+__all__ = ["Served", "evaluate", "induced_store", "load", "retrieve", "score", "warnings"]
 
 
 def load(path: Path, settings: Settings) -> list[Trajectory]:
@@ -178,6 +179,37 @@ def warnings(
     return {"flowmem": warning_metrics(outcomes, flow), "contrast": warning_metrics(outcomes, contrast)}
 
 
+@contextmanager
+def induced_store(
+    train: Sequence[Trajectory],
+    inducer: Inducer,
+    *,
+    settings: Settings,
+    timing: dict[str, float] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Iterator[tuple[Store, RunReport]]:
+    """`train` stored in a temporary store (of `settings.namespace`) and one induction run over
+    it by the code `flowmem induce` runs (`jobs.induce.run_induction`: its planning, bounded
+    fit, reads and commit): what `flowmem eval` and the benchmarks measure, so that a figure
+    they report is the production code's. The store is deleted on exit. `timing` receives
+    `store_s` and `induce_s`; `progress(phase)` is told of each phase."""
+    say = progress or (lambda phase: None)
+    times = timing if timing is not None else {}
+    ns = settings.namespace
+    with tempfile.TemporaryDirectory(prefix="flowmem-eval-") as tmp:
+        t0 = time.perf_counter()
+        say(f"storing {len(train)} training runs")
+        local = settings.model_copy(update={"db": str(Path(tmp) / "db")})
+        store = store_from(local)
+        store_trajectories(store, [t.model_copy(update={"namespace": ns}) for t in train], settings.scrub)
+        times["store_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        say(f"inducing from {len(train)} runs")
+        report = run_induction(store, local, inducer, namespace=ns)
+        times["induce_s"] = time.perf_counter() - t1
+        yield store, report
+
+
 def evaluate(
     train: Sequence[Trajectory],
     test: Sequence[Trajectory],
@@ -193,23 +225,10 @@ def evaluate(
     retrieving, scoring), with what it works on."""
     say = progress or (lambda phase: None)
     timing: dict[str, float] = {}
-    t0 = time.perf_counter()
-    say(f"storing {len(train)} training runs")
-    with tempfile.TemporaryDirectory(prefix="flowmem-eval-") as tmp:
-        ns = settings.namespace
-        run_settings = settings.model_copy(update={"db": str(Path(tmp) / "db")})
-        store = store_from(run_settings)
-        train = [t.model_copy(update={"namespace": ns}) for t in train]
-        store_trajectories(store, train, settings.scrub)
-        timing["store_s"] = time.perf_counter() - t0
-
-        t1 = time.perf_counter()
-        say(f"inducing from {len(train)} runs")
-        # The production path (`run_induction`), as `flowmem induce` runs it on this store.
-        induced = run_induction(store, run_settings, inducer, namespace=ns)
+    ns = settings.namespace
+    train = [t.model_copy(update={"namespace": ns}) for t in train]
+    with induced_store(train, inducer, settings=settings, timing=timing, progress=say) as (store, induced):
         result, versions = induced.result, induced.versions
-        timing["induce_s"] = time.perf_counter() - t1
-
         t2 = time.perf_counter()
         say(f"retrieving for {len(test)} test tasks")
         served = retrieve(
