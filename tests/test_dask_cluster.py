@@ -210,6 +210,7 @@ def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
             k: v for k, v in expected.model_dump(mode="json").items() if k not in ("run", "tag")
         }
         summaries.append(ran)
+        assert state.state_details.flow_run_id is not None
         flow_runs.append(state.state_details.flow_run_id)
     full, placed = summaries
     assert full["refit"] and full["versions_created"] > 5

@@ -18,12 +18,13 @@ from flowmem.jobs.ingest import Stored
 from flowmem.jobs.maintain import maintain, said
 from flowmem.models import InductionRun, Trajectory
 from flowmem.server.committer import GroupCommitter
+from flowmem.server.payloads import Recorded
 from flowmem.server.service import Service
 from flowmem.settings import Settings
 from flowmem.storage.maintenance import TableMaintenance, TableState
 from tests.factories import make_workflow
 from tests.processes import READY_LIMIT
-from tests.test_object_storage import S3Server, prefix, s3  # noqa: F401  (the S3 server's fixtures)
+from tests.s3_server import S3Server, prefix, s3  # noqa: F401  (the S3 server's fixtures)
 
 
 def record(i: int) -> dict[str, Any]:
@@ -44,7 +45,7 @@ def in_threads(n: int, work: Any) -> None:
 
 def test_concurrent_writes_are_grouped_and_stored_exactly_once(settings: Settings) -> None:
     svc = Service(settings)
-    results: list[dict[str, Any]] = []
+    results: list[Recorded] = []
     lock = threading.Lock()
 
     def client(k: int) -> None:
@@ -238,7 +239,7 @@ def test_a_long_keep_prunes_nothing_recent(settings: Settings, keep: timedelta) 
 
 def test_flowmem_maintain_on_object_storage_says_what_it_cannot_count(request: pytest.FixtureRequest) -> None:
     """The issue's case: on a bucket `flowmem maintain` printed `files None -> None`
-    (tests/test_object_storage.py's S3 server and prefix)."""
+    (tests/s3_server.py's S3 server and prefix)."""
     server: S3Server = request.getfixturevalue("s3")
     where: str = request.getfixturevalue("prefix")
     settings = server.settings(where)
