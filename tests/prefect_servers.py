@@ -1,6 +1,7 @@
-"""The Prefect servers the tests start: the harness's (started ahead of `prefect_test_harness`),
-each on a copy of one database migrated once for the session (`upgrade_command`,
-`seed_database`): a new database costs a server ~3.5 s of CPU to migrate (measured)."""
+"""The Prefect servers the tests start: the harness's (started before `prefect_test_harness`,
+which then uses it), each on a copy of one database migrated once for a worker
+(`upgrade_command`, `seed_database`): a new database costs a server ~3.5 s of CPU to migrate
+(measured)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ def stop(process: subprocess.Popen[Any]) -> None:
 
 class HarnessServer:
     """The server `prefect_test_harness` starts (the same uvicorn command and environment), but
-    started ahead of the harness, which then uses it instead of starting one and waiting; on a
-    copy of the `migrated` database."""
+    started before the harness, which then uses it instead of starting one; on a copy of the
+    `migrated` database."""
 
     def __init__(self, home: Path, migrated: Path) -> None:
         self.home, self.migrated = home, migrated

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,16 @@ def bench_command(tmp: Path) -> Command:
     return Command([*argv, "--out", str(tmp / "latest.json")], env)
 
 
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRun]:
+    """`bench_command` started in a process of its own."""
+    run = SessionRun(bench_command(work := tmp_path_factory.mktemp("bench")), work)
+    yield run
+    run.stop()
+
+
 @pytest.mark.slow
 def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
-    # Started with the session (tests/conftest.py's SESSION_RUNS): on the CPU the tests leave idle.
     done = bench_run.result()
     tmp = bench_run.work
     assert done.returncode == 0, done.stderr[-2000:]

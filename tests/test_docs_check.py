@@ -7,6 +7,8 @@ import functools
 import json
 import re
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,25 @@ import pytest
 
 from tests.factories import WORKBENCH
 from tests.factories import docs_check_module as _module
-from tests.processes import SessionRun
+from tests.processes import Command, SessionRun
+
+pytestmark = pytest.mark.xdist_group("docs-check")  # the evaluation two tests read, run once
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
+
+
+@pytest.fixture(scope="module")
+def docs_eval(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRun | None]:
+    """`bench/eval_sets.py --json` on the shared sets, started in a process of its own (None
+    without the shared data): the command the docs check runs for README's table."""
+    if not WORKBENCH.exists():
+        yield None
+        return
+    argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
+    run = SessionRun(Command(argv, cwd=ROOT), tmp_path_factory.mktemp("docs-eval"))
+    yield run
+    run.stop()
 
 
 @pytest.mark.slow
@@ -29,7 +46,7 @@ def test_readme_figures_hold_and_an_edited_one_fails(
 
     @functools.cache
     def runner(args: tuple[str, ...]) -> Any:
-        # The session started this very command (tests/conftest.py): its output, once done.
+        # This very command, started by the `docs_eval` fixture: its output, once done.
         if docs_eval is not None and args[0] == "bench/eval_sets.py":
             done = docs_eval.result()
             assert done.returncode == 0, done.stderr[-2000:]

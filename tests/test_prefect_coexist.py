@@ -9,13 +9,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flowmem.flows.serve import _healthy  # the same readiness check `flowmem serve` makes
+from tests.prefect_servers import seed_database, stop
 from tests.processes import READY_LIMIT
+
+pytestmark = pytest.mark.xdist_group("prefect")  # the migrated Prefect database, made once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,8 +43,7 @@ def _free_port() -> int:
 
 
 def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
-    """`prefect server start` on a free port, not waited for; the environment to reach it.
-    tests/conftest.py starts it as the session starts, so it comes up while other tests run."""
+    """`prefect server start` on a free port, not waited for; the environment to reach it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {
         "PREFECT_HOME": str(home / "prefect"),
@@ -56,9 +59,20 @@ def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None) -> dict[str, str]:
+def coexist_server(
+    tmp_path_factory: pytest.TempPathFactory, prefect_database: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """`start_server` on a copy of the session's migrated database; stopped after the module."""
+    home = tmp_path_factory.mktemp("prefect-coexist")
+    seed_database(prefect_database, home / "prefect")  # the server's PREFECT_HOME
+    process, env = start_server(home)
+    yield process, env
+    stop(process)
+
+
+@pytest.fixture(scope="module")
+def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]]) -> dict[str, str]:
     """A real `prefect server start` on a free port, once healthy: the environment to reach it."""
-    assert coexist_server is not None
     process, env = coexist_server
     deadline = time.monotonic() + READY_LIMIT  # a bound: it waits while the server starts
     while not _healthy(env["PREFECT_API_URL"]):
