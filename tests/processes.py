@@ -53,7 +53,7 @@ class Command:
     cwd: Path | None = None
 
 
-class SessionRun:
+class CommandRun:
     """A command a fixture started in a process of its own (and process group), for the tests
     that check what it did: its output goes to the files `stdout` and `stderr` of `work`, where
     it runs unless it names a directory of its own; `result` waits for it, `stop` ends it and

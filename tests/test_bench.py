@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import Command, SessionRun
+from tests.processes import Command, CommandRun
 
 KEYS = [
     "hook_step_us_median",
@@ -37,15 +37,15 @@ def bench_command(tmp: Path) -> Command:
 
 
 @pytest.fixture(scope="module")
-def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRun]:
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
     """`bench_command` started in a process of its own."""
-    run = SessionRun(bench_command(work := tmp_path_factory.mktemp("bench")), work)
+    run = CommandRun(bench_command(work := tmp_path_factory.mktemp("bench")), work)
     yield run
     run.stop()
 
 
 @pytest.mark.slow
-def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
+def test_bench_quick_json_prints_every_key(bench_run: CommandRun) -> None:
     done = bench_run.result()
     tmp = bench_run.work
     assert done.returncode == 0, done.stderr[-2000:]

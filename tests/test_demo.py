@@ -20,7 +20,7 @@ from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from tests.factories import docs_check_module as _module
 from tests.prefect_servers import HarnessServer, stop
-from tests.processes import READY_LIMIT, Command, SessionRun
+from tests.processes import READY_LIMIT, Command, CommandRun
 
 pytestmark = pytest.mark.xdist_group("prefect")  # the harness's Prefect server, started once
 
@@ -79,15 +79,15 @@ def demo_json_command(work: Path) -> Command:
 
 
 @pytest.fixture(scope="module")
-def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRun]:
+def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
     """`demo_json_command` in a process of its own (~25 s of CPU)."""
-    run = SessionRun(demo_json_command(work := tmp_path_factory.mktemp("demo-json")), work)
+    run = CommandRun(demo_json_command(work := tmp_path_factory.mktemp("demo-json")), work)
     yield run
     run.stop()
 
 
 @pytest.mark.slow
-def test_demo_json_shows_the_agent_learning(demo_json: SessionRun) -> None:
+def test_demo_json_shows_the_agent_learning(demo_json: CommandRun) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
     result = demo_json.result()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -213,16 +213,16 @@ def temporary_server_demo_command(work: Path) -> Command:
 
 
 @pytest.fixture(scope="module")
-def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRun]:
+def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
     """`temporary_server_demo_command` in a process of its own."""
-    run = SessionRun(temporary_server_demo_command(work := tmp_path_factory.mktemp("demo")), work)
+    run = CommandRun(temporary_server_demo_command(work := tmp_path_factory.mktemp("demo")), work)
     yield run
     run.stop()
 
 
 @pytest.mark.slow
 def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(
-    temporary_server_demo: SessionRun,
+    temporary_server_demo: CommandRun,
 ) -> None:
     """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
     server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
