@@ -83,8 +83,9 @@ typecheck: setup
 # The dashboard's browser tests need chromium: scripts/ensure-chromium finds it, or installs
 # Debian's as root where apt-get is; without it they are skipped, and the last line says so.
 # pytest-xdist runs the tests in one process per core, at most PYTEST_MAX_PROCESSES (each
-# process builds the session's seeded stores it needs and starts its own servers); tests that share
-# a server or the browser run on one of them (tests/conftest.py's GROUPS, `--dist loadgroup`).
+# process builds the session fixtures it needs and starts its own servers); the modules that share
+# an expensive fixture name one `xdist_group`, whose tests run on one of them (`--dist loadgroup`,
+# pyproject.toml's addopts).
 # `make test PYTEST_PROCESSES=0` runs them in this one process.
 PYTEST_PROCESSES ?= auto
 PYTEST_MAX_PROCESSES ?= 4

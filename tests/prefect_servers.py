@@ -1,6 +1,7 @@
-"""The Prefect servers the tests start: the harness's (started ahead of `prefect_test_harness`),
-each on a copy of one database migrated once for the session (`upgrade_command`,
-`seed_database`): a new database costs a server ~3.5 s of CPU to migrate (measured)."""
+"""The Prefect servers the tests start: the harness's (started before `prefect_test_harness`,
+which then uses it), each on a copy of one database migrated once for a worker
+(`upgrade_command`, `seed_database`): a new database costs a server ~3.5 s of CPU to migrate
+(measured)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Helpers for tests that start processes: a bound on waiting for one, and the priority of work
-started ahead of the test that checks it (tests/conftest.py's session fixtures)."""
+"""Helpers for tests that start processes: a bound on waiting for one, and a command started
+in a process of its own whose result a test waits for (the session and module fixtures that
+start slow work)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,44 +17,6 @@ READY_LIMIT = 900.0
 """Seconds a test waits at most for a server or process that should become ready: a bound for
 one that never will, not a speed budget (a start takes ~10 s on 2 idle cores, a minute or
 more on loaded ones)."""
-
-
-BACKGROUND_NICENESS = 10
-"""The niceness of work started ahead of the test that checks it (see `background`)."""
-
-
-def background(pid: int, niceness: int = BACKGROUND_NICENESS) -> None:
-    """Lower the priority of a process started for later (and of what it starts from now on):
-    it then takes the CPU pytest and the running test's own processes leave idle, instead of
-    slowing them down. It still gets a whole core while a test waits for it. Not on a
-    pytest-xdist worker: the other workers' tests then take the CPU a niced process would wait
-    for while its own test waits on it (the processes run in parallel anyway)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.setpriority(os.PRIO_PROCESS, pid, niceness)
-
-
-def foreground(pid: int) -> None:
-    """Undo `background` for a process (each of its threads) that a test now works with, where
-    the system allows it (raising a priority may need CAP_SYS_NICE; else it stays as it is)."""
-    with contextlib.suppress(FileNotFoundError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.setpriority(os.PRIO_PROCESS, int(tid), 0)
-
-
-def foreground_tree(pid: int) -> None:
-    """`foreground` for a process and every process it has started: a test that now waits for
-    work started in the background gives it back its share of the CPU (beside busy processes
-    of normal priority, a niced one gets a few percent of a core and would take many times as
-    long)."""
-    with contextlib.suppress(FileNotFoundError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(FileNotFoundError):
-                for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
-                    foreground_tree(int(child))
-    foreground(pid)
 
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -91,80 +53,33 @@ class Command:
     cwd: Path | None = None
 
 
-_SHELL = (
-    'd=$1; shift; ("$@" >"$d/stdout" 2>"$d/stderr"; echo $? >"$d/part" && mv "$d/part" "$d/status") &'
-    ' echo $! >"$d/pid"'
-)
-"""Starts the command in the background with its output in files of the run's directory (the
-first argument) and its exit status written last (`status`, renamed into place whole), then
-returns: the run belongs to no pytest process (whichever started it may end first), and any
-process of the session can wait for it by its files."""
+class CommandRun:
+    """A command a fixture started in a process of its own (and process group), for the tests
+    that check what it did: its output goes to the files `stdout` and `stderr` of `work`, where
+    it runs unless it names a directory of its own; `result` waits for it, `stop` ends it and
+    whatever it started."""
 
-
-class SessionRun:
-    """A command the session starts once, as it begins, for the tests that check what it did
-    (tests/conftest.py's `SESSION_RUNS`): a run's output and exit status are files of its
-    `directory`, so any process of the session reads them — each pytest-xdist worker, or the
-    one pytest process. The command runs in `work` unless it names a directory of its own."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    @property
-    def work(self) -> Path:
-        """The directory of what the runs of its fixture write (beside their own directories)."""
-        return self.directory.parent / "work"
-
-    @classmethod
-    def start(cls, directory: Path, command: Command, niceness: int) -> None:
-        """Start `command` now in a process group of its own (its id in `group`), at `niceness`
-        (see `background`)."""
-        run = cls(directory)
-        for made in (directory, run.work):
-            made.mkdir(parents=True, exist_ok=True)
-        # `nice` execs the shell (the same process), which starts the command at that niceness.
-        argv = ["nice", "-n", str(niceness), "/bin/sh", "-c", _SHELL, "sh", str(directory), *command.argv]
-        with subprocess.Popen(
-            argv, env=command.env, cwd=command.cwd or run.work, start_new_session=True
-        ) as shell:
-            (directory / "group").write_text(str(shell.pid))
-        if shell.returncode != 0:
-            raise RuntimeError(f"{directory.name}: the shell that starts it exited with {shell.returncode}")
+    def __init__(self, command: Command, work: Path) -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        with (work / "stdout").open("w") as out, (work / "stderr").open("w") as err:
+            self.process = subprocess.Popen(
+                command.argv,
+                env=command.env,
+                cwd=command.cwd or work,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
 
     def result(self, timeout: float = READY_LIMIT) -> subprocess.CompletedProcess[str]:
-        """Wait for it to end (at full priority from now on); what it printed."""
-        foreground_tree(int((self.directory / "pid").read_text()))
-        status = self.directory / "status"
-        deadline = time.monotonic() + timeout
-        while not status.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.directory.name} did not end within {timeout:.0f} s")
-            time.sleep(0.05)
-        stdout, stderr = ((self.directory / name).read_text() for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess([], int(status.read_text()), stdout, stderr)
+        """Wait for it to end; what it printed."""
+        code = self.process.wait(timeout=timeout)
+        stdout, stderr = ((self.work / name).read_text() for name in ("stdout", "stderr"))
+        return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
 
-
-def _running_in_group(pgid: int) -> bool:
-    """Whether a process of group `pgid` still runs (zombies aside: an orphan's exit status is
-    for the container's first process to collect, which may never do it)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def stop_group(pid: int) -> None:
-    """Stop every process of process group `pid` (a `SessionRun`'s) that still runs: SIGTERM to
-    the group, SIGKILL to what is left after 5 s."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not _running_in_group(pid):
-            return
+    def stop(self) -> None:
+        """Kill what is left of its process group (it, or what it started and left running)."""
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and _running_in_group(pid):
-            time.sleep(0.05)
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.processes import Command, SessionRun
+from tests.processes import Command, CommandRun
 
 KEYS = [
     "hook_step_us_median",
@@ -39,9 +40,16 @@ def bench_command(tmp: Path) -> Command:
     return Command([*argv, "--out", str(tmp / "latest.json")], env, cwd=ROOT)
 
 
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
+    """`bench_command` started in a process of its own."""
+    run = CommandRun(bench_command(work := tmp_path_factory.mktemp("bench")), work)
+    yield run
+    run.stop()
+
+
 @pytest.mark.slow
-def test_bench_quick_json_prints_every_key(bench_run: SessionRun) -> None:
-    # Started with the session (tests/conftest.py's SESSION_RUNS): on the CPU the tests leave idle.
+def test_bench_quick_json_prints_every_key(bench_run: CommandRun) -> None:
     done = bench_run.result()
     tmp = bench_run.work
     assert done.returncode == 0, done.stderr[-2000:]

@@ -119,6 +119,7 @@ def test_workflow_commands(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
+@pytest.mark.xdist_group("workbench")  # shares workbench_ingested, made once
 def test_ingest_workbench_twice_counts_4197(
     tmp_path: Path, workbench_ingested: tuple[Path, int, str]
 ) -> None:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lancedb
@@ -26,7 +27,7 @@ from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.storage import Store
-from tests.processes import READY_LIMIT, foreground
+from tests.processes import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -196,8 +197,7 @@ def _assert_committed_state(db: str, *, histories: bool = True) -> tuple[int, in
 
 def spawn_writers(cwd: Path) -> list[subprocess.Popen[str]]:
     """The writer processes of the first test, on the store `<cwd>/db`: each gets ready
-    (imports, opens its memory) and waits for "go". tests/conftest.py starts them ahead of the
-    test (`concurrency_writers`), at a low priority."""
+    (imports, opens its memory) and waits for "go"."""
     # The writers wait for their store as long as it takes (this test is about what is stored,
     # not about the bound on close, tests/test_never_hangs.py): on a loaded machine the last
     # batch can take longer than the default bound, and close would spill a copy of it.
@@ -213,11 +213,40 @@ def spawn_writers(cwd: Path) -> list[subprocess.Popen[str]]:
     ]
 
 
+def _spawned(
+    factory: pytest.TempPathFactory, spawn: Callable[[Path], list[subprocess.Popen[str]]]
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """`spawn`'s processes in a directory of their own, started now; reaped at the end."""
+    cwd = factory.mktemp(spawn.__name__)
+    processes = spawn(cwd)
+    yield cwd, processes
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+
+
+@pytest.fixture(scope="module")
+def concurrency_writers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """The writer processes of the first test, getting ready; their directory."""
+    yield from _spawned(tmp_path_factory, spawn_writers)
+
+
+@pytest.fixture(scope="module")
+def concurrency_inducers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+    """The induction processes of the second test, getting ready; their directory."""
+    yield from _spawned(tmp_path_factory, spawn_inducers)
+
+
 @pytest.mark.slow
 def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothing(
     concurrency_writers: tuple[Path, list[subprocess.Popen[str]]],
 ) -> None:
-    tmp_path, writers = concurrency_writers  # started ahead: spawn_writers(tmp_path)
+    tmp_path, writers = concurrency_writers  # spawn_writers(tmp_path)
     db = str(tmp_path / "db")
     settings = Settings(db=db)
     store = store_from(settings)
@@ -226,7 +255,6 @@ def test_four_writer_processes_and_concurrent_induction_lose_and_duplicate_nothi
         store.prepare()  # loads the embedder while the writers get ready
         for p in writers:
             _expect(p, "ready")
-            foreground(p.pid)  # from here on, as if started now
         for p in writers:
             _go(p)
         for p in writers:
@@ -282,14 +310,13 @@ one at each kill point during it."""
 
 def spawn_inducers(cwd: Path) -> list[subprocess.Popen[str]]:
     """The induction processes of the second test, on the store `<cwd>/db`: each gets ready (a
-    fresh interpreter spends ~2-5 s importing lancedb, sklearn and hdbscan) and waits for "go".
-    tests/conftest.py starts them ahead of the test (`concurrency_inducers`), at a low priority."""
+    fresh interpreter spends ~2-5 s importing lancedb, sklearn and hdbscan) and waits for "go"."""
     db = str(cwd / "db")
     return [_spawn(INDUCE_SCRIPT, db, cwd=cwd, env=_env(db), name=f"induce{i}") for i in range(INDUCERS)]
 
 
 class _Children:
-    """The induction processes, started ahead (`spawn_inducers`) and waiting for "go"."""
+    """The induction processes (`spawn_inducers`), waiting for "go"."""
 
     def __init__(self, processes: list[subprocess.Popen[str]]) -> None:
         self.waiting = deque(processes)
@@ -298,7 +325,6 @@ class _Children:
     def go(self) -> subprocess.Popen[str]:
         p = self.waiting.popleft()
         _expect(p, "ready")
-        foreground(p.pid)  # from here on, as if started now
         _go(p)
         return p
 
@@ -321,7 +347,7 @@ def _kill(p: subprocess.Popen[str]) -> str:
 def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
     concurrency_inducers: tuple[Path, list[subprocess.Popen[str]]],
 ) -> None:
-    tmp_path, inducers = concurrency_inducers  # started ahead: spawn_inducers(tmp_path)
+    tmp_path, inducers = concurrency_inducers  # spawn_inducers(tmp_path)
     db = str(tmp_path / "db")
     settings = Settings(db=db)
     store = store_from(settings)

@@ -22,6 +22,8 @@ from flowmem.storage import Store
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import EXTRA, Seeded, forward, induced, make_workflow
 
+pytestmark = pytest.mark.xdist_group("dashboard")  # the seeds they share, built once
+
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory, dashboard_seed: Seeded) -> Seeded:

@@ -35,6 +35,7 @@ playwright_api = pytest.importorskip(
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)"),
     pytest.mark.slow,
+    pytest.mark.xdist_group("dashboard"),  # the seeds they share, built once
 ]
 
 

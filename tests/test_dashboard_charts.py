@@ -23,6 +23,8 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import CHARTS_NEW_TASK, copy_store, make_workflow
 
+pytestmark = pytest.mark.xdist_group("charts")  # the seed they share, built once
+
 AGENTS = ("board_agent", "calendar_agent", "crm_agent", "email_agent", "orchestrator")
 """The agents of the demo office's runs."""
 

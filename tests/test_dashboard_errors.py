@@ -16,6 +16,8 @@ from flowmem.settings import Settings
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import Seeded
 
+pytestmark = pytest.mark.xdist_group("dashboard")  # the seeds they share, built once
+
 RLO = "\u202e"
 """RIGHT-TO-LEFT OVERRIDE: without isolation, everything after it on the line reads backwards."""
 

@@ -24,6 +24,8 @@ from flowmem.storage import Store
 from tests.factories import DASHBOARD_TOKEN as TOKEN
 from tests.factories import DemoTraces
 
+pytestmark = pytest.mark.xdist_group("dashboard")  # the seeds they share, built once
+
 DAY = datetime(2024, 3, 1, 9, tzinfo=UTC)
 AGENTS = ("mail", "calendar", "crm")
 

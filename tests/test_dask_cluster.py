@@ -27,6 +27,8 @@ from flowmem.settings import Settings
 from tests.prefect_servers import seed_database
 from tests.processes import READY_LIMIT
 
+pytestmark = pytest.mark.xdist_group("prefect")  # the harness's Prefect server, started once
+
 
 def test_the_setting_names_a_scheduler_or_a_cluster_of_local_worker_processes() -> None:
     from flowmem.flows.local_cluster import QuickExit

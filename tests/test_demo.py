@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
 from tests.factories import docs_check_module as _module
-from tests.processes import READY_LIMIT, Command, SessionRun, foreground_tree
+from tests.prefect_servers import HarnessServer, stop
+from tests.processes import READY_LIMIT, Command, CommandRun
+
+pytestmark = pytest.mark.xdist_group("prefect")  # the harness's Prefect server, started once
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -56,8 +60,7 @@ class Background:
             self.process = subprocess.Popen(command, env=env, stdout=out, stderr=err, text=True)
 
     def result(self, timeout: float) -> subprocess.CompletedProcess[str]:
-        """Wait for it to end (at full priority from now on); what it printed."""
-        foreground_tree(self.process.pid)
+        """Wait for it to end; what it printed."""
         code = self.process.wait(timeout=timeout)
         stdout, stderr = ((self.tmp_path / name).read_text() for name in ("stdout", "stderr"))
         return subprocess.CompletedProcess(self.process.args, code, stdout, stderr)
@@ -70,14 +73,21 @@ def _docs_check() -> Any:
 
 def demo_json_command(work: Path) -> Command:
     """The acceptance run, `flowmem demo --json` with its defaults (the cycle in the demo's
-    process). tests/conftest.py starts it (`demo_json`, a `SESSION_RUNS` entry) as the session
-    starts, at a low priority: it runs on the CPU the tests leave idle; its test waits for it."""
+    process)."""
     options = ["--json", "--engine", "direct", "--workdir", str(work / "demo")]
     return Command([sys.executable, "-m", "flowmem.cli", "demo", *options])
 
 
+@pytest.fixture(scope="module")
+def demo_json(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
+    """`demo_json_command` in a process of its own (~25 s of CPU)."""
+    run = CommandRun(demo_json_command(work := tmp_path_factory.mktemp("demo-json")), work)
+    yield run
+    run.stop()
+
+
 @pytest.mark.slow
-def test_demo_json_shows_the_agent_learning(demo_json: SessionRun) -> None:
+def test_demo_json_shows_the_agent_learning(demo_json: CommandRun) -> None:
     """The acceptance run: `flowmem demo --json` with its defaults (the cycle in-process)."""
     result = demo_json.result()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -130,14 +140,24 @@ def test_demo_prints_a_table_and_saves_the_plot(tmp_path: Path) -> None:
 
 def start_prefect_demo(tmp_path: Path, api_url: str) -> Background:
     """`make demo`'s command with the Prefect engine, on the Prefect server at `api_url`,
-    started now. tests/conftest.py starts it (`prefect_demo`, on the harness's server) some
-    tests before this module's, so it runs on the core pytest leaves idle instead of after the
-    in-process demo tests; its test waits for it and checks it."""
+    started now."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env["PREFECT_HOME"] = str(tmp_path / "prefect")
     env["PREFECT_API_URL"] = api_url
     options = ["--rounds", "2", "--tasks", "12", "--workdir", str(tmp_path / "demo")]
     return Background([sys.executable, "-m", "flowmem.cli", "demo", *options], env, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prefect_demo(
+    tmp_path_factory: pytest.TempPathFactory, harness_server: HarnessServer
+) -> Iterator[Background]:
+    """`start_prefect_demo` on the harness's server (tests/conftest.py), once that answers."""
+    if not harness_server.healthy():
+        pytest.fail("the harness's Prefect server exited before it answered")
+    run = start_prefect_demo(tmp_path_factory.mktemp("prefect-demo"), harness_server.api_url)
+    yield run
+    stop(run.process)
 
 
 @pytest.mark.slow
@@ -182,9 +202,7 @@ def test_a_temporary_server_that_does_not_start_says_why_and_prints_nothing_itse
 
 
 def temporary_server_demo_command(work: Path) -> Command:
-    """`make demo` with no Prefect server configured. tests/conftest.py starts it
-    (`temporary_server_demo`, a `SESSION_RUNS` entry) as the session starts, at a low priority;
-    its test waits."""
+    """`make demo` with no Prefect server configured."""
     tmp_path = work
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
     env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "DO_NOT_TRACK": "1"}
@@ -194,16 +212,24 @@ def temporary_server_demo_command(work: Path) -> Command:
     return Command([sys.executable, "-m", "flowmem.cli", "demo", *options], env)
 
 
+@pytest.fixture(scope="module")
+def temporary_server_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun]:
+    """`temporary_server_demo_command` in a process of its own."""
+    run = CommandRun(temporary_server_demo_command(work := tmp_path_factory.mktemp("demo")), work)
+    yield run
+    run.stop()
+
+
 @pytest.mark.slow
 def test_the_prefect_demo_runs_its_cycles_on_a_temporary_server_of_its_own(
-    temporary_server_demo: SessionRun,
+    temporary_server_demo: CommandRun,
 ) -> None:
     """`make demo` with no Prefect server configured: the demo starts Prefect's temporary
     server (on PREFECT_HOME's database) as it begins, runs each cycle there as one flow run
     with its task runs, and leaves no server behind."""
     import sqlite3
 
-    tmp_path = temporary_server_demo.work  # started with the session: temporary_server_demo_command
+    tmp_path = temporary_server_demo.work  # temporary_server_demo_command's
     done = temporary_server_demo.result()
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "learning curve" in done.stdout, output[-3000:]

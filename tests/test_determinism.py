@@ -30,7 +30,7 @@ from flowmem.induction.orchestrate import in_run_order, induce_drafts
 from flowmem.induction.rule import RuleInducer
 from flowmem.models import Trajectory
 from tests.factories import WORKBENCH
-from tests.processes import Command, SessionRun
+from tests.processes import Command, CommandRun
 
 ROOT = Path(__file__).resolve().parents[1]
 TAU2 = WORKBENCH.parent / "tau2_oracle_trajectories.jsonl.gz"
@@ -141,9 +141,7 @@ def _differences(reference: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def variant_commands() -> dict[str, Command]:
-    """One command per variant (`_variants`), each printing its outcomes as JSON.
-    tests/conftest.py starts them (`determinism_children`, a `SESSION_RUNS` entry) as the session
-    starts, at a low priority; the test waits."""
+    """One command per variant (`_variants`), each printing its outcomes as JSON."""
     kernels = {"NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE"}
     clean = {k: v for k, v in os.environ.items() if k not in kernels}
     argv = [sys.executable, "-m", "tests.test_determinism"]
@@ -153,13 +151,25 @@ def variant_commands() -> dict[str, Command]:
     }
 
 
+@pytest.fixture(scope="module")
+def determinism_children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, CommandRun]]:
+    """`variant_commands`, every one started at once, each in a process of its own."""
+    runs = {
+        name: CommandRun(command, tmp_path_factory.mktemp("determinism"))
+        for name, command in variant_commands().items()
+    }
+    yield runs
+    for run in runs.values():
+        run.stop()
+
+
 @pytest.mark.skipif(not (WORKBENCH.exists() and TAU2.exists()), reason="needs ../shared/data")
 @pytest.mark.slow
 def test_the_shared_sets_induce_and_score_the_same_under_every_cpu_kernel_and_hash_seed(
-    determinism_children: dict[str, SessionRun],
+    determinism_children: dict[str, CommandRun],
 ) -> None:
     variants = _variants()
-    assert list(determinism_children) == list(variants)  # started with the session: variant_commands()
+    assert list(determinism_children) == list(variants)  # variant_commands(), started by the fixture
     outcomes = {}
     for name, child in determinism_children.items():
         done = child.result()

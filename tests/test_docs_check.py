@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +17,37 @@ import pytest
 
 from tests.factories import WORKBENCH
 from tests.factories import docs_check_module as _module
-from tests.processes import READY_LIMIT, SessionRun
+from tests.processes import READY_LIMIT, Command, CommandRun
+
+pytestmark = pytest.mark.xdist_group("docs-check")  # the evaluation two tests read, run once
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS_DATA = pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 
 
+@pytest.fixture(scope="module")
+def docs_eval(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRun | None]:
+    """`bench/eval_sets.py --json` on the shared sets, started in a process of its own (None
+    without the shared data): the command the docs check runs for README's table."""
+    if not WORKBENCH.exists():
+        yield None
+        return
+    argv = [sys.executable, "bench/eval_sets.py", str(WORKBENCH.parent), "--json"]
+    run = CommandRun(Command(argv, cwd=ROOT), tmp_path_factory.mktemp("docs-eval"))
+    yield run
+    run.stop()
+
+
 @pytest.mark.slow
 @NEEDS_DATA
 def test_readme_figures_hold_and_an_edited_one_fails(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: SessionRun | None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs_eval: CommandRun | None
 ) -> None:
     check = _module()
 
     @functools.cache
     def runner(args: tuple[str, ...]) -> Any:
-        # The session started this very command (tests/conftest.py): its output, once done.
+        # This very command, started by the `docs_eval` fixture: its output, once done.
         if docs_eval is not None and args[0] == "bench/eval_sets.py":
             done = docs_eval.result()
             assert done.returncode == 0, done.stderr[-2000:]
@@ -103,7 +119,7 @@ def _demo_report_from(text: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_every_checked_figure_of_readme_edited_alone_fails(
-    tmp_path: Path, docs_eval: SessionRun | None
+    tmp_path: Path, docs_eval: CommandRun | None
 ) -> None:
     """By construction: each figure a check names, edited by one digit, is the one reported."""
     check = _module()

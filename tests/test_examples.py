@@ -22,7 +22,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,9 @@ from flowmem.demo import World, make_tasks
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from tests.llm_stub import LLMStub
-from tests.processes import BACKGROUND_NICENESS, READY_LIMIT, background, foreground_tree
+from tests.processes import READY_LIMIT
+
+pytestmark = pytest.mark.xdist_group("examples")  # the example runs they check, launched once
 
 SERVED_BLOCK = "Workflows that worked for similar tasks"
 CONTACTS = [c.name for c in World.generate(0).contacts]
@@ -225,8 +227,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NAMES = ["openai_function_calling", "openai_agents_sdk", "llm_office_loop"]
 RUN_TIMEOUT = READY_LIMIT
 """Seconds an example run may take (a hang fails the test): a bound, not a budget. Most take
-1-3 s; started ahead at a low priority (`launch_examples`), one can wait a long while for an
-idle core on a loaded machine, until its test waits for it (`Launched.result`)."""
+1-3 s; started together (`launch_examples`), one can wait a long while for a core on a loaded
+machine."""
 
 
 def user_environment(base: Mapping[str, str], tmp_path: Path, **env: str) -> dict[str, str]:
@@ -247,22 +249,15 @@ def run_example(
     tmp_path: Path,
     *args: str,
     environ: dict[str, str] | None = None,
-    niceness: int = 0,
-    pids: list[int] | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """`python examples/<name>.py ARGS` in `tmp_path`, in `user_environment` of `environ`
-    (os.environ when the call is made by default); `niceness` lowers the run's priority
-    (tests/processes.py's `background`)."""
+    (os.environ when the call is made by default)."""
     argv = [sys.executable, str(EXAMPLES / f"{name}.py"), *user_arguments(name, tmp_path, args)]
     clean = user_environment(os.environ if environ is None else environ, tmp_path, **env)
     with subprocess.Popen(
         argv, cwd=tmp_path, env=clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
-        if niceness:
-            background(process.pid, niceness)
-        if pids is not None:
-            pids.append(process.pid)
         try:  # what subprocess.run(..., capture_output=True, timeout=RUN_TIMEOUT) does
             stdout, stderr = process.communicate(timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -426,32 +421,20 @@ class Launched:
     cwd: Path
     stub: LLMStub
     done: Future[subprocess.CompletedProcess[str]]
-    started: list[int] = field(default_factory=list)
-    """The processes of every run launched with it, as they start."""
 
     def result(self) -> subprocess.CompletedProcess[str]:
-        """Wait for the run, with every run started (this one and those before it in the pool)
-        at full priority from now on (tests/processes.py's `foreground_tree`)."""
-        while True:
-            for pid in list(self.started):
-                foreground_tree(pid)
-            try:
-                return self.done.result(timeout=1.0)  # then again: a run may have started since
-            except TimeoutError:
-                continue
+        """Wait for the run."""
+        return self.done.result()
 
 
 @contextlib.contextmanager
 def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launched]]:
     """Each example run against a local stub, started at once, two at a time. Each is a fresh
-    interpreter that spends most of its time importing; tests/conftest.py starts them some
-    tests before this module's (`examples_launched`), at a low priority (on the CPU pytest
-    leaves idle), and each test waits for its own run and checks it. The stubs live as long as
-    the runs' results are used."""
+    interpreter that spends most of its time importing; each test waits for its own run and
+    checks it. The stubs live as long as the runs' results are used."""
     with contextlib.ExitStack() as stack:
         stubs = {name: stack.enter_context(LLMStub(default={"done": True})) for name in NAMES}
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=2))  # exits first: every run ended
-        started: list[int] = []
         environ = dict(os.environ)  # as it is now, not as another test may have set it meanwhile
         runs: dict[str, Launched] = {}
         for name in NAMES:
@@ -462,19 +445,18 @@ def launch_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
                 cwd,
                 *(["--rounds", "1", "--tasks", "1"] if name == "llm_office_loop" else []),
                 environ=environ,
-                niceness=BACKGROUND_NICENESS,
-                pids=started,
                 FLOWMEM_LLM_BASE_URL=stubs[name].url,
                 FLOWMEM_LLM_MODEL="m",
             )
-            runs[name] = Launched(cwd, stubs[name], done, started=started)
+            runs[name] = Launched(cwd, stubs[name], done)
         yield runs
 
 
 @pytest.fixture(scope="module")
-def launched(examples_launched: dict[str, Launched]) -> dict[str, Launched]:
-    """The example runs of `launch_examples`, started ahead by tests/conftest.py."""
-    return examples_launched
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Launched]]:
+    """The example runs of `launch_examples`, started as the first test that needs one begins."""
+    with launch_examples(tmp_path_factory) as runs:
+        yield runs
 
 
 @pytest.mark.slow

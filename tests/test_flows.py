@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,16 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
 from flowmem.settings import Settings
 from tests.factories import WORKBENCH, cancel, forward, make_workflow
+from tests.prefect_servers import seed_database
 from tests.processes import READY_LIMIT
 
-# End to end: Prefect flows on the harness's server, deployments, `flowmem serve`.
-pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+# End to end: Prefect flows on the harness's server, deployments, `flowmem serve`; with the other
+# modules of the harness's server (and of the migrated Prefect database), in one xdist_group.
+pytestmark = [
+    pytest.mark.usefixtures("prefect_harness"),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("prefect"),
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -378,8 +385,7 @@ def test_prefect_yaml_declares_the_served_deployments() -> None:
 class ServeUntilCollected:
     """`flowmem serve --interval 5 --only collect` with no Prefect server configured (it starts
     its own local one), on a spool of ten runs, started now; a thread of its own sends it
-    SIGINT (Ctrl-C) once a scheduled collect has stored the runs. tests/conftest.py starts it
-    (`serve_schedule`) some tests before its test, which waits for it and checks it."""
+    SIGINT (Ctrl-C) once a scheduled collect has stored the runs."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -430,6 +436,18 @@ class ServeUntilCollected:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+@pytest.fixture
+def serve_schedule(
+    tmp_path: Path, prefect_harness: None, prefect_database: Path
+) -> Iterator[ServeUntilCollected]:
+    """`ServeUntilCollected` in the environment the flow tests have (`prefect_harness`), its
+    own local server's PREFECT_HOME on a copy of the session's migrated database."""
+    seed_database(prefect_database, tmp_path / "prefect")
+    serving = ServeUntilCollected(tmp_path)
+    yield serving
+    serving.stop()
 
 
 def test_serve_fires_its_schedule_and_stops_on_ctrl_c(serve_schedule: ServeUntilCollected) -> None:

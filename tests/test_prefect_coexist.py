@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 
 from flowmem.flows.local import PrefectServer
+from tests.prefect_servers import seed_database
 from tests.processes import READY_LIMIT
+
+pytestmark = pytest.mark.xdist_group("prefect")  # the migrated Prefect database, made once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,10 +34,9 @@ def test_served_names_never_equal_a_prefect_yaml_name() -> None:
     assert served == {f"{name}-served" for name in declared} and not served & declared
 
 
-def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+def start_server(home: Path) -> PrefectServer:
     """`prefect server start` on a free port (`flowmem serve`'s, `flowmem.flows.local`), not
-    waited for; its process and the environment to reach it. tests/conftest.py starts it as the
-    session starts, so it comes up while other tests run."""
+    waited for."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env |= {
         "PREFECT_HOME": str(home / "prefect"),
@@ -42,25 +44,27 @@ def start_server(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "FLOWMEM_DB": str(home / "db"),
     }
-    server = PrefectServer(env=env, name="coexisting Prefect server")
-    _STARTED[server.process.pid] = server
-    return server.process, env | {"PREFECT_API_URL": server.api_url}
-
-
-_STARTED: dict[int, PrefectServer] = {}
-"""The servers `start_server` started, by their process id (the fixture waits for its own)."""
+    return PrefectServer(env=env, name="coexisting Prefect server")
 
 
 @pytest.fixture(scope="module")
-def server(coexist_server: tuple[subprocess.Popen[bytes], dict[str, str]] | None) -> Iterator[dict[str, str]]:
+def coexist_server(
+    tmp_path_factory: pytest.TempPathFactory, prefect_database: Path
+) -> Iterator[PrefectServer]:
+    """`start_server` on a copy of the session's migrated database; stopped after the module."""
+    home = tmp_path_factory.mktemp("prefect-coexist")
+    seed_database(prefect_database, home / "prefect")  # the server's PREFECT_HOME
+    started = start_server(home)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def server(coexist_server: PrefectServer) -> dict[str, str]:
     """A real `prefect server start` on a free port, once healthy: the environment to reach it
     (its URL as `ready` gives it: on another port if its first was taken meanwhile)."""
-    assert coexist_server is not None
-    process, env = coexist_server
-    started = _STARTED[process.pid]
-    api = started.ready(READY_LIMIT)  # a bound: it waits while the server starts
-    yield env | {"PREFECT_API_URL": api}
-    started.stop()
+    api = coexist_server.ready(READY_LIMIT)  # a bound: it waits while the server starts
+    return coexist_server.env | {"PREFECT_API_URL": api}
 
 
 def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -190,6 +190,7 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
+@pytest.mark.xdist_group("workbench")  # shares workbench_ingested, made once
 def test_cli_search_on_workbench(tmp_path: Path, workbench_ingested: tuple[Path, int, str]) -> None:
     ingested, code, _ = workbench_ingested  # `flowmem ingest` of WorkBench
     assert code == 0

@@ -1,7 +1,7 @@
 """The tests' own layout: a test module is read on its own. What several modules share lives in
-helper modules (tests/factories.py, tests/malformed.py, tests/processes.py, tests/session.py,
-tests/scheduling.py, tests/prefect_servers.py, tests/llm_stub.py), which import no test module
-either; no module imports tests/conftest.py (pytest loads it)."""
+helper modules (tests/factories.py, tests/malformed.py, tests/processes.py,
+tests/prefect_servers.py, tests/llm_stub.py) or in tests/conftest.py's fixtures, none of which
+imports a test module; no module imports tests/conftest.py (pytest loads it)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,6 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-
-CONFTEST_STARTS = {"tests.test_bench", "tests.test_demo", "tests.test_examples", "tests.test_concurrency"}
-CONFTEST_STARTS |= {"tests.test_prefect_coexist", "tests.test_determinism", "tests.test_flows"}
-"""The test modules whose processes tests/conftest.py's session fixtures start ahead of their
-tests (`AHEAD`): the one import of a test module outside one, each named here."""
 
 
 def imported(path: Path) -> set[str]:
@@ -44,32 +39,16 @@ def test_no_module_of_the_tests_imports_a_test_module_or_the_conftest() -> None:
             parts = name.split(".")
             if parts[0] != "tests" or len(parts) < 2:
                 continue
-            if parts[1] == "conftest" or (parts[1].startswith("test_") and path.name != "conftest.py"):
-                found.append(f"{path.relative_to(TESTS)} imports {name}")
-            elif parts[1].startswith("test_") and ".".join(parts[:2]) not in CONFTEST_STARTS:
+            if parts[1] == "conftest" or parts[1].startswith("test_"):
                 found.append(f"{path.relative_to(TESTS)} imports {name}")
     assert found == []
 
 
-PROCESS_FIXTURES = {"prefect_harness", "harness_server", "chromium_browser"}
-"""Session fixtures of tests/conftest.py that run a server or a command in a process of its own,
-beside those of its `AHEAD` and `SESSION_RUNS` (read from it below)."""
-
-
-def _keys(name: str) -> set[str]:
-    """The string keys of the dict tests/conftest.py assigns to `name` (annotated or not)."""
-    for node in ast.parse((TESTS / "conftest.py").read_text()).body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        targets = node.targets if isinstance(node, ast.Assign) else [target] if target else []
-        if any(getattr(t, "id", "") == name for t in targets):
-            assert isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict)
-            keys = node.value.keys
-            return {k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    raise AssertionError(f"tests/conftest.py has no {name}")
-
-
-def _ahead() -> set[str]:
-    return _keys("AHEAD") | _keys("SESSION_RUNS")
+PROCESS_FIXTURES = {"prefect_harness", "harness_server", "chromium_browser", "coexist_server", "launched"}
+PROCESS_FIXTURES |= {"prefect_demo", "demo_json", "temporary_server_demo", "serve_schedule", "bench_run"}
+PROCESS_FIXTURES |= {"docs_eval", "determinism_children", "concurrency_writers", "concurrency_inducers"}
+"""The fixtures (tests/conftest.py's, or a module's own) that run a server or a command in a
+process of its own, or a browser."""
 
 
 def _marks(decorators: list[ast.expr]) -> str:
@@ -102,11 +81,8 @@ def unmarked_end_to_end(path: Path, processes: set[str]) -> list[str]:
 def test_end_to_end_tests_are_marked_slow(tmp_path: Path) -> None:
     """A test that waits for a server or a command in a process of its own is end to end: marked
     `slow` (`pytest -m "not slow"` leaves them out; `make test` runs every test)."""
-    processes = PROCESS_FIXTURES | _ahead()
-    assert {"coexist_server", "prefect_demo", "examples_launched", "bench_run", "demo_json"} <= processes
-    found = [
-        name for path in sorted(TESTS.glob("test_*.py")) for name in unmarked_end_to_end(path, processes)
-    ]
+    paths = sorted(TESTS.glob("test_*.py"))
+    found = [name for path in paths for name in unmarked_end_to_end(path, PROCESS_FIXTURES)]
     assert found == []
     planted = tmp_path / "test_planted.py"
     planted.write_text(
@@ -114,7 +90,7 @@ def test_end_to_end_tests_are_marked_slow(tmp_path: Path) -> None:
         "def test_direct(bench_run): ...\n\ndef test_through(server): ...\n\n"
         "@pytest.mark.slow\ndef test_marked(server): ...\n"
     )
-    assert unmarked_end_to_end(planted, processes) == [
+    assert unmarked_end_to_end(planted, PROCESS_FIXTURES) == [
         "test_planted.py::test_direct",
         "test_planted.py::test_through",
     ]
