@@ -326,24 +326,8 @@ EXTRA = Step(action="notes.read_notes", args={"topic": "the request"})
 """The step the drifted runs take first: induction run 2 adds it to a workflow (version 2)."""
 
 
-class _ReopensItsStore:
-    """A seed pickled without its open store, which unpickling opens again at `settings.db`: a
-    seed built once for the session is handed to every pytest-xdist worker (tests/session.py's
-    `built_once`)."""
-
-    settings: Settings
-    store: Store
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if k != "store"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        vars(self).update(state)
-        self.store = store_from(self.settings)
-
-
 @dataclass
-class Seeded(_ReopensItsStore):
+class Seeded:
     """A store seeded by the real induction pipeline, with outcomes."""
 
     settings: Settings
@@ -484,7 +468,7 @@ def seed_charts(settings: Settings) -> Store:
 
 
 @dataclass
-class DemoTraces(_ReopensItsStore):
+class DemoTraces:
     """The store of the demo's learning loop: an orchestrator's runs with their subtask runs,
     runs served workflows, and induction runs (the second creates, changes and retires)."""
 
