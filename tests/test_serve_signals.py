@@ -10,7 +10,6 @@ as against a server that no longer answers).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import queue
 import signal
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import READY_LIMIT
+from tests.threads import IN_POLL, IN_SLEEP, needs_tgkill, tgkill, wait_asleep
 
 STUCK_SECONDS = 3600
 """How long the stuck stop of SERVE lasts (its `time.sleep(3600)`)."""
@@ -195,73 +195,29 @@ def test_a_second_signal_while_stopping_ends_serve_at_once(
 # Python runs the handler in the main thread only when that thread next runs Python code.
 # `tgkill` gives it to one thread of our choice, as the kernel may.
 
-_tgkill = getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
-
 
 def _to_another_thread(pid: int, signum: signal.Signals) -> None:
     """Send `signum` to a thread of `pid` other than its main one (one that does not block it)."""
-    assert _tgkill is not None
     for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
         status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines())
         if int(task.name) != pid and not int(status["SigBlk"], 16) & (1 << (signum - 1)):
-            assert _tgkill(pid, int(task.name), signum) == 0, os.strerror(ctypes.get_errno())
+            tgkill(pid, int(task.name), signum)
             return
     raise AssertionError(f"no thread of {pid} but the main one takes {signum.name}")
 
 
-ASLEEP_IN = {
-    "select": {"do_epoll_wait", "ep_poll"},
-    "sleep": {"hrtimer_nanosleep", "do_nanosleep"},
-}
-"""Where the main thread waits: in the event loop's select, or in `time.sleep` (kernel function
-names, as /proc's wchan gives them; they vary across kernel versions)."""
+ASLEEP_IN = {"select": IN_POLL, "sleep": IN_SLEEP}
+"""Where the main thread waits: in the event loop's select, or in `time.sleep` (tests/threads.py)."""
 
 PROMPT = 10.0
 """Seconds from a signal that another thread received to the stop it begins: a bound (it takes
 milliseconds), short beside the hour the runner's loop would otherwise sleep."""
 
 
-def _wchan_shown() -> bool:
-    """Whether this kernel tells where a thread sleeps (/proc's wchan): a thread of ours, asleep."""
-    sleeper = threading.Thread(target=time.sleep, args=(0.5,), daemon=True)
-    sleeper.start()
-    wchan = Path(f"/proc/self/task/{sleeper.native_id}/wchan")
-    deadline = time.monotonic() + 0.4
-    while time.monotonic() < deadline:
-        if wchan.read_text() in ASLEEP_IN["sleep"]:
-            return True
-        time.sleep(0.01)
-    return False
-
-
-def _asleep_in(pid: int, wait: str) -> None:
-    """Wait until the main thread of `pid` sleeps in `wait` (ASLEEP_IN), unchanged for 0.2 s (not
-    a moment's wait between two steps), where a signal given to another thread does not wake it.
-    A thread that runs shows no wchan ("0"): a signal then would be handled at its next step,
-    woken or not."""
-    wchan = Path(f"/proc/{pid}/task/{pid}/wchan")
-    since, deadline = None, time.monotonic() + READY_LIMIT
-    while time.monotonic() < deadline:
-        now = time.monotonic()
-        if wchan.read_text() not in ASLEEP_IN[wait]:
-            since = None
-        elif since is None:
-            since = now
-        elif now - since >= 0.2:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"{pid}'s main thread did not sleep in {ASLEEP_IN[wait]}: {wchan.read_text()}")
-
-
-needs_tgkill = pytest.mark.skipif(
-    _tgkill is None or not _wchan_shown(), reason="needs the C library's tgkill and /proc's wchan"
-)
-
-
 @needs_tgkill
 def test_a_signal_that_another_thread_receives_stops_serve_as_promptly(tmp_path: Path) -> None:
     child, server = _start(tmp_path, "none")
-    _asleep_in(child.process.pid, "select")  # the runner waits: nothing else wakes its loop
+    wait_asleep(child.process.pid, ASLEEP_IN["select"])  # the runner waits: nothing else wakes its loop
     _to_another_thread(child.process.pid, signal.SIGTERM)
     try:
         child.read_until("runner stopping", timeout=PROMPT)  # without a wakeup: the runner's hour
@@ -283,7 +239,7 @@ def test_a_second_signal_that_another_thread_receives_ends_a_stuck_stop_at_once(
     child, server = _start(tmp_path, hang)
     child.process.send_signal(signal.SIGTERM)
     child.read_until("runner stopping" if hang == "runner" else "pausing 1", timeout=READY_LIMIT)
-    _asleep_in(child.process.pid, "sleep")  # stuck: time.sleep in the main thread
+    wait_asleep(child.process.pid, ASLEEP_IN["sleep"])  # stuck: time.sleep in the main thread
     _to_another_thread(child.process.pid, signal.SIGINT)
     out, err = child.finish(timeout=STUCK_SECONDS / 6)
     assert child.process.returncode == 128 + signal.SIGINT

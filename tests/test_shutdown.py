@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ import pytest
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from tests.processes import READY_LIMIT
+from tests.threads import IN_LOCK, IN_POLL, IN_SLEEP, needs_tgkill, tgkill, wait_asleep
 
 BURST = textwrap.dedent(
     """
@@ -169,14 +168,8 @@ SLEEPER = textwrap.dedent(
     """
 )
 
-ASLEEP_IN = {
-    "sleep": {"hrtimer_nanosleep", "do_nanosleep"},
-    "own-handler": {"hrtimer_nanosleep", "do_nanosleep"},
-    "lock": {"futex_wait_queue_me", "futex_wait_queue", "futex_do_wait", "futex_wait"},
-    "asyncio": {"do_epoll_wait", "ep_poll"},
-}
-"""Where the child's main thread waits, by mode (kernel function names, as /proc's wchan gives
-them; they vary across kernel versions)."""
+ASLEEP_IN = {"sleep": IN_SLEEP, "own-handler": IN_SLEEP, "lock": IN_LOCK, "asyncio": IN_POLL}
+"""Where the child's main thread waits, by mode (tests/threads.py)."""
 
 PROMPT = 2.0
 """Seconds from the signal to the child's first line (the application's handler, the loop's,
@@ -186,39 +179,6 @@ flush); without a wakeup, neither would come before the hour of its sleep is ove
 EXIT_LIMIT = 60.0
 """A bound on the rest of a normal exit (the flush, Python's own finalization: 0.3–1.2 s on a
 loaded 2-core machine), not a budget."""
-
-
-def _wchan_shown() -> bool:
-    """Whether this kernel tells where a thread sleeps (/proc's wchan): a thread of ours, asleep."""
-    sleeper = threading.Thread(target=time.sleep, args=(0.5,), daemon=True)
-    sleeper.start()
-    deadline = time.monotonic() + 0.4
-    wchan = Path(f"/proc/self/task/{sleeper.native_id}/wchan")
-    while time.monotonic() < deadline:
-        if wchan.read_text() in ASLEEP_IN["sleep"]:
-            return True
-        time.sleep(0.01)
-    return False
-
-
-_tgkill = getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
-
-
-def _asleep(pid: int, mode: str) -> None:
-    """Wait until the main thread of `pid` sleeps where `mode` makes it wait, unchanged for 0.2 s
-    (not in a moment's wait for Python's lock between two steps)."""
-    wchan = Path(f"/proc/{pid}/task/{pid}/wchan")
-    since, deadline = None, time.monotonic() + READY_LIMIT
-    while time.monotonic() < deadline:
-        now = time.monotonic()
-        if wchan.read_text() not in ASLEEP_IN[mode]:
-            since = None
-        elif since is None:
-            since = now
-        elif now - since >= 0.2:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"{pid}'s main thread did not wait in {ASLEEP_IN[mode]}: {wchan.read_text()}")
 
 
 class Stopped(NamedTuple):
@@ -237,7 +197,6 @@ class Stopped(NamedTuple):
 
 def _signal_another_thread(db: Path, mode: str, signum: signal.Signals) -> Stopped:
     """Start SLEEPER in `mode`, give `signum` to its other thread once its main thread sleeps."""
-    assert _tgkill is not None
     command = [sys.executable, "-c", SLEEPER, str(db), mode]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None
@@ -248,9 +207,9 @@ def _signal_another_thread(db: Path, mode: str, signum: signal.Signals) -> Stopp
             tid = int(child.stdout.readline())
         finally:
             watchdog.cancel()
-        _asleep(child.pid, mode)
+        wait_asleep(child.pid, ASLEEP_IN[mode])
         sent = time.monotonic()
-        assert _tgkill(child.pid, tid, signum) == 0, os.strerror(ctypes.get_errno())
+        tgkill(child.pid, tid, signum)
 
         def read() -> None:
             assert child.stdout is not None
@@ -280,11 +239,6 @@ def _signal_another_thread(db: Path, mode: str, signum: signal.Signals) -> Stopp
 
 def _stored(db: Path) -> int:
     return store_from(Settings(db=str(db))).count_trajectories()
-
-
-needs_tgkill = pytest.mark.skipif(
-    _tgkill is None or not _wchan_shown(), reason="needs the C library's tgkill and /proc's wchan"
-)
 
 
 @needs_tgkill
