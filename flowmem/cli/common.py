@@ -28,6 +28,7 @@ __all__ = [
     "err",
     "fail",
     "inducer_or_fail",
+    "quiet_prefect",
     "open_existing",
     "out",
     "prefect_env",
@@ -195,3 +196,14 @@ def _prefect_reachable(url: str | None) -> None:
             f"cannot reach the Prefect server at PREFECT_API_URL={url} ({type(e).__name__}): start it "
             "(`prefect server start`) or unset PREFECT_API_URL to run on a temporary local server"
         ) from None
+
+
+def quiet_prefect() -> None:
+    """Prefect's console output at WARNING (no flow or task run states, no temporary-server
+    notices), unless PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL says otherwise. Only the terminal
+    is quieted: run logs still reach a Prefect server's UI."""
+    # Prefect reads its settings and configures logging when it is first imported, and its
+    # temporary server's process inherits this environment: set before the cycle flow's lazy
+    # import, the variable reaches both. Once Prefect is imported in a process it has no effect.
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from flowmem.cli import render
-from flowmem.cli.common import JsonOpt, err, fail, out, prefect_env, print_json
+from flowmem.cli.common import JsonOpt, err, fail, out, prefect_env, print_json, quiet_prefect
 from flowmem.settings import Settings
 
 __all__ = ["demo", "generate"]
@@ -31,17 +30,6 @@ def _cli_command() -> str:
         return str(mine.relative_to(Path.cwd()))
     except ValueError:
         return str(mine)
-
-
-def _quiet_prefect() -> None:
-    """Prefect's console output at WARNING (no flow or task run states, no temporary-server
-    notices), unless PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL says otherwise. Only the terminal
-    is quieted: run logs still reach a Prefect server's UI."""
-    # Prefect reads its settings and configures logging when it is first imported, and its
-    # temporary server's process inherits this environment: set before the cycle flow's lazy
-    # import, the variable reaches both. Once Prefect is imported in a process it has no effect.
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
 
 
 def generate(
@@ -92,7 +80,7 @@ def demo(
     if engine == "prefect":
         prefect_env()
         if not verbose:
-            _quiet_prefect()
+            quiet_prefect()
         from flowmem.flows.engine import prefect_cycle
 
         cycle = prefect_cycle()  # a temporary Prefect server, if one is needed, starts now

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, out, prefect_env, print_json
+from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, out, prefect_env, print_json, quiet_prefect
 from flowmem.cli.helptext import choices
 
 __all__ = ["DEPLOYED", "FLOWS", "quiet_logs", "run_flow", "serve"]
@@ -32,8 +32,7 @@ def quiet_logs(as_json: bool) -> None:
     # (the temporary server, the workers of FLOWMEM_DASK_ADDRESS=local:N), which inherit them.
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     if as_json:
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
+        quiet_prefect()
 
 
 def run_flow(
