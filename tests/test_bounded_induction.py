@@ -11,6 +11,7 @@ import pytest
 
 from flowmem.demo import simulate
 from flowmem.induction.bounded import ClusterMembers
+from flowmem.induction.contrast import SERVED
 from flowmem.induction.orchestrate import induce_drafts, plan_clusters, task_key
 from flowmem.induction.rule import RuleInducer
 from flowmem.jobs import induce as induce_job
@@ -77,7 +78,9 @@ def test_a_sample_that_covers_the_namespace_gives_todays_clusters_and_workflows(
         before.categorical,
     )
 
-    drafts = induce_drafts(everything, RuleInducer(), subroutines=settings.subroutines, **kw)
+    drafts = induce_drafts(
+        everything, RuleInducer(), subroutines=settings.subroutines, embedder=store.embedder, **kw
+    )
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert sorted(map(_content, report.versions)) == sorted(map(_content, drafts.workflows))
 
@@ -113,9 +116,12 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
 
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert report.versions and reads and all(name == "by_id" for name, _ in reads)
-    assert max(n for _, n in reads) <= 40  # a group of clusters, or 40 runs of a larger one
+    # A group of clusters, or one larger: its sample of 30 and a contrast of 30 at most.
+    assert max(n for _, n in reads) <= 2 * 30
     to_read = {i for c in plan.changed if isinstance(c, ClusterMembers) for i in c.runs()}
-    assert len(to_read) <= sum(n for _, n in reads) < 2 * len(to_read)  # each read once or twice
+    # Each run read once or twice as a member, and once more for each other cluster that it is
+    # served to (k - 1 at most) or whose failures it joins (`induction.contrast`).
+    assert len(to_read) <= sum(n for _, n in reads) < (2 + SERVED) * len(to_read)
 
     more = simulate(3, seed=4)  # a few new runs join the fitted clusters: no refit
     _stored(store, settings, more)
@@ -143,4 +149,5 @@ def test_the_full_read_is_batched_and_never_builds_every_trajectory(
     assert report.versions and reads
     assert max(batches) == 64 and sum(batches) == len(RUNS)
     assert all(name == "by_id" for name, _ in reads)
-    assert max(n for _, n in reads) <= 40  # never the namespace
+    # Never the namespace: a group of clusters, or one larger with its contrast (`induction.contrast`).
+    assert max(n for _, n in reads) < len(RUNS) / 2

@@ -63,6 +63,12 @@ class ClusterInput:
     many different tasks' runs (`induction/subroutines.py`); their runs are the segments."""
     name: str | None = None
     """For a sub-routine: its stable key (the id of its first workflow)."""
+    served_to: list[Trajectory] = field(default_factory=list)
+    """Other clusters' successful runs its workflow would be served to: its pitfalls must not
+    hold on them either (`induction.contrast`)."""
+    homed: list[Trajectory] = field(default_factory=list)
+    """Failed runs of tasks that no run succeeded at, served this cluster's workflow: its
+    pitfalls are told from them too (`induction.contrast`)."""
 
     @property
     def key(self) -> str:

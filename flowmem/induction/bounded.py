@@ -34,6 +34,7 @@ from flowmem.induction.assign import nearest_labels
 from flowmem.induction.base import ClusterInput, workflow_id
 from flowmem.induction.catalog import Catalog, Scan
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.contrast import Contrast
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.orchestrate import ClusterPlan, fingerprint, task_key
 from flowmem.induction.segments import Segment
@@ -74,6 +75,9 @@ class ClusterMembers:
     """For a sub-routine: each segment's step positions in its run."""
     cap: int | None = None
     """The most members it is induced from (`chosen`); None: every one."""
+    contrast: Contrast = field(default_factory=Contrast, compare=False)
+    """Runs outside the cluster its pitfalls are told from (`induction.contrast`), read with
+    its own; not part of its fingerprint."""
 
     @property
     def key(self) -> str:
@@ -93,7 +97,7 @@ class ClusterMembers:
         """The ids of the runs to read (each once)."""
         ok, failed = self.chosen()
         ids = (i.rsplit("#", 1)[0] if self.kind == "subroutine" else i for i in (*ok, *failed))
-        return list(dict.fromkeys(ids))
+        return list(dict.fromkeys([*ids, *self.contrast.successes, *self.contrast.failures]))
 
     def fingerprint(self) -> str:
         """As `ClusterPlan.fingerprints` hashes the cluster's `ClusterInput`."""
@@ -123,6 +127,8 @@ class ClusterMembers:
             self.literals,
             self.kind,
             self.name,
+            served_to=[runs[i] for i in self.contrast.successes if i in runs],
+            homed=[runs[i] for i in self.contrast.failures if i in runs],
         )
 
 

@@ -541,14 +541,19 @@ def checked_pitfalls(
     *,
     limit: int = 3,
     false_alarms: float = FALSE_ALARMS,
+    served_to: Sequence[Trajectory] = (),
 ) -> list[Pitfall]:
     """`checked_findings` as the pitfalls a workflow stores: the condition's text with its
     evidence, `(n/m failures)`; each condition holds only for runs that call no action other
     than the cluster's runs call (`Condition.within`): a run that does is doing another kind
-    of task, about which the cluster's failures say nothing."""
+    of task, about which the cluster's failures say nothing. `served_to`: successful runs of
+    other tasks the workflow is served to; those within that scope count as successful runs
+    (a warning that holds on them is a false alarm where it is served)."""
     n = len({t.id for t in failures})
     within = {s.action for t in [*successes, *failures] for s in t.steps}
-    found = checked_findings(successes, failures, literals, limit=limit, false_alarms=false_alarms)
+    others = [t for t in served_to if t.steps and {s.action for s in t.steps} <= within]
+    ok = [*successes, *others]
+    found = checked_findings(ok, failures, literals, limit=limit, false_alarms=false_alarms)
     out = []
     for c in found:
         condition = condition_of(c.key, within)

@@ -24,6 +24,8 @@ from flowmem.induction.base import (
     split_outcomes,
 )
 from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.contrast import with_contrast
+from flowmem.induction.embed import Embedder
 from flowmem.induction.failures import pitfall_statement, standalone_pitfalls
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.naming import distinct
@@ -338,12 +340,19 @@ def induce_drafts(
     literal_share: float = 0.1,
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
     subroutines: bool = False,
+    embedder: Embedder | None = None,
 ) -> InductionResult:
-    """Cluster each agent's runs and induce every cluster (see `plan_clusters`)."""
+    """Cluster each agent's runs and induce every cluster (see `plan_clusters`); with an
+    `embedder`, each cluster's pitfalls are told from its `contrast.Contrast` too, as
+    `flowmem induce` tells them."""
     plan = plan_clusters(
         trajectories, params=params, literal_share=literal_share, previous=previous, subroutines=subroutines
     )
-    return assemble(plan, [induce_cluster(c, inducer) for c in plan.clusters])
+    clusters = plan.clusters
+    if embedder is not None:
+        tasks = sorted({t.task for t in trajectories})
+        clusters = with_contrast(clusters, dict(zip(tasks, embedder.embed(tasks), strict=True)))
+    return assemble(plan, [induce_cluster(c, inducer) for c in clusters])
 
 
 def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, dict[str, int]]) -> list[Workflow]:

@@ -91,12 +91,20 @@ class RuleInducer:
     def _pitfalls(
         self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]
     ) -> list[Pitfall]:
-        """The conditions that tell the cluster's failed runs from every successful one (a
+        """The conditions that tell the cluster's failed runs (and those of tasks nothing
+        succeeded at that are served its workflow) from every successful one, its own and those
+        of other tasks it is served to (`induction.contrast`; a
         failure that solves the task like another variant is no pitfall; `checked_pitfalls`),
         none that reads as an example's value. The same for each variant: the contrast is
         of whole runs, not of their alignment to one variant's `actions`."""
         del actions  # the contrast reads whole runs
-        return checked_pitfalls(cluster.successes, cluster.failures, literals, limit=self.max_pitfalls)
+        return checked_pitfalls(
+            cluster.successes,
+            [*cluster.failures, *cluster.homed],
+            literals,
+            limit=self.max_pitfalls,
+            served_to=cluster.served_to,
+        )
 
 
 def repaired(

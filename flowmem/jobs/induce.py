@@ -29,6 +29,7 @@ from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
 from flowmem.induction.bounded import ClusterMembers, fit_namespace
 from flowmem.induction.catalog import SCAN_COLUMNS, scan
+from flowmem.induction.contrast import SERVED, Members, contrast_sets
 from flowmem.induction.embed import Vectors
 from flowmem.induction.increment import REFIT_SHARE
 from flowmem.induction.orchestrate import (
@@ -243,9 +244,30 @@ def prepare_run(
     if why is None:
         placed = assign_run(store, settings, opening, current, limits=limits)
         if isinstance(placed, RunPlan):
-            return placed
+            return with_contrast(store, placed, cap=settings.cluster_sample)
         why = placed
-    return _refit(store, settings, opening, current, why=why, signature=limits.signature)
+    plan = _refit(store, settings, opening, current, why=why, signature=limits.signature)
+    return with_contrast(store, plan, cap=settings.cluster_sample)
+
+
+def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
+    """The plan with each changed cluster's `Contrast` (`induction.contrast`): the successful
+    runs of other clusters its workflow would be served to, and the failed runs of clusters
+    with no successful run whose nearest successful task is its own; computed over every
+    cluster the plan knows the members of, at most `cap` runs of either kind per cluster."""
+    known = [c for c in (plan.members or plan.changed) if isinstance(c, ClusterMembers) and c.kind == "task"]
+    known = [c for c in known if all(i in plan.task_of for i in (*c.successes, *c.failures))]
+    if not known or not any(isinstance(c, ClusterMembers) for c in plan.changed):
+        return plan
+    members = [Members(c.key, c.successes, c.failures) for c in known]
+    tasks = sorted({plan.task_of[i] for c in known for i in (*c.successes, *c.failures)})
+    vector_of = dict(zip(tasks, store.embedder.embed(tasks), strict=True))
+    found = contrast_sets(members, plan.task_of, vector_of, k=SERVED, limit=cap)
+    changed = tuple(
+        replace(c, contrast=found[c.key]) if isinstance(c, ClusterMembers) and c.key in found else c
+        for c in plan.changed
+    )
+    return replace(plan, changed=changed)
 
 
 def _to_reinduce(store: Store, namespace: str, last: InductionRun | None) -> set[str]:

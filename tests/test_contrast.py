@@ -1,0 +1,96 @@
+"""Whom a cluster's pitfalls are told from (`induction.contrast`): the successful runs of other
+tasks its workflow is served to, and the failed runs of tasks nothing succeeded at."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flowmem.induction.base import ClusterInput
+from flowmem.induction.conditions import any_holds
+from flowmem.induction.contrast import Contrast, Members, contrast_sets, with_contrast
+from flowmem.induction.failures import checked_pitfalls
+from flowmem.induction.rule import RuleInducer
+from flowmem.models import Trajectory
+
+
+def _run(rid: str, task: str, actions: list[str], *, success: bool) -> Trajectory:
+    steps = [{"action": a, "args": {}, "observation": "ok"} for a in actions]
+    return Trajectory(id=rid, task=task, success=success, steps=steps)
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+# Three kinds of task on a plane: "report" and "memo" are near each other, "invoice" is not.
+VECTORS = {
+    "send the report": _unit(1.0, 0.0, 0.0),
+    "send the report today": _unit(0.98, 0.2, 0.0),
+    "send the memo": _unit(0.9, 0.43, 0.0),
+    "pay the invoice": _unit(0.0, 0.0, 1.0),
+    "pay the invoice now": _unit(0.0, 0.2, 0.98),
+}
+
+
+def test_a_run_counts_for_each_other_cluster_of_its_k_best_and_failures_with_no_success_go_home() -> None:
+    clusters = [
+        Members("report", ["r1", "r2"], ["r3"]),
+        Members("memo", ["m1"], []),
+        Members("invoice", ["i1"], []),
+        Members("nothing-succeeded", [], ["x1", "x2"]),
+    ]
+    task_of = {
+        "r1": "send the report",
+        "r2": "send the report",
+        "r3": "send the report",
+        "m1": "send the memo",
+        "i1": "pay the invoice",
+        "x1": "send the report today",
+        "x2": "pay the invoice now",
+    }
+    found = contrast_sets(clusters, task_of, VECTORS, k=2)
+    # k = 2: each task is served its own cluster's workflow and its nearest other one, never
+    # one it shares nothing with (a cosine of 0: the invoice's).
+    assert found["report"] == Contrast(successes=("m1",), failures=("x1",))
+    assert found["memo"].successes == ("r1", "r2")
+    assert found["invoice"].failures == ("x2",)  # the failed run joins its nearest task's cluster
+    assert "nothing-succeeded" not in found  # it makes no workflow: nothing to tell apart
+    only = contrast_sets(clusters, task_of, VECTORS, k=1)
+    assert not any(c.successes for c in only.values())  # k = 1 serves each task its own only
+    assert contrast_sets(clusters, task_of, VECTORS, k=2, limit=1)["report"] == Contrast((), ("x1",))
+
+
+def _report(rid: str, actions: list[str], *, success: bool, task: str = "send the report") -> Trajectory:
+    return _run(rid, task, actions, success=success)
+
+
+def test_the_workflow_served_to_tasks_nothing_succeeded_at_warns_of_how_they_failed() -> None:
+    ok = [_report(f"ok{i}", ["find", "attach", "send"], success=True) for i in range(4)]
+    # A kind of task no run succeeded at, nearest to the report's: it sends without attaching.
+    failed = [_report(f"bad{i}", ["find", "send"], success=False, task=f"today {i}") for i in range(3)]
+    vectors = {"send the report": VECTORS["send the report"]}
+    vectors |= {t.task: VECTORS["send the report today"] for t in failed}
+    report = ClusterInput("default", "agent", 0, "subtask", ok, [])
+    lost = ClusterInput("default", "agent", 1, "subtask", [], failed)
+    assert RuleInducer().induce(report).workflows[0].pitfalls == []  # its own runs never failed
+    home, alone = with_contrast([report, lost], vectors)
+    assert [t.id for t in home.homed] == ["bad0", "bad1", "bad2"] and alone.homed == []
+    [workflow] = RuleInducer().induce(home).workflows
+    conditions = [p.condition for p in workflow.pitfalls if p.condition]
+    assert conditions and any_holds(conditions, _report("new", ["find", "send"], success=False))
+    assert not any_holds(conditions, _report("good", ["find", "attach", "send"], success=True))
+
+
+def test_no_warning_is_made_that_would_hold_on_the_successful_runs_a_workflow_is_served_to() -> None:
+    ok = [_report(f"ok{i}", ["find", "attach", "send"], success=True) for i in range(6)]
+    bad = [_report(f"bad{i}", ["find", "send"], success=False, task=f"send the report {i}") for i in range(3)]
+    # The memo's runs succeed without attaching anything, and search serves them the report's workflow.
+    memo = [_run(f"memo{i}", "send the memo", ["find", "send"], success=True) for i in range(4)]
+    alone = checked_pitfalls(ok, bad, frozenset())
+    assert any_holds([p.condition for p in alone if p.condition], memo[0])  # a false alarm on the memo
+    served = checked_pitfalls(ok, bad, frozenset(), served_to=memo)
+    assert not any(any_holds([p.condition for p in served if p.condition], m) for m in memo)
+    # A run of another kind of task (an action the cluster never calls) is out of its scope.
+    other = [_run(f"pay{i}", "pay the invoice", ["find", "pay"], success=True) for i in range(4)]
+    assert checked_pitfalls(ok, bad, frozenset(), served_to=other) == alone
