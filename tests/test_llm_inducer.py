@@ -342,3 +342,19 @@ def test_a_failed_request_fails_the_cluster_and_reports_its_call() -> None:
     assert raised.value.reason == "unavailable" and isinstance(raised.value.__cause__, ConnectionError)
     usage = raised.value.usage
     assert (usage.calls, usage.retries, usage.rejected, usage.dropped) == (2, 1, {"invented_tool": 1}, ())
+
+
+def test_the_models_advice_is_followed_by_the_conditions_the_failed_runs_meet() -> None:
+    # Two failed runs of two tasks skip the look-up that every successful run makes.
+    failures = [
+        run("f1", "roadmap", "Sam", success=False, skip_lookup=True),
+        run("f2", "hiring", "Lee", success=False, skip_lookup=True),
+    ]
+    cluster = make_cluster(failures=failures)
+    [w] = LLMInducer(FakeLLM(InducedSet(workflows=[workflow()]))).induce(cluster).workflows
+    advice, *checked = w.pitfalls
+    assert advice.condition is None and advice.text.startswith("Forwarding to a guessed address")
+    assert checked and all(p.condition is not None for p in checked)
+    assert any("contacts.find" in p.text and "(2/2 failures)" in p.text for p in checked)
+    [alone] = LLMInducer(FakeLLM(InducedSet(workflows=[workflow()]))).induce(make_cluster()).workflows
+    assert [p.condition for p in alone.pitfalls] == [None]  # one failed run is no pattern

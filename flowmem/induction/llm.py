@@ -30,6 +30,7 @@ from flowmem.induction.base import (
     variant_id,
     with_agent,
 )
+from flowmem.induction.failures import checked_pitfalls
 from flowmem.induction.injection import tainted_destinations
 from flowmem.induction.literals import scalars
 from flowmem.induction.validate import InducedSet, InducedStep, InducedWorkflow, check, reason_of
@@ -317,7 +318,16 @@ class LLMInducer:
             steps=steps,
             parameters={name: described[name] for name in used},
             # Pitfalls come from failed runs only; without any, the model could only invent them.
-            pitfalls=[p.strip() for p in induced.pitfalls if p.strip()] if cluster.failures else [],
+            # Its advice is followed by the conditions the rule inducer checks (`checked_pitfalls`).
+            pitfalls=[
+                *([p.strip() for p in induced.pitfalls if p.strip()] if cluster.failures else []),
+                *checked_pitfalls(
+                    cluster.successes,
+                    [*cluster.failures, *cluster.homed],
+                    cluster.example_literals,
+                    served_to=cluster.served_to,
+                ),
+            ],
             scope=cluster.scope,
             agent=cluster.agent,
             namespace=cluster.namespace,
