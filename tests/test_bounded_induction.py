@@ -1,6 +1,6 @@
 """A full induction run in bounded memory: the namespace read in batches of columns, each
 agent's clusters fitted on a bounded sample of its task texts, every other run placed with
-that fit, and each cluster's runs read by id when it is induced (`induction.bounded`)."""
+that fit, and each cluster's runs read by id when it is induced (`induction.plan.bounded`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.bounded import ClusterMembers
-from flowmem.induction.orchestrate import induce_drafts, plan_clusters, task_key
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.plan.bounded import ClusterMembers
+from flowmem.induction.plan.orchestrate import induce_drafts, plan_clusters, task_key
 from flowmem.jobs import induce as induce_job
 from flowmem.jobs.induce import cluster_input, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories

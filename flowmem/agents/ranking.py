@@ -24,10 +24,10 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
-from flowmem.induction.ann import KeyANN
-from flowmem.induction.nearest import ExampleIndex, snap_cosines
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
+from flowmem.retrieval.ann import KeyANN
+from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 from flowmem.storage.served import ServedRows
 
 __all__ = ["ANN_MIN", "AnnSlot", "Snapshot"]

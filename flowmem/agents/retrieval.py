@@ -1,9 +1,9 @@
 """Retrieval for running agents: an in-process index of the served workflows, hot-reloaded.
 
 A search embeds the task, scores every served workflow by its nearest source task (cosine,
-less a little where other workflows hold part of that task's runs: `induction.nearest`),
+less a little where other workflows hold part of that task's runs: `retrieval.nearest`),
 multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
-the best k (fewer when the others score far below the first: `policy.serving.within_gap`).
+the best k (fewer when the others score far below the first: `retrieval.serving.within_gap`).
 A workflow's active version is served; a newer candidate version on trial is served instead
 to a configurable share of requests (decided by a hash of the task, so the same task gets the
 same version).
@@ -31,11 +31,11 @@ import numpy as np
 import numpy.typing as npt
 
 from flowmem.agents.ranking import ANN_MIN, AnnSlot, Snapshot
-from flowmem.induction.ann import build_ann
-from flowmem.induction.cover import Evidence, cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
-from flowmem.policy.serving import CANDIDATES, compose, within_gap
+from flowmem.retrieval.ann import build_ann
+from flowmem.retrieval.cover import Evidence, cover
+from flowmem.retrieval.serving import CANDIDATES, compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
@@ -58,7 +58,7 @@ class Hit:
     """similarity × rank factor."""
     similarity: float
     """Cosine similarity of the task and the workflow's nearest source task, less
-    `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`induction.nearest`)."""
+    `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`retrieval.nearest`)."""
     by_example: bool = False
     """Whether the workflow is keyed by example tasks, and so held to the relevance floor
     (`ServedIndex.floor_keeps`)."""
@@ -90,7 +90,7 @@ class ServedIndex:
         """A memory scoring below this share of the first's score is not served (`within_gap`)."""
         self.cover_weight = cover_weight
         """When a task recurs, what is served is chosen with its nearest successful stored runs
-        as evidence (`induction.cover`, `Settings.cover_weight`); None: never."""
+        as evidence (`retrieval.cover`, `Settings.cover_weight`); None: never."""
         self.evidence_limit = evidence_limit if cover_weight is not None else 0
         """The newest successful runs kept as that evidence."""
         self.literal_share = literal_share
@@ -202,7 +202,7 @@ class ServedIndex:
             if not len(ranked):
                 return []
         n = within_gap(scores.tolist(), self.gap, self.ratio)
-        if runs:  # a task seen before: what covers what worked for it (`induction.cover`)
+        if runs:  # a task seen before: what covers what worked for it (`retrieval.cover`)
             candidates = [snap.rows.actions(int(i)) for i in ranked]
             top = cover(candidates, runs, k, self.cover_weight or 0.0, keep=[0])
         elif snap.rows.subroutine[ranked[:n]].any():
@@ -230,7 +230,7 @@ class ServedIndex:
         unless there is a floor, the task does not recur (`Evidence.runs_for`), no task the
         namespace has stored a run of is at least `floor` similar to it (`Evidence.familiar`)
         and the nearest memory keyed by example tasks is not either
-        (`policy.serving.above_floor`): then only those keyed by their own text. `query`: the
+        (`retrieval.serving.above_floor`): then only those keyed by their own text. `query`: the
         task's vector, when the caller has embedded it."""
         with self._lock:
             self._refresh()

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from flowmem.agents.ranking import _ONE_BLAS_THREAD
-from flowmem.induction.orchestrate import task_key
+from flowmem.induction.plan.orchestrate import task_key
 from flowmem.models import InductionRun
 from flowmem.storage import NotFoundError, Store
 from flowmem.storage.listings import TaskPoint, task_vectors, workflow_summaries

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowmem.agents.retrieval import CONTEXT_K, Hit, ServedIndex
-from flowmem.induction.render import render_context
+from flowmem.induction.render.render import render_context
 from flowmem.server.dashboard.views import WorkflowRow
 
 __all__ = [

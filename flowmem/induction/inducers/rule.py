@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from flowmem.induction.abstract import abstract_runs, fresh_name
-from flowmem.induction.align import lcs_len, lcs_pairs, medoid
+from flowmem.induction.abstract.abstract import abstract_runs, fresh_name
+from flowmem.induction.abstract.loops import folded, unfolded_actions
+from flowmem.induction.abstract.noise import working_steps
+from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
-from flowmem.induction.describe import describe, name_for, step_intents
-from flowmem.induction.failures import checked_pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalars
-from flowmem.induction.loops import folded, unfolded_actions
-from flowmem.induction.noise import working_steps
-from flowmem.induction.render import render_workflow
-from flowmem.induction.segments import is_read
+from flowmem.induction.pitfalls.failures import checked_pitfalls
+from flowmem.induction.render.describe import describe, name_for, step_intents
+from flowmem.induction.render.render import render_workflow
 from flowmem.models import Pitfall, Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
+from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
 
 __all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "repaired", "variants"]
 
