@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
 from flowmem.induction.inducers.rule import RuleInducer

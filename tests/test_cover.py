@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.evaluate import retrieve
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories

@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.cli import app
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from flowmem.agents import WorkflowMemory, retrieval
+from flowmem.agents import WorkflowMemory, served_index
 from flowmem.cli import app
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
@@ -158,7 +158,7 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
     index's own clock, held still here (no wall-clock limit), a commit of another process is
     not served before that interval and is served by the first search after it."""
     clock = [1000.0]
-    monkeypatch.setattr(retrieval, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(served_index, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     store = induced(settings)
     memory = WorkflowMemory.open(settings)
     [before] = memory.search("Cancel my next meeting with zed", k=1)
@@ -229,7 +229,7 @@ def test_within_gap_ratio_keeps_the_memories_scoring_a_share_of_the_first() -> N
 def test_a_commit_through_the_same_store_is_served_at_once_another_processs_after_check_every(
     settings: Settings,
 ) -> None:
-    from flowmem.agents.retrieval import ServedIndex
+    from flowmem.agents.served_index import ServedIndex
 
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)], settings.scrub)

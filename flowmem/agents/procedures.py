@@ -28,13 +28,13 @@ from typing import Any, Literal
 import numpy as np
 
 from flowmem.agents.memory_like import MemoryLike
-from flowmem.agents.retrieval import Hit
 from flowmem.induction.render.prose import parse_prose
 from flowmem.induction.render.recorded import recorded, went_wrong
 from flowmem.induction.render.render import render_call
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import PROCEDURE, Step, Trajectory, Workflow
 from flowmem.retrieval.nearest import snap_cosines
+from flowmem.retrieval.search import Hit
 
 __all__ = ["SOURCE", "FoundWorkflow", "Kind", "add_procedure", "outcome_of", "search_procedures"]
 

@@ -206,7 +206,7 @@ class Evidence:
         recurs: bool,
     ) -> list[bool]:
         """The relevance floor, the one rule `memory.search`, `memory.context`,
-        `search_workflow` and `flowmem eval` apply (`ServedIndex.floor_keeps`): which of the
+        `search_workflow` and `flowmem eval` apply (`search.floor_keeps`): which of the
         memories a task (embedded as `query`) may be served, given each one's similarity to it
         and whether it is keyed by example tasks. All of them when there is no floor, the task
         `recurs` (`runs_for` found its runs) or is `familiar`; otherwise those that

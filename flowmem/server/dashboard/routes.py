@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowmem.agents.retrieval import CONTEXT_K
+from flowmem.agents.served_index import CONTEXT_K
 from flowmem.induction.render.render import render_context
 from flowmem.models import NAMESPACE_PATTERN, Workflow
 from flowmem.policy.lifecycle import Status
