@@ -5,7 +5,7 @@ For each size it fills one store with that many synthetic workflows (one key eac
 one that builds it at once, and times `search(task, k=3)` on the same 300 queries, the two
 interleaved query by query (three rounds), so that a busy machine slows both alike. Prints
 the p50 of each and their ratio, and checks that both return the same workflows.
-`agents.ranking.ANN_MIN` is set from this. Needs the `ann` extra (faiss); ~2 min on 2 cores.
+`retrieval.ranking.ANN_MIN` is set from this. Needs the `ann` extra (faiss); ~2 min on 2 cores.
 
 Usage: python bench/ann_crossover.py [SIZE ...]   (default: 2500 5000 7500 10000 15000)
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 

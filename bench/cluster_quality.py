@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from flowmem.induction.cluster import canonical_linkage, snap
+from flowmem.induction.cluster.cluster import canonical_linkage, snap
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -137,7 +137,7 @@ def hashing_cluster(texts: Sequence[str]) -> tuple[list[str | None], str]:
     import hdbscan
     from sklearn.decomposition import PCA
 
-    from flowmem.induction import HashingEmbedder
+    from flowmem.retrieval.embed import HashingEmbedder
 
     embedder = HashingEmbedder(384)
     vectors = embedder.embed(list(texts))
@@ -180,8 +180,8 @@ def per_task(runs: Sequence[Run], text_of: Callable[[str], str], clusterer: Clus
 
 
 def flowmem_default(runs: Sequence[Run], min_cluster_size: int = 3) -> Outcome:
-    """The product's clustering: flowmem.induction.cluster.cluster_tasks on the task texts."""
-    from flowmem.induction.cluster import ClusterParams, cluster_tasks
+    """The product's clustering: flowmem.induction.cluster.cluster.cluster_tasks on the task texts."""
+    from flowmem.induction.cluster.cluster import ClusterParams, cluster_tasks
 
     params = ClusterParams(min_cluster_size=min_cluster_size)
     clustering = cluster_tasks([r.task for r in runs], params)  # wraps its SVD fit in np.errstate
@@ -226,8 +226,8 @@ HEAVY_MODULES = (
     "sklearn.decomposition",
     "sklearn.feature_extraction.text",
     "sklearn.metrics",
-    "flowmem.induction.cluster",
-    "flowmem.induction.metrics",
+    "flowmem.induction.cluster.cluster",
+    "flowmem.induction.render.metrics",
 )
 
 
@@ -239,7 +239,7 @@ def warm_up() -> None:
 
 def measure(name: str, runs: Sequence[Run], thunk: Callable[[], Outcome]) -> Row:
     """Run one method, time it, and score its labels against the groups."""
-    from flowmem.induction.metrics import clustering_scores
+    from flowmem.induction.render.metrics import clustering_scores
 
     start = time.perf_counter()
     outcome = thunk()

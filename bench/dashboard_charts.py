@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from flowmem.induction import CachedEmbedder, HashingEmbedder
+from flowmem.retrieval.embed import CachedEmbedder, HashingEmbedder
 
 
 def tasks(path: Path) -> list[str]:

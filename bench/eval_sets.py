@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import evaluate
 from flowmem.models import Trajectory, as_demonstration

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.evaluate import load
 from flowmem.jobs.online import evaluate_online, plot_curve
 from flowmem.models import Trajectory, as_demonstration

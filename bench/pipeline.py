@@ -23,9 +23,9 @@ import httpx
 from bench.data import fill, queries
 from bench.paths import script
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.ranking import ANN_MIN
 from flowmem.flows.local import free_port, prefect_server
 from flowmem.jobs.factories import store_from
+from flowmem.retrieval.ranking import ANN_MIN
 from flowmem.settings import Settings
 
 __all__ = ["api_search", "hook_step", "induction", "memharness", "timed_prefect_server"]
@@ -162,7 +162,7 @@ def api_search(n: int, *, clients: int = 8, seconds: float = 5.0) -> dict[str, f
             _wait_until_up(url)
             with httpx.Client() as one:
                 # Steady state: the first search loads the index, which then builds its ANN in
-                # the background (past `agents.ranking.ANN_MIN` keys); time neither.
+                # the background (past `retrieval.ranking.ANN_MIN` keys); time neither.
                 warm = time.perf_counter() + (WARM_UP_S if n >= ANN_MIN else 0.5)
                 while time.perf_counter() < warm:
                     one.get(url, params={"task": tasks[0]}).raise_for_status()

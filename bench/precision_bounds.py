@@ -4,7 +4,7 @@ Issue 12 asks, on each set, for `joint_coverage` >= raw's - 0.02 with `joint_pre
 raw's + 0.10 (`flowmem eval`, k = 3). This script asks whether any choice of memories made
 from the training runs could clear that bar, by replacing flowmem's retrieval with choices
 that know more than a retriever can. Every row is scored with
-`flowmem.induction.metrics.memory_metrics` over the same scored test runs (successful, with
+`flowmem.induction.render.metrics.memory_metrics` over the same scored test runs (successful, with
 steps), against the same rule-inducer workflows (`flowmem.jobs.evaluate.induced_store`:
 `flowmem induce`'s code, default settings):
 
@@ -41,14 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from flowmem.induction.align import lcs_pairs
-from flowmem.induction.embed import HashingEmbedder
-from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
-from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.render.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory, Workflow
+from flowmem.retrieval.align import lcs_pairs
+from flowmem.retrieval.embed import HashingEmbedder
+from flowmem.retrieval.nearest import ExampleIndex
 from flowmem.settings import Settings
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would

@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from flowmem.induction.render import render_workflow
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.render.render import render_workflow
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory, Workflow

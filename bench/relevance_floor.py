@@ -35,18 +35,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.demo import World, make_tasks
 from flowmem.demo.loop import run_loop
-from flowmem.induction.embed import Embedder, HashingEmbedder
-from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.cycle import cycle
 from flowmem.jobs.evaluate import induced_store
 from flowmem.jobs.factories import embedder_from, store_from
 from flowmem.models import Trajectory
-from flowmem.policy.serving import CANDIDATES, within_gap
+from flowmem.retrieval.embed import Embedder, HashingEmbedder
+from flowmem.retrieval.nearest import ExampleIndex
+from flowmem.retrieval.serving import CANDIDATES, within_gap
 from flowmem.settings import Settings
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would

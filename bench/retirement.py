@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction

@@ -27,7 +27,7 @@ from bench.paths import BENCH
 from bench.pipeline import api_search, hook_step, induction, memharness
 from bench.report import table
 from bench.search import measure_search
-from flowmem.induction.ann import ann_available
+from flowmem.retrieval.ann import ann_available
 
 __all__ = ["LOCAL", "machine", "main", "run_bench"]
 

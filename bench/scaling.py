@@ -7,7 +7,7 @@ For each size (a number of trajectories), on a fresh store in a directory of its
 - run a full induction in a fresh process (`python bench/scaling.py --child DB`), which
   times its stages and its peak RSS:
   - read: the namespace read in batches of columns, the literal index and the sub-routine
-    segments (`induction.catalog.scan`);
+    segments (`induction.plan.catalog.scan`);
   - cluster: every agent's fit on its sample and the placement of the other texts
     (`bounded.fit_namespace`);
   - load: the clusters' runs read by id (`storage.scans.trajectories_by_id`);
@@ -31,7 +31,7 @@ directory and on `s3://` on moto's S3 server started in this process (the dev ex
 stage, the fill's included.
 
 `--agreement FILE,... --samples 500,1000` instead measures what fitting on a sample changes
-(`induction.bounded.fit_texts`): for each trajectory file (or `sim:N`, N simulated tasks) and
+(`induction.plan.bounded.fit_texts`): for each trajectory file (or `sim:N`, N simulated tasks) and
 each agent with more distinct task texts than a sample size, the adjusted Rand index between
 each run's cluster fitted on every text and fitted on the sample (the others placed), over the
 runs; and, where runs carry their group, each fit's ARI and NMI against the groups.
@@ -138,8 +138,8 @@ def fill(db: str, n: int, *, seed: int, chunk: int) -> dict[str, float]:
 
 def child(db: str) -> dict[str, float]:
     """One full induction of the store at `db` in this (fresh) process, timed by stage."""
-    from flowmem.induction.cluster import cluster_tasks
-    from flowmem.induction.rule import RuleInducer
+    from flowmem.induction.cluster.cluster import cluster_tasks
+    from flowmem.induction.inducers.rule import RuleInducer
     from flowmem.jobs import induce as induce_job
     from flowmem.jobs.factories import store_from
     from flowmem.settings import Settings
@@ -213,8 +213,8 @@ def agreement(source: str, samples: list[int]) -> dict[str, dict[str, float]]:
     """What fitting on `samples` task texts changes on one set's runs (see the module doc)."""
     from sklearn.metrics import adjusted_rand_score
 
-    from flowmem.induction.bounded import fit_texts
-    from flowmem.induction.metrics import clustering_scores
+    from flowmem.induction.plan.bounded import fit_texts
+    from flowmem.induction.render.metrics import clustering_scores
     from flowmem.settings import Settings
 
     runs, params = _runs(source), Settings().cluster_params

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench.data import fill, queries
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 
@@ -80,8 +80,8 @@ def measure_search(
             exact = ServedIndex(
                 store,
                 settings.namespace,
-                gap=memory.index.gap,
-                ratio=memory.index.ratio,
+                gap=memory.index.bounds.gap,
+                ratio=memory.index.bounds.ratio,
                 ann_min=len(keys) + 1,
             )
             hits = 0.0

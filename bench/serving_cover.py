@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.align import lcs_pairs
-from flowmem.induction.cover import cover
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.online import split_batches
 from flowmem.models import Trajectory
-from flowmem.policy.serving import compose, within_gap
+from flowmem.retrieval.align import lcs_pairs
+from flowmem.retrieval.cover import cover
+from flowmem.retrieval.serving import compose, within_gap
 from flowmem.settings import Settings
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would

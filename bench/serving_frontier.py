@@ -6,9 +6,9 @@ retail agent runs as bench/eval_sets.py splits them) it induces with the rule in
 settings), ranks the
 30 best workflows for every scored test run (successful, with steps) as `flowmem eval` does
 (`ExampleIndex` over the stored retrieval keys and shares), then replays each policy on that
-same ranking and scores what it serves with `flowmem.induction.metrics.memory_metrics`:
+same ranking and scores what it serves with `flowmem.induction.render.metrics.memory_metrics`:
 
-- `served now`: the relevance gap and ratio (settings) and `policy.serving.compose`, k=3, what
+- `served now`: the relevance gap and ratio (settings) and `retrieval.serving.compose`, k=3, what
   `memory.search` serves;
 - `first only`: k=1;
 - `gap G alone`, `gap G`: the memories within G of the first's score, k=3 (compose as above;
@@ -29,17 +29,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowmem.induction.align import lcs_pairs
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
-from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.render.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow
-from flowmem.policy.serving import compose, within_gap
+from flowmem.retrieval.align import lcs_pairs
+from flowmem.retrieval.nearest import ExampleIndex
+from flowmem.retrieval.serving import compose, within_gap
 from flowmem.settings import Settings
 from flowmem.storage import Store
 

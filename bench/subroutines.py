@@ -3,7 +3,7 @@
 For each shared set (WorkBench split by `meta.instance`, 0-6 train / 7-9 test; the tau2 oracle
 set by `meta.split`, as bench/eval_sets.py splits them) it retrieves memories for every scored
 test run (successful, with steps) from several memory systems built from the same training
-runs, and scores them all with `flowmem.induction.metrics.memory_metrics` (docs/metrics.md):
+runs, and scores them all with `flowmem.induction.render.metrics.memory_metrics` (docs/metrics.md):
 
 - `raw`: the k successful training runs whose task is nearest;
 - `workflows`: the rule inducer's task-level workflows (`flowmem induce`'s code through
@@ -37,7 +37,7 @@ brings an action the memories before it lack, chosen four ways:
 Every similarity is the cosine of hashing-embedder vectors (`HashingEmbedder`, 384 dims). A
 memory's keys are its distinct task texts, at most 32 evenly spread, as
 `flowmem.jobs.induce.key_vectors` stores a workflow's, a workflow's with each key's share of
-its task (`flowmem.induction.nearest.key_shares`). Columns: `coverage` (best of k),
+its task (`flowmem.retrieval.nearest.key_shares`). Columns: `coverage` (best of k),
 `step_prec`, `joint_cov`, `joint_prec`, `utility` (utility_rate), `shown` (mean memories shown
 per scored test run) and `memories` (how many the system holds). Per set it also prints the
 number of segments, shapes, shapes kept, and the share of scored test steps (pooled) whose
@@ -64,16 +64,16 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.linear_model import LogisticRegression
 
-from flowmem.induction.align import lcs_len, lcs_pairs, medoid
-from flowmem.induction.embed import HashingEmbedder
+from flowmem.induction.abstract.segments import Segment, segment, shape_of
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import scalars
-from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
-from flowmem.induction.nearest import ExampleIndex
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.segments import Segment, segment, shape_of
+from flowmem.induction.render.metrics import LeakChecker, Retrieval, memory_metrics
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.evaluate import induced_store
 from flowmem.models import Trajectory
+from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
+from flowmem.retrieval.embed import HashingEmbedder
+from flowmem.retrieval.nearest import ExampleIndex
 from flowmem.settings import Settings
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
@@ -101,7 +101,7 @@ Vectors = npt.NDArray[np.float32]
 @dataclass(frozen=True)
 class Memory:
     """One retrievable memory: its id, action names and retrieval keys (task texts), with
-    each key's share of its task where known (`flowmem.induction.nearest`)."""
+    each key's share of its task where known (`flowmem.retrieval.nearest`)."""
 
     id: str
     actions: list[str]

@@ -202,7 +202,7 @@ _NEEDS_ARG = frozenset({"missing_arg", "unseen_arg"})
 
 class Condition(_Frozen):
     """A pattern over a run's steps that can be checked as the steps arrive, one at a time
-    (`induction.conditions.Watch`); a pitfall's condition is what the failed runs did."""
+    (`induction.pitfalls.conditions.Watch`); a pitfall's condition is what the failed runs did."""
 
     kind: ConditionKind
     """What it checks (see `ConditionKind`)."""
@@ -300,7 +300,7 @@ class WorkflowStep(_Frozen):
     argument: a cabin class, a status), rendered `{cabin: business|economy}`."""
     subroutine: str | None = None
     """In a task-level workflow: the id of the sub-routine workflow this step is part of
-    (composition, `induction.subroutines.compose_workflows`); a prompt that shows the
+    (composition, `induction.abstract.subroutines.compose_workflows`); a prompt that shows the
     sub-routine too refers to it by name instead of repeating its steps."""
     repeat: Repeat | None = None
     """Set on each step of a loop's body: the steps are done once per item (`Repeat`); a
@@ -335,7 +335,7 @@ def as_demonstration(run: Trajectory) -> Trajectory:
 
 PROCEDURE = "add_workflow"
 """The `Trajectory.source` of a procedure written by hand (`add_workflow`): its outcome is
-stated, not observed, so its failure is a lesson on its own (`induction.failures`)."""
+stated, not observed, so its failure is a lesson on its own (`induction.pitfalls.failures`)."""
 
 
 class Provenance(_Frozen):
@@ -462,7 +462,7 @@ RUN_STATE_VERSION: Literal[1] = 1
 """The version of `RunState` this flowmem writes (stored in it as `version`)."""
 
 FrozenMemberships = dict[str, dict[int, frozenset[str]]]
-"""Agent -> stable cluster id -> the task keys (`induction.orchestrate.task_key`) in it."""
+"""Agent -> stable cluster id -> the task keys (`induction.plan.orchestrate.task_key`) in it."""
 
 
 class Fit(_Frozen):

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from flowmem.induction.cluster import ClusterParams
+from flowmem.induction.cluster.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
@@ -134,17 +134,17 @@ class Settings(BaseSettings):
     """Clusters per Prefect task with the rule inducer (the LLM inducer uses one per task)."""
     relevance_gap: float | None = Field(0.3, ge=0)
     """k is a maximum: a search leaves out a memory scoring more than this below the first
-    (`policy.serving.within_gap`; None serves k whatever they score). Measured in
+    (`retrieval.serving.within_gap`; None serves k whatever they score). Measured in
     docs/induction.md ("Ranking")."""
     relevance_ratio: float | None = Field(0.75, gt=0, le=1)
     """k is a maximum: a search also leaves out a memory scoring below this share of the
-    first's score (`policy.serving.within_gap`; None: no such bound). Measured on the three
+    first's score (`retrieval.serving.within_gap`; None: no such bound). Measured on the three
     shared sets in docs/induction.md ("Ranking")."""
     cover_weight: float | None = Field(0.35, ge=0)
     """When a task recurs (a successful stored run among its nearest is of the same task up to
     its example values), what is served is chosen with its nearest successful stored runs as
     evidence: the first-ranked memory, then the best-ranked ones that most raise those runs'
-    joint coverage plus this weight times their joint precision (`induction.cover`). None, or
+    joint coverage plus this weight times their joint precision (`retrieval.cover`). None, or
     a task not seen before: the memories within the relevance gap and ratio. Measured in
     docs/metrics.md ("Serving a task that recurs")."""
     evidence_limit: int = Field(100_000, ge=0)
@@ -158,10 +158,10 @@ class Settings(BaseSettings):
     nearest; None (the default): the embedder's own, `EMBEDDER_FLOORS` (`Settings.floor`)."""
     subroutines: bool = True
     """Also induce sub-routines: segments of one shape that recur across the tasks of
-    different clusters (`induction/subroutines.py`), served beside the task-level workflows
+    different clusters (`induction/abstract/subroutines.py`), served beside the task-level workflows
     for what they lack, which are composed of them. Measured against off in docs/induction.md."""
     cluster_sample: int = Field(20_000, ge=2)
-    """A full induction run's bound (`induction.bounded`): each agent's clustering is fitted on
+    """A full induction run's bound (`induction.plan.bounded`): each agent's clustering is fitted on
     at most this many of its distinct task texts (a hash sample; every other text joins the
     cluster of its nearest clustered text in the fit's projection), and each cluster is
     induced from at most this many of its runs (a hash sample of their ids), so the run's

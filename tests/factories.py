@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flowmem.induction.base import ClusterInput
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.inducers.validate import Arg, InducedStep, InducedWorkflow, Parameter
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.validate import Arg, InducedStep, InducedWorkflow, Parameter
 from flowmem.interchange import parse_line
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
@@ -60,10 +60,10 @@ def test_the_layer_contract_holds_and_fails_on_a_violation(package_copy: Path) -
         ("policy/usage.py", "flowmem.storage"),
         ("storage/rows.py", "flowmem.jobs.ingest"),
         ("storage/base.py", "flowmem.providers.openai"),
-        ("policy/serving.py", "flowmem.cli.malloc_arenas"),
-        ("induction/diff.py", "flowmem.flows.pipeline"),
+        ("retrieval/serving.py", "flowmem.cli.malloc_arenas"),
+        ("induction/render/diff.py", "flowmem.flows.pipeline"),
         ("policy/scrub.py", "flowmem.server.api"),
-        ("induction/rule.py", "flowmem.demo"),
+        ("induction/inducers/rule.py", "flowmem.demo"),
     ]
     for module, imported in planted:
         path = package_copy / "flowmem" / module

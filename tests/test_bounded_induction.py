@@ -1,6 +1,6 @@
 """A full induction run in bounded memory: the namespace read in batches of columns, each
 agent's clusters fitted on a bounded sample of its task texts, every other run placed with
-that fit, and each cluster's runs read by id when it is induced (`induction.bounded`)."""
+that fit, and each cluster's runs read by id when it is induced (`induction.plan.bounded`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.bounded import ClusterMembers
-from flowmem.induction.contrast import SERVED
-from flowmem.induction.orchestrate import induce_drafts, plan_clusters, task_key
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.pitfalls.contrast import SERVED
+from flowmem.induction.plan.bounded import ClusterMembers
+from flowmem.induction.plan.orchestrate import induce_drafts, plan_clusters, task_key
 from flowmem.jobs import induce as induce_job
 from flowmem.jobs.induce import cluster_input, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
@@ -120,7 +120,7 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     assert max(n for _, n in reads) <= 2 * 30
     to_read = {i for c in plan.changed if isinstance(c, ClusterMembers) for i in c.runs()}
     # Each run read once or twice as a member, and once more for each other cluster that it is
-    # served to (k - 1 at most) or whose failures it joins (`induction.contrast`).
+    # served to (k - 1 at most) or whose failures it joins (`induction.pitfalls.contrast`).
     assert len(to_read) <= sum(n for _, n in reads) < (2 + SERVED) * len(to_read)
 
     more = simulate(3, seed=4)  # a few new runs join the fitted clusters: no refit
@@ -149,5 +149,6 @@ def test_the_full_read_is_batched_and_never_builds_every_trajectory(
     assert report.versions and reads
     assert max(batches) == 64 and sum(batches) == len(RUNS)
     assert all(name == "by_id" for name, _ in reads)
-    # Never the namespace: a group of clusters, or one larger with its contrast (`induction.contrast`).
+    # Never the namespace: a group of clusters, or one larger with its contrast
+    # (`induction.pitfalls.contrast`).
     assert max(n for _, n in reads) < len(RUNS) / 2

@@ -146,7 +146,7 @@ def test_generate_writes_an_ingestible_file(tmp_path: Path) -> None:
 def test_every_command_stays_in_its_namespace(tmp_path: Path) -> None:
     """Workflows induced in namespace a are never shown, searched or served in namespace b."""
     from flowmem.agents import WorkflowMemory
-    from flowmem.induction.rule import RuleInducer
+    from flowmem.induction.inducers.rule import RuleInducer
     from flowmem.jobs.induce import run_induction
 
     db = tmp_path / "db"
@@ -228,7 +228,7 @@ def test_induce_after_a_rollback_induces_again_and_fails_when_every_cluster_fail
     again = json.loads(output)
     assert code == 0 and not again["skipped"] and again["versions_created"] == 2
 
-    import flowmem.induction.rule as rule
+    import flowmem.induction.inducers.rule as rule
 
     def broken(self: object, cluster: object) -> object:
         raise RuntimeError("model unreachable")

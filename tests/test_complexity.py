@@ -61,13 +61,13 @@ def test_the_gate_fails_on_a_planted_function_that_ruff_c90_lets_through(tmp_pat
     for name in PATHS:
         shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
-    target = tree / "flowmem" / "induction" / "segments.py"
+    target = tree / "flowmem" / "induction" / "abstract" / "segments.py"
     assert _gate(tree).returncode == 0  # the copy passes as the tree does
     target.write_text(target.read_text() + PLANTED)
 
     done = _gate(tree)
     assert done.returncode != 0
-    assert "flowmem/induction/segments.py" in done.stderr and "planted_ready" in done.stderr
+    assert "flowmem/induction/abstract/segments.py" in done.stderr and "planted_ready" in done.stderr
 
     if RUFF.exists():  # what the gate adds: ruff's mccabe, as configured, sees one branch
         ruff = [str(RUFF), "check", "--select", "C90", "--no-cache", str(target.relative_to(tree))]

@@ -21,7 +21,7 @@ import lancedb
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
@@ -72,7 +72,7 @@ INDUCE_SCRIPT = textwrap.dedent(
     import sys
     import time
 
-    from flowmem.induction.rule import RuleInducer
+    from flowmem.induction.inducers.rule import RuleInducer
     from flowmem.jobs.induce import commit_outcomes, induce_all, prepare_run
     from flowmem.settings import Settings
     from flowmem.jobs.factories import store_from

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.recording import RunWarning
 from flowmem.induction.base import ClusterInput
-from flowmem.induction.conditions import Watch, condition_of, holds, key_of, met
-from flowmem.induction.failures import checked_findings, checked_pitfalls
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.metrics import contrast_conditions, warning_metrics
-from flowmem.induction.render import render_workflow
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.pitfalls.conditions import Watch, condition_of, holds, key_of, met
+from flowmem.induction.pitfalls.failures import checked_findings, checked_pitfalls
+from flowmem.induction.render.metrics import contrast_conditions, warning_metrics
+from flowmem.induction.render.render import render_workflow
 from flowmem.jobs.evaluate import evaluate
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

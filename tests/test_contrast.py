@@ -1,4 +1,4 @@
-"""Whom a cluster's pitfalls are told from (`induction.contrast`): the successful runs of other
+"""Whom a cluster's pitfalls are told from (`induction.pitfalls.contrast`): the successful runs of other
 tasks its workflow is served to, and the failed runs of tasks nothing succeeded at."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from flowmem.induction.base import ClusterInput
-from flowmem.induction.conditions import any_holds
-from flowmem.induction.contrast import Contrast, Members, contrast_sets, with_contrast
-from flowmem.induction.failures import checked_pitfalls
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.pitfalls.conditions import any_holds
+from flowmem.induction.pitfalls.contrast import Contrast, Members, contrast_sets, with_contrast
+from flowmem.induction.pitfalls.failures import checked_pitfalls
 from flowmem.models import Trajectory
 
 

@@ -1,4 +1,4 @@
-"""Serving chosen with the nearest past runs when a task recurs (`flowmem.induction.cover`)."""
+"""Serving chosen with the nearest past runs when a task recurs (`flowmem.retrieval.cover`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.retrieval import ServedIndex
-from flowmem.induction.cover import Evidence, cover, nearest, task_template
+from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.evaluate import retrieve
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
+from flowmem.retrieval.cover import Evidence, cover, nearest, task_template
 from flowmem.settings import Settings
 from flowmem.storage.evidence import newest_successes
 from tests.factories import induced, run

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from flowmem.agents.memory import WorkflowMemory
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.demo.loop import run_loop
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings

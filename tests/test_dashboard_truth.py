@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from flowmem.agents.memory import WorkflowMemory
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.cli import app as cli
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

@@ -19,7 +19,7 @@ import pytest
 
 from bench.scaling import committed  # as the scaling bench compares a cluster's run
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from flowmem.agents import WorkflowMemory
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

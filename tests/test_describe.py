@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from flowmem.induction.base import ClusterInput
-from flowmem.induction.describe import describe, name_for, step_intents
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.render.describe import describe, name_for, step_intents
 from flowmem.models import WorkflowStep
 from tests.factories import forward
 

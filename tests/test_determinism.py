@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction import cluster
-from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.induction.orchestrate import in_run_order, induce_drafts
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.cluster import cluster
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.plan.orchestrate import in_run_order, induce_drafts
 from flowmem.models import Trajectory
+from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 from tests.factories import WORKBENCH
 from tests.processes import Command, CommandRun
 

@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from flowmem.induction import Embedder, HashingEmbedder
+from flowmem.retrieval.embed import Embedder, HashingEmbedder
 
 TEXTS = ["Forward the latest email about the budget to olga", "Cancel my next meeting with Ada", ""]
 
@@ -23,7 +23,7 @@ def test_unit_vectors_and_lexical_similarity() -> None:
 
 def test_same_text_same_vector_in_another_process() -> None:
     code = (
-        "import sys, numpy as np; from flowmem.induction import HashingEmbedder; "
+        "import sys, numpy as np; from flowmem.retrieval.embed import HashingEmbedder; "
         f"np.save(sys.stdout.buffer, HashingEmbedder().embed({TEXTS!r}))"
     )
     env = {"PYTHONHASHSEED": "12345"}
@@ -52,7 +52,7 @@ class Counting:
 
 
 def test_a_text_is_never_embedded_twice() -> None:
-    from flowmem.induction import CachedEmbedder
+    from flowmem.retrieval.embed import CachedEmbedder
 
     inner = Counting()
     cached = CachedEmbedder(inner)
@@ -64,7 +64,7 @@ def test_a_text_is_never_embedded_twice() -> None:
 
 
 def test_the_store_cache_spans_processes(tmp_path: object) -> None:
-    from flowmem.induction import CachedEmbedder, MemoryCache
+    from flowmem.retrieval.embed import CachedEmbedder, MemoryCache
     from flowmem.settings import Settings
     from flowmem.storage import Store
     from flowmem.storage.vector_cache import StoreVectorCache
@@ -126,7 +126,7 @@ def _assert_same(new: np.ndarray, old: np.ndarray) -> None:
 def test_the_corpus_embeds_as_scikit_learn_did(monkeypatch: object) -> None:
     import mmh3
 
-    import flowmem.induction.embed as embed_module
+    import flowmem.retrieval.embed as embed_module
 
     assert mmh3.hash("ad1u66pi") == -(2**31)
     for dim in (384, 37):
@@ -175,7 +175,7 @@ def test_lone_surrogates_are_refused_as_scikit_learn_did() -> None:
 
 def test_embedding_imports_neither_sklearn_nor_scipy() -> None:
     code = (
-        "import sys; from flowmem.induction.embed import HashingEmbedder; "
+        "import sys; from flowmem.retrieval.embed import HashingEmbedder; "
         "HashingEmbedder().embed(['Forward the latest email to Olga']); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))"
     )

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.demo import simulate
-from flowmem.induction.align import lcs_len
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, LLMError
-from flowmem.induction.metrics import (
+from flowmem.induction.plan.orchestrate import ClusterOutcome, ClusterPlan, assemble, induce_cluster
+from flowmem.induction.render.metrics import (
     LeakChecker,
     Retrieval,
     _nth_pair,
@@ -21,8 +21,8 @@ from flowmem.induction.metrics import (
     rejected_clusters,
     slot_literals,
 )
-from flowmem.induction.orchestrate import ClusterOutcome, ClusterPlan, assemble, induce_cluster
 from flowmem.interchange import write_jsonl
+from flowmem.retrieval.align import lcs_len
 from tests.factories import WORKBENCH
 
 runner = CliRunner()

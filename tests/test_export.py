@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from flowmem.cli import app
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex, find_literals
-from flowmem.induction.rule import RuleInducer
 from flowmem.interchange.skills import MANIFEST
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from flowmem import WorkflowMemory
 from flowmem.agents.procedures import FoundWorkflow
 from flowmem.cli import app
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.induce import run_induction
 from flowmem.models import Workflow
 from flowmem.settings import Settings

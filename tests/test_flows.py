@@ -18,7 +18,7 @@ import yaml
 
 from flowmem.demo import simulate
 from flowmem.induction.base import ClusterInput, Induced, LLMError, Usage
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import write_spool_file
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.assign import material, nearest_labels
 from flowmem.induction.base import ClusterInput, cluster_key
-from flowmem.induction.increment import Memberships, thaw
+from flowmem.induction.cluster.assign import material, nearest_labels
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.orchestrate import InductionResult, task_key
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.runplan import Limits, open_run
+from flowmem.induction.plan.increment import Memberships, thaw
+from flowmem.induction.plan.orchestrate import InductionResult, task_key
+from flowmem.induction.plan.runplan import Limits, open_run
 from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
 from flowmem.jobs.induce import RunReport, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, UsageStats, Workflow, WorkflowStep
 from flowmem.policy.lifecycle import Transition
@@ -141,7 +141,7 @@ def test_served_lists_the_same_versions_with_live_stats_and_status(settings: Set
 def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> None:
     from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
-    from flowmem.agents.ranking import _ONE_BLAS_THREAD
+    from flowmem.retrieval.ranking import _ONE_BLAS_THREAD
 
     first, second = _ONE_BLAS_THREAD, _ONE_BLAS_THREAD
     first.__enter__()

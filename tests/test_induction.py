@@ -7,17 +7,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowmem.induction.align import lcs_len, lcs_pairs, medoid
 from flowmem.induction.base import ClusterInput, Usage
-from flowmem.induction.bounded import ClusterMembers
-from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
-from flowmem.induction.metrics import clustering_scores
-from flowmem.induction.nearest import ExampleIndex, key_shares
-from flowmem.induction.orchestrate import induce_cluster, induce_drafts, merge_duplicates, plan_versions
-from flowmem.induction.render import render_workflow
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.plan.bounded import ClusterMembers
+from flowmem.induction.plan.orchestrate import induce_cluster, induce_drafts, merge_duplicates, plan_versions
+from flowmem.induction.render.metrics import clustering_scores
+from flowmem.induction.render.render import render_workflow
 from flowmem.models import Condition, Trajectory, placeholders_in
+from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
+from flowmem.retrieval.nearest import ExampleIndex, key_shares
 from tests.factories import NAMES, SUBJECTS, cancel, forward, make_workflow, run
 
 
@@ -233,7 +233,7 @@ def test_a_noise_task_is_placed_in_the_cluster_of_its_nearest_clustered_task() -
 
 
 def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    import flowmem.induction.orchestrate as orchestrate
+    import flowmem.induction.plan.orchestrate as orchestrate
 
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     odd = run(
@@ -293,11 +293,11 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     abstraction ever lets a value through, so it is tested by breaking the abstraction: a value
     left in an argument is repaired into a placeholder; one left where no placeholder can go
     (where a value comes from) refuses the variant, and so the cluster, whose only one it is."""
-    import flowmem.induction.abstract as abstract
-    import flowmem.induction.rule as rule
-    from flowmem.induction.abstract import Abstraction
+    import flowmem.induction.abstract.abstract as abstract
+    import flowmem.induction.inducers.rule as rule
+    from flowmem.induction.abstract.abstract import Abstraction
     from flowmem.induction.base import InductionRefused
-    from flowmem.induction.orchestrate import plan_clusters
+    from flowmem.induction.plan.orchestrate import plan_clusters
 
     real = abstract.abstract_runs
 
@@ -379,7 +379,7 @@ def test_a_lone_run_making_a_variants_changes_with_other_look_ups_joins_it() -> 
     """A run whose changes are those of an existing variant, reached by a detour (two more
     look-ups), is that variant done another way, not a way of its own; a lone run that changes
     something else stays a variant."""
-    from flowmem.induction.rule import changes, variants
+    from flowmem.induction.inducers.rule import changes, variants
 
     def returns(i: int, reads: int) -> Trajectory:
         steps: list[tuple[str, dict[str, Any], str | None]] = [
@@ -408,7 +408,7 @@ def test_demonstrations_of_an_agents_task_join_its_variant_and_the_agents_run_is
     """Curated demonstrations (`induce --from`) say what to change; an agent's own run of the
     same task shows how it finds what to change: the demonstrations join its variant, whose
     steps are the agent's, and no workflow of demonstrations alone is left for that task."""
-    from flowmem.induction.rule import is_demonstration, variants
+    from flowmem.induction.inducers.rule import is_demonstration, variants
     from flowmem.models import DEMONSTRATION
 
     def demo(i: int) -> Trajectory:
@@ -437,8 +437,8 @@ def test_demonstrations_of_an_agents_task_join_its_variant_and_the_agents_run_is
 
 
 def test_one_codec_writes_and_reads_workflow_ids() -> None:
+    from flowmem.induction.abstract.subroutines import subroutine_key
     from flowmem.induction.base import cluster_key, variant_id, workflow_id
-    from flowmem.induction.subroutines import subroutine_key
 
     key = workflow_id("ops agent", 3)
     assert key == "ops_agent-c3" and variant_id(key, 0) == key and variant_id(key, 2) == "ops_agent-c3-2"

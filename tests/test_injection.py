@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from flowmem.induction.base import ClusterInput, LLMError
-from flowmem.induction.failures import IGNORED, pitfalls, standalone_pitfalls
+from flowmem.induction.inducers.llm import LLMInducer, build_prompt
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.inducers.testing import FakeLLM
+from flowmem.induction.inducers.validate import InducedSet
 from flowmem.induction.injection import find_injection, looks_like_injection, tainted_destinations
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.llm import LLMInducer, build_prompt
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.testing import FakeLLM
-from flowmem.induction.validate import InducedSet
+from flowmem.induction.pitfalls.failures import IGNORED, pitfalls, standalone_pitfalls
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flowmem.agents.memory import WorkflowMemory
-from flowmem.induction.llm import LLMInducer
+from flowmem.induction.inducers.llm import LLMInducer
 from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory

@@ -3,17 +3,17 @@ from __future__ import annotations
 import pytest
 
 from flowmem.induction.base import LLMError, Usage
-from flowmem.induction.literals import find_literals
-from flowmem.induction.llm import PROMPT_HASH, LLMInducer, build_prompt, sample_runs
-from flowmem.induction.render import render_workflow
-from flowmem.induction.testing import FakeLLM
-from flowmem.induction.validate import (
+from flowmem.induction.inducers.llm import PROMPT_HASH, LLMInducer, build_prompt, sample_runs
+from flowmem.induction.inducers.testing import FakeLLM
+from flowmem.induction.inducers.validate import (
     InducedSet,
     InducedWorkflow,
     Parameter,
     check,
     validate,
 )
+from flowmem.induction.literals import find_literals
+from flowmem.induction.render.render import render_workflow
 from flowmem.models import Step, Trajectory
 from tests.factories import email_run as run
 from tests.factories import induced_step as step

@@ -1,18 +1,26 @@
-"""Loops: repeated work folded into one step that says it repeats (induction/loops.py), through
+"""Loops: repeated work folded into one step that says it repeats (induction/abstract/loops.py), through
 abstraction, the rule inducer, rendering, the stored pattern and the metrics."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flowmem.induction.align import flat_pattern, pattern_pairs
+from flowmem.induction.abstract.loops import (
+    decoded,
+    encoded,
+    fold,
+    folded,
+    is_loop,
+    iterations,
+    repeated_bodies,
+)
 from flowmem.induction.base import ClusterInput
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.loops import decoded, encoded, fold, folded, is_loop, iterations, repeated_bodies
-from flowmem.induction.metrics import LeakChecker, Retrieval, memory_metrics
-from flowmem.induction.render import render_workflow
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.render.metrics import LeakChecker, Retrieval, memory_metrics
+from flowmem.induction.render.render import render_workflow
 from flowmem.models import Repeat, Trajectory, Workflow, WorkflowStep
+from flowmem.retrieval.align import flat_pattern, pattern_pairs
 from tests.factories import NAMES, run
 
 Steps = list[tuple[str, dict[str, Any], str | None]]
@@ -104,7 +112,7 @@ def test_a_loop_counts_as_its_body_in_the_metrics() -> None:
 def test_a_variant_that_cannot_be_repaired_is_left_out_alone() -> None:
     """Two ways of solving one kind of task: one variant whose text would name an example's
     value is dropped; the cluster keeps the other."""
-    import flowmem.induction.rule as rule
+    import flowmem.induction.inducers.rule as rule
 
     good = [cancel_many(i, 2) for i in range(4)]
     other = [
@@ -136,9 +144,16 @@ def test_a_variant_that_cannot_be_repaired_is_left_out_alone() -> None:
 def test_the_llm_inducers_repeated_steps_become_a_loop() -> None:
     """An LLM that writes a step once with `for_each` gives a workflow whose step repeats;
     one whose loop names a placeholder no argument uses is sent back."""
-    from flowmem.induction.llm import LLMInducer
-    from flowmem.induction.testing import FakeLLM
-    from flowmem.induction.validate import Arg, InducedSet, InducedStep, InducedWorkflow, Parameter, check
+    from flowmem.induction.inducers.llm import LLMInducer
+    from flowmem.induction.inducers.testing import FakeLLM
+    from flowmem.induction.inducers.validate import (
+        Arg,
+        InducedSet,
+        InducedStep,
+        InducedWorkflow,
+        Parameter,
+        check,
+    )
 
     runs = [cancel_many(i, n) for i, n in enumerate([2, 3, 4])]
     cluster = cluster_of(runs)

@@ -1,5 +1,5 @@
-"""Names and descriptions a reader can tell apart (`induction/naming.py`, `describe.verb_phrase`),
-and names made from what the tasks ask (`induction/phrase.py`)."""
+"""Names and descriptions a reader can tell apart (`induction/render/naming.py`, `describe.verb_phrase`),
+and names made from what the tasks ask (`induction/render/phrase.py`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections import Counter
 import pytest
 
 from flowmem.induction.base import ClusterInput
-from flowmem.induction.describe import MAX_NAME_WORDS, describe, name_for, phrase_for, verb_phrase
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex, find_literals
-from flowmem.induction.naming import distinct
-from flowmem.induction.orchestrate import induce_drafts
-from flowmem.induction.phrase import COUNTING_WORDS
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.plan.orchestrate import induce_drafts
+from flowmem.induction.render.describe import MAX_NAME_WORDS, describe, name_for, phrase_for, verb_phrase
+from flowmem.induction.render.naming import distinct
+from flowmem.induction.render.phrase import COUNTING_WORDS
 from flowmem.interchange.skills import skill_names
 from flowmem.jobs.evaluate import load
 from flowmem.models import Step, Trajectory, Workflow, WorkflowStep

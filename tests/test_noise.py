@@ -1,14 +1,14 @@
-"""Real agents' noise (`induction/noise.py`): each kind of step that does no work, on hand-built
+"""Real agents' noise (`induction/abstract/noise.py`): each kind of step that does no work, on hand-built
 runs, and a noisy cluster that induces the same workflow as its clean twin."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from flowmem.induction.abstract.noise import working_steps
 from flowmem.induction.base import ClusterInput
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.noise import working_steps
-from flowmem.induction.rule import RuleInducer
 from flowmem.models import Step, Trajectory, Workflow
 
 CUSTOMERS = [

@@ -29,9 +29,9 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.cli import app
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs import evaluate as evaluating
 from flowmem.jobs import induce as induce_job
 from flowmem.jobs.factories import store_from

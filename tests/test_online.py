@@ -59,7 +59,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
 def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(6)], settings.scrub)
-    from flowmem.induction.rule import RuleInducer
+    from flowmem.induction.inducers.rule import RuleInducer
     from flowmem.jobs.induce import run_induction
 
     run_induction(store, settings, RuleInducer(), namespace=settings.namespace)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import write_jsonl
 from flowmem.jobs.evaluate import evaluate
 from flowmem.jobs.online import Batch, evaluate_online, replay, split_batches

@@ -13,9 +13,9 @@ import pytest
 from pydantic import SecretStr
 
 from flowmem.induction.base import LLMError, Usage
-from flowmem.induction.llm import LLMInducer
-from flowmem.induction.orchestrate import induce_cluster
-from flowmem.induction.validate import InducedSet
+from flowmem.induction.inducers.llm import LLMInducer
+from flowmem.induction.inducers.validate import InducedSet
+from flowmem.induction.plan.orchestrate import induce_cluster
 from flowmem.providers.openai import (
     SYSTEM_PROMPT,
     LLMSetupError,

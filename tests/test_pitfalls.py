@@ -7,7 +7,7 @@ from math import comb
 
 import pytest
 
-from flowmem.induction.failures import (
+from flowmem.induction.pitfalls.failures import (
     Divergence,
     findings,
     first_divergence,

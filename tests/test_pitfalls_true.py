@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from flowmem.induction.conditions import holds
-from flowmem.induction.failures import FALSE_ALARMS, Finding, findings
-from flowmem.induction.orchestrate import plan_clusters
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.pitfalls.conditions import holds
+from flowmem.induction.pitfalls.failures import FALSE_ALARMS, Finding, findings
+from flowmem.induction.plan.orchestrate import plan_clusters
 from flowmem.models import Trajectory
 from tests.factories import PITFALL_NAMES as NAMES
 from tests.factories import PITFALL_WORKFLOW as WORKFLOW

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flowmem.induction.prose import is_prose, parse_prose, render_prose
-from flowmem.induction.render import render_call
+from flowmem.induction.render.prose import is_prose, parse_prose, render_prose
+from flowmem.induction.render.render import render_call
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowmem.induction.recorded import LEFT_OUT, abstract_text, recorded, went_wrong
+from flowmem.induction.render.recorded import LEFT_OUT, abstract_text, recorded, went_wrong
 from flowmem.models import Step, Trajectory, Workflow, WorkflowStep
 
 

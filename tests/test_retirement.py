@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Provenance
-from flowmem.policy.serving import served_versions
+from flowmem.retrieval.serving import served_versions
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import make_workflow

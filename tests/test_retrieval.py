@@ -14,15 +14,15 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from flowmem.agents import WorkflowMemory, retrieval
+from flowmem.agents import WorkflowMemory, served_index
 from flowmem.cli import app
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, UsageStats
 from flowmem.policy.lifecycle import rank_factor
-from flowmem.policy.serving import above_floor
+from flowmem.retrieval.serving import above_floor
 from flowmem.server.api import create_app
 from flowmem.settings import EMBEDDER_FLOORS, Settings
 from tests.factories import WORKBENCH, forward, induced, make_workflow, remind, run
@@ -158,7 +158,7 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
     index's own clock, held still here (no wall-clock limit), a commit of another process is
     not served before that interval and is served by the first search after it."""
     clock = [1000.0]
-    monkeypatch.setattr(retrieval, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(served_index, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     store = induced(settings)
     memory = WorkflowMemory.open(settings)
     [before] = memory.search("Cancel my next meeting with zed", k=1)
@@ -208,7 +208,7 @@ def test_cli_search_on_workbench(tmp_path: Path, workbench_ingested: tuple[Path,
 
 
 def test_within_gap_keeps_the_memories_close_to_the_first() -> None:
-    from flowmem.policy.serving import within_gap
+    from flowmem.retrieval.serving import within_gap
 
     assert within_gap([0.9, 0.8, 0.61, 0.59], 0.3) == 3
     assert within_gap([0.9, 0.8, 0.61, 0.59], None) == 4
@@ -216,7 +216,7 @@ def test_within_gap_keeps_the_memories_close_to_the_first() -> None:
 
 
 def test_within_gap_ratio_keeps_the_memories_scoring_a_share_of_the_first() -> None:
-    from flowmem.policy.serving import within_gap
+    from flowmem.retrieval.serving import within_gap
 
     assert within_gap([0.8, 0.61, 0.59], None, 0.75) == 2  # 0.6 is three quarters of 0.8
     assert within_gap([0.4, 0.31, 0.29], 0.3, 0.75) == 2  # the ratio binds where the gap does not
@@ -229,7 +229,7 @@ def test_within_gap_ratio_keeps_the_memories_scoring_a_share_of_the_first() -> N
 def test_a_commit_through_the_same_store_is_served_at_once_another_processs_after_check_every(
     settings: Settings,
 ) -> None:
-    from flowmem.agents.retrieval import ServedIndex
+    from flowmem.agents.served_index import ServedIndex
 
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)], settings.scrub)

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from flowmem.induction.base import ClusterInput
-from flowmem.induction.bounded import ClusterMembers, Fitted
-from flowmem.induction.cluster import Clustering
-from flowmem.induction.increment import Columns, Placement, next_state, place_new_runs, thaw
-from flowmem.induction.orchestrate import ClusterPlan, fingerprint, task_key
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.runplan import (
+from flowmem.induction.cluster.cluster import Clustering
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.plan.bounded import ClusterMembers, Fitted
+from flowmem.induction.plan.increment import Columns, Placement, next_state, place_new_runs, thaw
+from flowmem.induction.plan.orchestrate import ClusterPlan, fingerprint, task_key
+from flowmem.induction.plan.runplan import (
     Limits,
     Opening,
     RunPlan,
@@ -290,7 +290,7 @@ def test_the_next_state_keeps_a_deferred_clusters_fingerprint_and_forgets_a_fail
     assert refit.subroutines == ("a-c7", "a-c8")
 
 
-# -- the plan of a run (`induction.runplan`), from the last state and the columns -------------
+# -- the plan of a run (`induction.plan.runplan`), from the last state and the columns -------------
 
 
 def _last(state: RunState, *, trajectories: int = 4) -> InductionRun:

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from flowmem.demo import simulate
-from flowmem.induction.cluster import cluster_tasks
-from flowmem.induction.orchestrate import task_key
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.runplan import previous_clusters
+from flowmem.induction.cluster.cluster import cluster_tasks
+from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.plan.orchestrate import task_key
+from flowmem.induction.plan.runplan import previous_clusters
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

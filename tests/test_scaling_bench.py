@@ -10,7 +10,7 @@ import pytest
 
 from bench.scaling import committed, flow_env, same_stores
 from flowmem.demo import simulate
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flowmem.agents import WorkflowMemory
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import read_trajectories
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import store_from

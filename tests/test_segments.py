@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowmem.induction.segments import is_read, segment, shape_of
+from flowmem.induction.abstract.segments import is_read, segment, shape_of
 from flowmem.models import Trajectory
 
 

@@ -19,9 +19,9 @@ import pytest
 from pydantic import ValidationError
 
 from flowmem.cli.errors import explain, path_problems
-from flowmem.induction.embed import Embedder
 from flowmem.jobs.factories import embedder_from
 from flowmem.providers.static import ModelFileError, StaticEmbedder, read_safetensors
+from flowmem.retrieval.embed import Embedder
 from flowmem.settings import Settings
 
 VOCAB = ["[PAD]", "[UNK]", "the", "cafe", "un", "##believ", "##able", "e", "-", "mail", ".", ",", "!"]

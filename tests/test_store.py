@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from flowmem.induction import HashingEmbedder
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Trajectory
+from flowmem.retrieval.embed import HashingEmbedder
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, StoreError, VersionConflictError
 from tests.factories import make_workflow
@@ -59,7 +59,7 @@ def test_workflow_history_v1_v2_v3_with_parents_and_diff(store: Store) -> None:
 
 
 def test_changed_step_is_aligned_with_the_changed_args() -> None:
-    from flowmem.induction.diff import diff_workflows
+    from flowmem.induction.render.diff import diff_workflows
     from flowmem.models import WorkflowStep
 
     a = make_workflow(steps=3)

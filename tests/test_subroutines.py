@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from flowmem.induction.abstract.subroutines import compose_workflows, subroutine_inputs, subroutine_key
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.render import render_block
-from flowmem.induction.rule import RuleInducer
-from flowmem.induction.subroutines import compose_workflows, subroutine_inputs, subroutine_key
+from flowmem.induction.render.render import render_block
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow, WorkflowStep
-from flowmem.policy.serving import compose
+from flowmem.retrieval.serving import compose
 from flowmem.settings import Settings
 
 NAMES = ["Ada", "Bo", "Cy", "Di", "Ed", "Flo"]

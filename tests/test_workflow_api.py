@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flowmem import WorkflowMemory
-from flowmem.induction.rule import RuleInducer
+from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.induce import run_induction
 from flowmem.settings import Settings
 

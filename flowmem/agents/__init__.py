@@ -3,6 +3,6 @@
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.agents.procedures import FoundWorkflow
 from flowmem.agents.recording import Run, current_run
-from flowmem.agents.retrieval import Hit
+from flowmem.retrieval.search import Hit
 
 __all__ = ["FoundWorkflow", "Hit", "Run", "WorkflowMemory", "current_run"]

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from flowmem.agents.memory_like import MemoryLike
-from flowmem.agents.retrieval import Hit
-from flowmem.induction.nearest import snap_cosines
+from flowmem.retrieval.nearest import snap_cosines
+from flowmem.retrieval.search import Hit
 
 __all__ = ["Strategy", "for_agent", "for_orchestrator"]
 

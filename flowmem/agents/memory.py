@@ -21,12 +21,13 @@ from typing import Any, TypeVar, cast, overload
 
 from flowmem.agents import legomem, procedures, shutdown
 from flowmem.agents.recording import Run, RunWarning, current_run
-from flowmem.agents.retrieval import CONTEXT_K, Hit, ServedIndex
+from flowmem.agents.served_index import CONTEXT_K, ServedIndex
 from flowmem.agents.writer import Writer, journal_run, open_journal, take_back_spill
-from flowmem.induction.render import render_context
+from flowmem.induction.render.render import render_context
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import WorkflowRef
+from flowmem.retrieval.search import Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
 

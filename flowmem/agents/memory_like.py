@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from flowmem.agents.retrieval import Hit, ServedIndex
+from flowmem.agents.served_index import ServedIndex
+from flowmem.retrieval.search import Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
 

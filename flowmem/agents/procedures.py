@@ -12,7 +12,7 @@ A search has the relevance rule of `memory.search` and `memory.context` (one fun
 pitfalls, first; then the recorded procedures no served workflow was induced from yet that
 the same floor lets through (a procedure is a memory keyed by its own task), best first. Nothing
 served carries an example value: a recorded procedure is one run, so its texts are served
-abstracted like a workflow's (`induction.recorded`: "build docker image tag {tag}"), and a
+abstracted like a workflow's (`induction.render.recorded`: "build docker image tag {tag}"), and a
 failed one only as the failure it was (kind `failure`, its result still beginning "FAILED",
 what went wrong as where it left the best served workflow), never as steps to follow.
 """
@@ -28,13 +28,13 @@ from typing import Any, Literal
 import numpy as np
 
 from flowmem.agents.memory_like import MemoryLike
-from flowmem.agents.retrieval import Hit
-from flowmem.induction.nearest import snap_cosines
-from flowmem.induction.prose import parse_prose
-from flowmem.induction.recorded import recorded, went_wrong
-from flowmem.induction.render import render_call
+from flowmem.induction.render.prose import parse_prose
+from flowmem.induction.render.recorded import recorded, went_wrong
+from flowmem.induction.render.render import render_call
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import PROCEDURE, Step, Trajectory, Workflow
+from flowmem.retrieval.nearest import snap_cosines
+from flowmem.retrieval.search import Hit
 
 __all__ = ["SOURCE", "FoundWorkflow", "Kind", "add_procedure", "outcome_of", "search_procedures"]
 
@@ -64,7 +64,7 @@ class FoundWorkflow:
     `version`, `score`, `kind`, `workflow_kind`, `pitfalls`; a workflow's `name`; a recorded
     procedure's `went_wrong` (a failure's divergence from the best served workflow, or None)
     and `runs` (how many recorded runs read alike once abstracted). No example value: a
-    recorded procedure's texts are abstracted (`induction.recorded`)."""
+    recorded procedure's texts are abstracted (`induction.render.recorded`)."""
     workflow: Workflow | None = None
     """The served version, for an induced workflow."""
 
@@ -109,7 +109,7 @@ def add_procedure(
 
 
 def _steps(texts: Sequence[str], task: str) -> list[Step]:
-    """Step texts as steps: the values in a sentence become its arguments (`induction.prose`,
+    """Step texts as steps: the values in a sentence become its arguments (`induction.render.prose`,
     which also reads the task: a word the task names after a linking word is one of its
     values, and a value is called what the task calls it), the text as written kept in the
     step's meta."""
@@ -122,7 +122,7 @@ def _steps(texts: Sequence[str], task: str) -> list[Step]:
 
 
 def _recorded(run: Trajectory, score: float, workflows: Sequence[Workflow]) -> FoundWorkflow:
-    """A recorded procedure no served workflow was induced from, abstracted (`induction.recorded`):
+    """A recorded procedure no served workflow was induced from, abstracted (`induction.render.recorded`):
     a failed one as the failure it was (kind `failure`, what went wrong), another as a
     procedure."""
     failed = run.success is False

@@ -6,7 +6,7 @@ waits for I/O.
 
 Warnings: the pitfalls of the workflows served to a run (`Run.watch`, which
 `WorkflowMemory.context` calls) that have a condition are checked as steps arrive
-(`induction.conditions.Watch`); `Run.step` returns those that now hold and passes each to
+(`induction.pitfalls.conditions.Watch`); `Run.step` returns those that now hold and passes each to
 the run's `on_warning` callback. A run that was served no checkable pitfall does nothing more
 than before but look at one attribute.
 """
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from flowmem.induction.conditions import Watch
+from flowmem.induction.pitfalls.conditions import Watch
 from flowmem.models import Pitfall, Step, Trajectory, Workflow, WorkflowRef
 
 __all__ = ["Run", "RunWarning", "current_run"]

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from flowmem.induction.diff import WorkflowDiff
+from flowmem.induction.render.diff import WorkflowDiff
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from prefect.futures import PrefectFuture
 
 from flowmem.flows.runners import task_runner
 from flowmem.induction.base import ClusterInput, Inducer, Usage
-from flowmem.induction.bounded import ClusterMembers
-from flowmem.induction.orchestrate import ClusterOutcome, induce_cluster
+from flowmem.induction.plan.bounded import ClusterMembers
+from flowmem.induction.plan.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import (

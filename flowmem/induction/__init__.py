@@ -1,5 +1,6 @@
-"""The pure core of induction: no prefect, lancedb or openai imports."""
+"""Induction, pure (no prefect, lancedb or openai): recorded runs become versioned workflows.
 
-from flowmem.induction.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
-
-__all__ = ["CachedEmbedder", "Embedder", "HashingEmbedder", "MemoryCache"]
+Grouped by stage: `cluster` (runs by task), `abstract` (runs to steps), `pitfalls` (what failed
+runs teach), `render` (names, texts, metrics), `inducers` (the rule and the LLM inducer), `plan`
+(what a run refits, induces and keeps). `base`, `literals` and `injection` are shared by all.
+"""

@@ -2,7 +2,7 @@
 
 `ClusterInput` is one cluster of one agent's runs; an `Inducer` turns it into workflow drafts
 (`Induced`); an `LLM` answers a prompt with a pydantic model (`Parsed`; the SDK lives in
-`flowmem.providers`, the fake for tests in `flowmem.induction.testing`). Every call returns
+`flowmem.providers`, the fake for tests in `flowmem.induction.inducers.testing`). Every call returns
 the `Usage` it spent, and an `LLMError` carries the usage spent up to the failure: callers add
 the values up, nothing is read back from counters.
 """
@@ -60,15 +60,15 @@ class ClusterInput:
     """Argument value counts of the whole namespace (for the de-specification check)."""
     kind: Literal["task", "subroutine"] = "task"
     """`task`: whole runs of one kind of task; `subroutine`: segments of one shape cut from
-    many different tasks' runs (`induction/subroutines.py`); their runs are the segments."""
+    many different tasks' runs (`induction/abstract/subroutines.py`); their runs are the segments."""
     name: str | None = None
     """For a sub-routine: its stable key (the id of its first workflow)."""
     served_to: list[Trajectory] = field(default_factory=list)
     """Other clusters' successful runs its workflow would be served to: its pitfalls must not
-    hold on them either (`induction.contrast`)."""
+    hold on them either (`induction.pitfalls.contrast`)."""
     homed: list[Trajectory] = field(default_factory=list)
     """Failed runs of tasks that no run succeeded at, served this cluster's workflow: its
-    pitfalls are told from them too (`induction.contrast`)."""
+    pitfalls are told from them too (`induction.pitfalls.contrast`)."""
 
     @property
     def key(self) -> str:
@@ -95,7 +95,7 @@ class Usage:
     """Completion tokens the responses reported."""
     rejected: dict[str, int] = field(default_factory=dict)
     """Every rejected output, first answers and retries alike, by reason:
-    `flowmem.induction.validate.REASONS` for a workflow, `LLMError.reason` for a whole reply."""
+    `flowmem.induction.inducers.validate.REASONS` for a workflow, `LLMError.reason` for a whole reply."""
     dropped: tuple[str, ...] = ()
     """Outputs dropped for good (still invalid after their retry, left out by it, or a reply
     still unusable), each described after its cluster key (`emailer-c7 leaky: ...`)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowmem.induction.render import loop_heads, render_call
+from flowmem.induction.render.render import loop_heads, render_call
 from flowmem.models import Workflow
 
 __all__ = ["MANIFEST", "ExportReport", "export_skills", "skill_markdown", "skill_names"]
@@ -55,7 +55,7 @@ def _slug(text: str) -> str:
 
 
 def skill_names(workflows: Sequence[Workflow]) -> dict[str, str]:
-    """Workflow id -> its skill name: its name, hyphenated (`induction.naming.distinct` keeps
+    """Workflow id -> its skill name: its name, hyphenated (`induction.render.naming.distinct` keeps
     one agent's names apart). Where workflows of several agents or namespaces still share
     one, each takes what sets it apart — its agent, else its namespace, else the first words
     of its description that the others' lack — never an id; the result does not depend on

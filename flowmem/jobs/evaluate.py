@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from flowmem.induction.base import Inducer
-from flowmem.induction.conditions import any_holds
-from flowmem.induction.cover import choose, nearest
-from flowmem.induction.embed import Embedder
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.metrics import (
+from flowmem.induction.pitfalls.conditions import any_holds
+from flowmem.induction.render.metrics import (
     LeakChecker,
     Retrieval,
     clustering_scores,
@@ -28,14 +26,16 @@ from flowmem.induction.metrics import (
     slot_literals,
     warning_metrics,
 )
-from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.induction.render import render_trajectory, render_workflow, subroutines_shown
+from flowmem.induction.render.render import render_trajectory, render_workflow, subroutines_shown
 from flowmem.interchange import Rejection, read_trajectories
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, Workflow
-from flowmem.policy.serving import CANDIDATES
+from flowmem.retrieval.cover import choose, nearest
+from flowmem.retrieval.embed import Embedder
+from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
+from flowmem.retrieval.serving import CANDIDATES
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flowmem.induction.base import Inducer
-from flowmem.induction.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
+from flowmem.retrieval.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
@@ -18,13 +18,13 @@ __all__ = ["EMBEDDERS", "INDUCERS", "embedder_from", "inducer_from", "store_from
 
 
 def _rule_inducer(settings: Settings) -> Inducer:
-    from flowmem.induction.rule import RuleInducer
+    from flowmem.induction.inducers.rule import RuleInducer
 
     return RuleInducer()
 
 
 def _llm_inducer(settings: Settings) -> Inducer:
-    from flowmem.induction.llm import LLMInducer
+    from flowmem.induction.inducers.llm import LLMInducer
     from flowmem.providers.openai import llm_from_settings
 
     return LLMInducer(llm_from_settings(settings))

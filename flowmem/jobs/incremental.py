@@ -1,5 +1,5 @@
 """Incremental planning, the reads: new tasks join the stored clusters, and only the clusters
-whose runs changed materially are read and induced again (`induction.runplan` decides).
+whose runs changed materially are read and induced again (`induction.plan.runplan` decides).
 
 `prepare_run` (jobs/induce.py) asks `assign_run` first; when the stored clustering cannot take
 the new runs it gets back why, and refits every cluster instead (that reason is the run's
@@ -17,12 +17,12 @@ from dataclasses import replace
 from typing import Any, Literal, cast
 
 from flowmem.induction.base import ClusterInput, cluster_key, split_outcomes
-from flowmem.induction.catalog import light_run
-from flowmem.induction.increment import Columns
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.naming import distinct
-from flowmem.induction.orchestrate import InductionResult, in_run_order, merge_duplicates
-from flowmem.induction.runplan import Limits, Opening, RunPlan, place, placed_plan
+from flowmem.induction.plan.catalog import light_run
+from flowmem.induction.plan.increment import Columns
+from flowmem.induction.plan.orchestrate import InductionResult, in_run_order, merge_duplicates
+from flowmem.induction.plan.runplan import Limits, Opening, RunPlan, place, placed_plan
+from flowmem.induction.render.naming import distinct
 from flowmem.models import Trajectory, UsageStats, Workflow, now
 from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.settings import Settings

@@ -5,12 +5,12 @@ new and no cluster is waiting for a retry; (2) places the new tasks in the store
 (`jobs/incremental.py` reads the columns), or, when they change the clustering materially
 (many new tasks, a new agent, other settings), refits the clusters, keeping their ids, and
 says why (`refit`); (3) induces only the clusters whose member runs changed since the last run
-(placed runs: changed materially, `induction.assign.material`) or whose induction failed then;
+(placed runs: changed materially, `induction.cluster.assign.material`) or whose induction failed then;
 (4) stores changed workflows as new versions in one commit tagged with the run id; (5) retires
 the workflows of earlier runs whose cluster is gone or was induced again without them
-(`retirements`). What to do is decided in the core (`induction.runplan`: a frozen `RunPlan`,
+(`retirements`). What to do is decided in the core (`induction.plan.runplan`: a frozen `RunPlan`,
 from the last run's state and what this module reads); this module reads and writes.
-A refit reads the namespace in bounded memory (`induction.bounded`): batches of a few columns,
+A refit reads the namespace in bounded memory (`induction.plan.bounded`): batches of a few columns,
 each agent's clusters fitted on a sample of its task texts (`Settings.cluster_sample`) and
 every other text placed with that fit; a cluster to induce is planned as its members' ids and
 read by id when it is induced (`induce_one`), so a run holds one cluster's runs at a time.
@@ -25,21 +25,21 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.assign import MIN_CHANGE
+from flowmem.induction.abstract.subroutines import compose_workflows
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
-from flowmem.induction.bounded import ClusterMembers, fit_namespace
-from flowmem.induction.catalog import SCAN_COLUMNS, scan
-from flowmem.induction.contrast import SERVED, Members, contrast_sets
-from flowmem.induction.embed import Vectors
-from flowmem.induction.increment import REFIT_SHARE
-from flowmem.induction.orchestrate import (
+from flowmem.induction.cluster.assign import MIN_CHANGE
+from flowmem.induction.pitfalls.contrast import SERVED, Members, contrast_sets
+from flowmem.induction.plan.bounded import ClusterMembers, fit_namespace
+from flowmem.induction.plan.catalog import SCAN_COLUMNS, scan
+from flowmem.induction.plan.increment import REFIT_SHARE
+from flowmem.induction.plan.orchestrate import (
     ClusterOutcome,
     InductionResult,
     assemble,
     induce_cluster,
     plan_versions,
 )
-from flowmem.induction.runplan import (
+from flowmem.induction.plan.runplan import (
     Limits,
     Opening,
     RunPlan,
@@ -49,10 +49,10 @@ from flowmem.induction.runplan import (
     refit_reason,
     skipped_plan,
 )
-from flowmem.induction.subroutines import compose_workflows
 from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
 from flowmem.models import InductionRun, Retirement, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
+from flowmem.retrieval.embed import Vectors
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, scans
 from flowmem.storage.scans import trajectories_by_id, trajectory_batches
@@ -217,7 +217,7 @@ def prepare_run(
 ) -> RunPlan:
     """Decide what the next run of `namespace` induces (`force`: refit, every cluster).
 
-    This reads, `induction.runplan` decides: each read only when the decision before it asks
+    This reads, `induction.plan.runplan` decides: each read only when the decision before it asks
     for it. `settings` gives the clustering parameters; every read and the run itself use
     `namespace`. New tasks join the stored clusters until those since the fit reach
     `refit_share` of the fitted ones; a cluster's new runs wait until they reach `min_change`
@@ -251,7 +251,7 @@ def prepare_run(
 
 
 def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
-    """The plan with each changed cluster's `Contrast` (`induction.contrast`): the successful
+    """The plan with each changed cluster's `Contrast` (`induction.pitfalls.contrast`): the successful
     runs of other clusters its workflow would be served to, and the failed runs of clusters
     with no successful run whose nearest successful task is its own; computed over every
     cluster the plan knows the members of, at most `cap` runs of either kind per cluster."""
@@ -367,7 +367,7 @@ def key_vectors(
 ) -> tuple[dict[str, Vectors], dict[str, list[float]]]:
     """Each workflow's retrieval keys: the embeddings of (at most `limit`, evenly spread) of
     its distinct source tasks, and each one's share (`InductionResult.key_shares`). Search
-    scores a workflow by its best key (`induction.nearest`)."""
+    scores a workflow by its best key (`retrieval.nearest`)."""
     vectors: dict[str, Vectors] = {}
     weights: dict[str, list[float]] = {}
     for wid, tasks in shares.items():

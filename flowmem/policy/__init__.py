@@ -1,3 +1,3 @@
-"""Decisions that are not induction (pure: no storage, no flows, no SDKs): which versions are
-served and how they rank, promotion and demotion, what is scrubbed before storage, how outcomes
-become usage statistics."""
+"""Decisions that are not induction (pure: no storage, no flows, no SDKs): promotion and
+demotion, how a version ranks (its rank factor) and when a candidate on trial is served, what
+is scrubbed before storage, how outcomes become usage statistics."""

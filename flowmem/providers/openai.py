@@ -12,7 +12,7 @@ import pydantic
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from flowmem.induction.base import LLMError, M, Parsed, Usage
-from flowmem.induction.embed import Vectors
+from flowmem.retrieval.embed import Vectors
 
 if TYPE_CHECKING:
     from flowmem.settings import Settings

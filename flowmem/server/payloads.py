@@ -10,13 +10,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field
 
-from flowmem.agents.retrieval import Hit
-from flowmem.induction.diff import WorkflowDiff
-from flowmem.induction.render import render_workflow
+from flowmem.induction.render.diff import WorkflowDiff
+from flowmem.induction.render.render import render_workflow
 from flowmem.jobs.induce import RunSummary
 from flowmem.jobs.status import Verb
 from flowmem.models import InductionRun, Provenance, Repeat, UsageStats, Workflow, WorkflowStep
 from flowmem.policy.lifecycle import Cause, Status, Transition
+from flowmem.retrieval.search import Hit
 from flowmem.storage import LoggedTransition
 
 __all__ = [

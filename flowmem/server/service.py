@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.interchange import RecordError, Rejection, parse_line, parse_record
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.ingest import quarantine, store_trajectories

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.embed import Embedder
 from flowmem.models import Workflow
+from flowmem.retrieval.embed import Embedder
 from flowmem.settings import Settings
 from flowmem.storage import rows
 from flowmem.storage.errors import (
@@ -276,7 +276,7 @@ class StoreBase:
 
         `keys` maps a workflow id to its retrieval vectors (one row per source task); without
         them a workflow is keyed by the embedding of its name, description and actions.
-        `shares` maps it to each key's share of its task (`induction.nearest`).
+        `shares` maps it to each key's share of its task (`retrieval.nearest`).
         """
         table = self._workflows(namespace)
         if not workflows:

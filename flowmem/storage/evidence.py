@@ -1,4 +1,4 @@
-"""The successful stored runs search chooses with when a task recurs (`induction.cover.Evidence`)."""
+"""The successful stored runs search chooses with when a task recurs (`retrieval.cover.Evidence`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.cover import Evidence
+from flowmem.retrieval.cover import Evidence
 from flowmem.settings import Settings
 from flowmem.storage.scans import BATCH, trajectory_batches
 from flowmem.storage.store import Store

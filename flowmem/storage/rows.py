@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from flowmem.induction.loops import encoded
+from flowmem.induction.abstract.loops import encoded
 from flowmem.models import (
     InductionRun,
     Pitfall,
@@ -203,7 +203,7 @@ def workflow_to_row(
     w: Workflow, keys: npt.NDArray[np.float32], shares: Sequence[float] | None = None
 ) -> dict[str, Any]:
     """The row of one workflow version; `keys` are its retrieval vectors (one per source task,
-    or one), `shares` each one's share of its task (`induction.nearest`; none: whole), and
+    or one), `shares` each one's share of its task (`retrieval.nearest`; none: whole), and
     `vector` their normalised mean (for LanceDB's own vector search)."""
     if shares is not None and len(shares) != len(keys):
         raise ValueError(f"{w.id}: one share per retrieval key")

@@ -1,5 +1,5 @@
 """Reads of a namespace's trajectories that never hold all of them at once: batches of a few
-columns (what a full induction run plans from, `induction.catalog.scan`), and the runs of one
+columns (what a full induction run plans from, `induction.plan.catalog.scan`), and the runs of one
 cluster read by id, a bounded number per query (what it induces from).
 
 A read by id goes through a BTREE index on the trajectories' `id` column (`index_ids`, built

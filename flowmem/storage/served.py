@@ -1,7 +1,7 @@
 """The served versions of a namespace as columns: what the agents' search index is built from.
 
 One Arrow read of the workflows table, no `Workflow` object per row: the versions search may
-serve (`policy.serving.served_versions`, with live status and stats) as numpy arrays, their
+serve (`retrieval.serving.served_versions`, with live status and stats) as numpy arrays, their
 retrieval keys as one float32 matrix in owner order, and their other columns kept in Arrow so
 that a hit's `Workflow` is built only when it is served (`ServedRows.workflow`).
 """
@@ -18,10 +18,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flowmem.induction.align import Pattern
-from flowmem.induction.loops import decoded
+from flowmem.induction.abstract.loops import decoded
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED
+from flowmem.retrieval.align import Pattern
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
 from flowmem.storage.lance_ops import quote, select
@@ -51,7 +51,7 @@ class ServedRows:
     shares: npt.NDArray[np.float64]
     """Per key: its share of its task (1 where none is recorded)."""
     subroutine: npt.NDArray[np.bool_]
-    """Per version: whether it is a sub-routine (`policy.serving.compose` looks at those)."""
+    """Per version: whether it is a sub-routine (`retrieval.serving.compose` looks at those)."""
     by_example: npt.NDArray[np.bool_]
     """Per version: whether it is keyed by example tasks with their shares (its source tasks,
     as induction commits it) rather than by the embedding of its own name, description and

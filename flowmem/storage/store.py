@@ -17,9 +17,9 @@ from typing import Any, get_args
 
 import numpy as np
 
-from flowmem.induction.diff import WorkflowDiff, diff_workflows
+from flowmem.induction.render.diff import WorkflowDiff, diff_workflows
 from flowmem.models import Trajectory, Workflow, now
-from flowmem.policy.serving import served_versions
+from flowmem.retrieval.serving import served_versions
 from flowmem.storage import rows
 from flowmem.storage.appends import append_new
 from flowmem.storage.base import TRAJECTORIES, Vector
@@ -257,7 +257,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
 
     def served_workflows(self, *, namespace: str | None = None) -> list[Workflow]:
         """One version per workflow not wholly deprecated: the active one, or, with none, the
-        candidate search serves (`flowmem.policy.serving.served_versions`)."""
+        candidate search serves (`flowmem.retrieval.serving.served_versions`)."""
         chosen: dict[str, Workflow] = {}
         for w in self._served(self._ns(namespace))[0]:
             if w.id not in chosen or w.status == "active":
@@ -267,7 +267,7 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
     def workflow_index(
         self, *, namespace: str | None = None
     ) -> tuple[list[Workflow], Vector, list[int], list[float]]:
-        """The served versions (`flowmem.policy.serving.served_versions`) with their retrieval
+        """The served versions (`flowmem.retrieval.serving.served_versions`) with their retrieval
         vectors, the index of the version each vector belongs to and each vector's share of
         its task (1 where none is recorded): the makings of an `ExampleIndex`."""
         served, by_key = self._served(self._ns(namespace))

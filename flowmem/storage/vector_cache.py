@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from flowmem.induction.embed import Vectors
+from flowmem.retrieval.embed import Vectors
 from flowmem.storage import rows
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.agents.ranking import _ONE_BLAS_THREAD
-from flowmem.induction.orchestrate import task_key
+from flowmem.induction.plan.orchestrate import task_key
 from flowmem.models import InductionRun
+from flowmem.retrieval.ranking import _ONE_BLAS_THREAD
 from flowmem.storage import NotFoundError, Store
 from flowmem.storage.listings import TaskPoint, task_vectors, workflow_summaries
 
@@ -127,7 +127,7 @@ def _top_directions(centred: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
     A full SVD of 2,000 × 384 took 4-10 s on a loaded 2-core machine; this takes ~10 ms for
     690 × 384 and gives the same plane to within what a 600-pixel map can show. On one BLAS
-    thread, as searches run their products (`agents.ranking`): two threads made it 40 ms
+    thread, as searches run their products (`retrieval.ranking`): two threads made it 40 ms
     typically and 400 ms at worst on that machine."""
     start = np.random.default_rng(0).standard_normal((centred.shape[1], _SKETCH))
     basis, _ = np.linalg.qr(start)

@@ -7,8 +7,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from flowmem.induction.failures import pitfall_statement
-from flowmem.induction.render import render_call
+from flowmem.induction.pitfalls.failures import pitfall_statement
+from flowmem.induction.render.render import render_call
 
 if TYPE_CHECKING:  # the type only: this module stays pure
     from flowmem.storage.listings import WorkflowShape

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.conditions import holds
-from flowmem.induction.failures import first_divergence, pitfall_statement, states
-from flowmem.induction.orchestrate import task_key
+from flowmem.induction.pitfalls.conditions import holds
+from flowmem.induction.pitfalls.failures import first_divergence, pitfall_statement, states
+from flowmem.induction.plan.orchestrate import task_key
 from flowmem.models import Trajectory, Workflow
 from flowmem.server.dashboard.views import memberships
 from flowmem.storage import Store

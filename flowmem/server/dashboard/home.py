@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowmem.agents.retrieval import CONTEXT_K, Hit, ServedIndex
-from flowmem.induction.render import render_context
+from flowmem.agents.served_index import CONTEXT_K, ServedIndex
+from flowmem.induction.render.render import render_context
+from flowmem.retrieval.search import Hit
 from flowmem.server.dashboard.views import WorkflowRow
 
 __all__ = [

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup, escape
 
-from flowmem.agents.retrieval import ServedIndex
+from flowmem.agents.served_index import ServedIndex
 from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER
 from flowmem.server.dashboard.counts import counted
 from flowmem.server.dashboard.security import Guard

@@ -21,11 +21,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowmem.agents.retrieval import CONTEXT_K
-from flowmem.induction.render import render_context
+from flowmem.agents.served_index import CONTEXT_K
+from flowmem.induction.render.render import render_context
 from flowmem.models import NAMESPACE_PATTERN, Workflow
 from flowmem.policy.lifecycle import Status
-from flowmem.policy.serving import served_versions
+from flowmem.retrieval.serving import served_versions
 from flowmem.server.dashboard import charts
 from flowmem.server.dashboard.clustermap import cluster_map
 from flowmem.server.dashboard.detail import pitfall_sources, version_points

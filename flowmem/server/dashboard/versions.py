@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.diff import FieldChange, WorkflowDiff, diff_workflows
+from flowmem.induction.render.diff import FieldChange, WorkflowDiff, diff_workflows
 from flowmem.models import Workflow
 from flowmem.storage.version_state import LoggedTransition
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.orchestrate import task_key
+from flowmem.induction.plan.orchestrate import task_key
 from flowmem.models import InductionRun
 from flowmem.server.dashboard.compare import differences
 from flowmem.storage import Store

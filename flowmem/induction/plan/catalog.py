@@ -1,7 +1,7 @@
 """What a full induction run keeps of a namespace it reads in batches, pure: each row's steps
 parsed into a light run that the literal index counts and the sub-routine shapes are cut from,
 then dropped; what stays is a `Catalog` of a few compact columns and the segments' positions
-(`Cuts`). Step 1 of `induction.bounded`."""
+(`Cuts`). Step 1 of `induction.plan.bounded`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any, NamedTuple, cast, overload
 
 import numpy as np
 
+from flowmem.induction.abstract.segments import segment, shape_of
+from flowmem.induction.abstract.subroutines import Shape
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.segments import segment, shape_of
-from flowmem.induction.subroutines import Shape
 from flowmem.models import Trajectory
 
 __all__ = ["SCAN_COLUMNS", "Catalog", "Cuts", "LightRun", "Scan", "Shapes", "light_run", "scan"]

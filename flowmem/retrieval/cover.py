@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.align import Pattern, flat_pattern, pattern_pairs
-from flowmem.induction.nearest import snap_cosines
 from flowmem.models import Workflow
-from flowmem.policy.serving import above_floor, compose, within_gap
+from flowmem.retrieval.align import Pattern, flat_pattern, pattern_pairs
+from flowmem.retrieval.nearest import snap_cosines
+from flowmem.retrieval.serving import above_floor, compose, within_gap
 
 __all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "task_template"]
 
@@ -206,11 +206,11 @@ class Evidence:
         recurs: bool,
     ) -> list[bool]:
         """The relevance floor, the one rule `memory.search`, `memory.context`,
-        `search_workflow` and `flowmem eval` apply (`ServedIndex.floor_keeps`): which of the
+        `search_workflow` and `flowmem eval` apply (`search.floor_keeps`): which of the
         memories a task (embedded as `query`) may be served, given each one's similarity to it
         and whether it is keyed by example tasks. All of them when there is no floor, the task
         `recurs` (`runs_for` found its runs) or is `familiar`; otherwise those that
-        `policy.serving.above_floor` keeps."""
+        `retrieval.serving.above_floor` keeps."""
         if not floor or recurs or self.familiar(query, floor):
             return [True] * len(similarity)
         return above_floor(similarity, by_example, floor)

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from flowmem.induction.abstract import abstract_runs, fresh_name
-from flowmem.induction.align import lcs_len, lcs_pairs, medoid
+from flowmem.induction.abstract.abstract import abstract_runs, fresh_name
+from flowmem.induction.abstract.loops import folded, unfolded_actions
+from flowmem.induction.abstract.noise import working_steps
+from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
-from flowmem.induction.describe import describe, name_for, step_intents
-from flowmem.induction.failures import checked_pitfalls
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalars
-from flowmem.induction.loops import folded, unfolded_actions
-from flowmem.induction.noise import working_steps
-from flowmem.induction.render import render_workflow
-from flowmem.induction.segments import is_read
+from flowmem.induction.pitfalls.failures import checked_pitfalls
+from flowmem.induction.render.describe import describe, name_for, step_intents
+from flowmem.induction.render.render import render_workflow
 from flowmem.models import Pitfall, Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
+from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
 
 __all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "repaired", "variants"]
 
@@ -93,7 +93,7 @@ class RuleInducer:
     ) -> list[Pitfall]:
         """The conditions that tell the cluster's failed runs (and those of tasks nothing
         succeeded at that are served its workflow) from every successful one, its own and those
-        of other tasks it is served to (`induction.contrast`; a
+        of other tasks it is served to (`induction.pitfalls.contrast`; a
         failure that solves the task like another variant is no pitfall; `checked_pitfalls`),
         none that reads as an example's value. The same for each variant: the contrast is
         of whole runs, not of their alignment to one variant's `actions`."""

@@ -3,7 +3,7 @@
 A procedure stored with `add_workflow` is one run, so every value in it is one example's: a
 version, a registry path, an id. Served as written, it would hand an agent those values as
 if they were the procedure. So a recorded run is served abstracted like a workflow: its steps
-as their actions (`induction.prose` already made each value in a step's text an argument:
+as their actions (`induction.render.prose` already made each value in a step's text an argument:
 "build docker image tag {tag}"), and its task, outcome and result texts with the same values
 written as the same placeholders — a value its steps hold (any argument value of 3 characters
 or more, `literals.MIN_CHARS`) as that argument's `{key}`, any other value-shaped token (a
@@ -24,13 +24,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from flowmem.induction.align import lcs_len
-from flowmem.induction.failures import first_divergence
 from flowmem.induction.injection import looks_like_injection
 from flowmem.induction.literals import MIN_CHARS, LiteralSet, find_literals, mask, scalars
-from flowmem.induction.prose import parse_prose
-from flowmem.induction.render import render_call
+from flowmem.induction.pitfalls.failures import first_divergence
+from flowmem.induction.render.prose import parse_prose
+from flowmem.induction.render.render import render_call
 from flowmem.models import Trajectory, Workflow
+from flowmem.retrieval.align import lcs_len
 
 __all__ = ["FAILED", "LEFT_OUT", "Recorded", "abstract_text", "recorded", "went_wrong"]
 

@@ -4,7 +4,7 @@ The structured output (`InducedSet` of `InducedWorkflow`s) and its validation ag
 cluster it was induced from: every step calls an action the successful runs called, every
 literal is one they used, every placeholder is declared, no example's value leaks, and no text
 repeats instruction-like text of the data (observations are data). `check` gives each
-violation with its reason (`REASONS`); `flowmem.induction.llm` retries and drops on them.
+violation with its reason (`REASONS`); `flowmem.induction.inducers.llm` retries and drops on them.
 """
 
 from __future__ import annotations

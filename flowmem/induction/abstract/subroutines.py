@@ -1,6 +1,6 @@
 """Sub-routines: the segments of one shape that recur across many different tasks (pure).
 
-Every successful run of an agent is cut into intent segments (`induction/segments.py`);
+Every successful run of an agent is cut into intent segments (`induction/abstract/segments.py`);
 segments with the same goal action and the same actions serving it (`segments.shape_of`) are
 one sub-routine's examples, whatever task they came from. A group becomes an inducer's input
 (`ClusterInput` of kind `subroutine`, whose runs are the segments) when its segments come from
@@ -16,9 +16,9 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from flowmem.induction.abstract.segments import Segment, segment, shape_of
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.segments import Segment, segment, shape_of
 from flowmem.models import Trajectory, Workflow
 
 __all__ = ["Shape", "compose_workflows", "keeps_shape", "subroutine_inputs", "subroutine_key"]

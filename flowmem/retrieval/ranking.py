@@ -1,6 +1,7 @@
 """The served index's arrays and its exact ranking: brute force, or an ANN with a re-rank.
 
-A snapshot holds the served versions as columns (`storage.served.ServedRows`): their keys as
+A snapshot holds the served versions as columns (`Columns`; the store reads them as
+`storage.served.ServedRows`): their keys as
 one float32 matrix with an owner per key, rank factors, agent and scope codes, trial pairs;
 no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
 
@@ -17,20 +18,73 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
-from flowmem.induction.ann import KeyANN
-from flowmem.induction.nearest import ExampleIndex, snap_cosines
-from flowmem.models import Workflow
+from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
-from flowmem.storage.served import ServedRows
+from flowmem.retrieval.align import Pattern
+from flowmem.retrieval.ann import KeyANN
+from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 
-__all__ = ["ANN_MIN", "AnnSlot", "Snapshot"]
+__all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
+
+
+class Columns(Protocol):
+    """The served versions of one namespace as columns, by workflow id, newest first within a
+    workflow: what a snapshot ranks (`storage.served.ServedRows` is the store's)."""
+
+    @property
+    def ids(self) -> Sequence[str]: ...
+    @property
+    def versions(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def statuses(self) -> Sequence[str]: ...
+    @property
+    def stats(self) -> Sequence[UsageStats]:
+        """Live usage stats."""
+
+    @property
+    def agents(self) -> npt.NDArray[np.int32]:
+        """Per version: its agent's position in `agent_names`."""
+
+    @property
+    def agent_names(self) -> Sequence[str]: ...
+    @property
+    def scopes(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def scope_names(self) -> Sequence[str]: ...
+    @property
+    def keys(self) -> npt.NDArray[np.float32]:
+        """Every version's retrieval keys, one row each, a version's keys together in order."""
+
+    @property
+    def owners(self) -> npt.NDArray[np.int64]:
+        """Per key: the position of its version."""
+
+    @property
+    def shares(self) -> npt.NDArray[np.float64]:
+        """Per key: its share of its task."""
+
+    @property
+    def subroutine(self) -> npt.NDArray[np.bool_]:
+        """Per version: whether it is a sub-routine."""
+
+    @property
+    def by_example(self) -> npt.NDArray[np.bool_]:
+        """Per version: whether it is keyed by example tasks (held to the relevance floor)."""
+
+    def __len__(self) -> int: ...
+    def actions(self, i: int) -> Pattern:
+        """The actions of the version at position i (`Workflow.pattern`), without its `Workflow`."""
+
+    def workflow(self, i: int) -> Workflow:
+        """The `Workflow` at position i, with its live status and stats."""
 
 
 class _OneBlasThread:
@@ -94,7 +148,7 @@ class AnnSlot:
 class Snapshot:
     """The served versions of one namespace, as arrays (see the module docstring)."""
 
-    rows: ServedRows
+    rows: Columns
     index: ExampleIndex
     factors: npt.NDArray[np.float64]
     """Per version: its rank factor."""
@@ -108,9 +162,9 @@ class Snapshot:
 
     @classmethod
     def of(
-        cls, rows: ServedRows, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = ANN_MIN
+        cls, rows: Columns, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = ANN_MIN
     ) -> Snapshot:
-        """A snapshot of served rows."""
+        """A snapshot of served columns."""
         cache: dict[str, float] = {}
         factors = np.array(
             [cache.setdefault(s.model_dump_json(), rank_factor(s, params)) for s in rows.stats],

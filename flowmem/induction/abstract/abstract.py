@@ -14,11 +14,11 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
-from flowmem.induction.align import lcs_pairs
+from flowmem.induction.abstract.loops import body_of, is_loop, iterations
 from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, scalars
-from flowmem.induction.loops import body_of, is_loop, iterations
 from flowmem.models import Repeat, Step, Trajectory, WorkflowStep, placeholders_in
 from flowmem.policy.scrub import MASKS
+from flowmem.retrieval.align import lcs_pairs
 
 __all__ = ["Abstraction", "abstract_runs", "fresh_name"]
 

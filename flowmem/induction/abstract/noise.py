@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.literals import MIN_CHARS, scalars
-from flowmem.induction.segments import is_read
 from flowmem.models import Step, Trajectory
 
 __all__ = [

@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from flowmem.induction.abstract.subroutines import compose_workflows, subroutine_inputs
 from flowmem.induction.base import (
     ClusterInput,
     Inducer,
@@ -23,15 +24,14 @@ from flowmem.induction.base import (
     Usage,
     split_outcomes,
 )
-from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
-from flowmem.induction.contrast import with_contrast
-from flowmem.induction.embed import Embedder
-from flowmem.induction.failures import pitfall_statement, standalone_pitfalls
+from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.naming import distinct
-from flowmem.induction.nearest import key_shares
-from flowmem.induction.subroutines import compose_workflows, subroutine_inputs
+from flowmem.induction.pitfalls.contrast import with_contrast
+from flowmem.induction.pitfalls.failures import pitfall_statement, standalone_pitfalls
+from flowmem.induction.render.naming import distinct
 from flowmem.models import Pitfall, Trajectory, Workflow, is_demonstration
+from flowmem.retrieval.embed import Embedder
+from flowmem.retrieval.nearest import key_shares
 
 __all__ = [
     "ClusterOutcome",
@@ -166,7 +166,7 @@ def plan_clusters(
     subroutines: bool = False,
 ) -> ClusterPlan:
     """Cluster each agent's runs; one namespace at a time. With `subroutines`, a task agent's
-    recurring segments become inputs too (`induction/subroutines.py`).
+    recurring segments become inputs too (`induction/abstract/subroutines.py`).
 
     `previous` gives, per agent, the task keys (`task_key`) of each cluster id of the last
     run: a new cluster takes the id of the old one it overlaps most, so a workflow's id (and

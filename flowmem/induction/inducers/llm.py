@@ -2,7 +2,7 @@
 
 As in Agent Workflow Memory, the model sees a diverse sample of a cluster's successful runs (and
 its failed runs, for pitfalls) and returns reusable sub-routines with `{placeholders}`. Each is
-validated (`flowmem.induction.validate`); one retry names the violations; what is still invalid
+validated (`flowmem.induction.inducers.validate`); one retry names the violations; what is still invalid
 is dropped. A reply that cannot be used at all (malformed, truncated or off-schema JSON, a
 refusal) is asked for again once; a cluster left with no valid workflow fails, so the versions
 served before stay served. Observations are data: a workflow that repeats instruction-like text
@@ -30,10 +30,10 @@ from flowmem.induction.base import (
     variant_id,
     with_agent,
 )
-from flowmem.induction.failures import checked_pitfalls
+from flowmem.induction.inducers.validate import InducedSet, InducedStep, InducedWorkflow, check, reason_of
 from flowmem.induction.injection import tainted_destinations
 from flowmem.induction.literals import scalars
-from flowmem.induction.validate import InducedSet, InducedStep, InducedWorkflow, check, reason_of
+from flowmem.induction.pitfalls.failures import checked_pitfalls
 from flowmem.models import Provenance, Repeat, Trajectory, Workflow, WorkflowStep, placeholders_in
 
 __all__ = [

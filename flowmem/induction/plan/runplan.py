@@ -25,10 +25,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 
-from flowmem.induction.assign import MIN_CHANGE
 from flowmem.induction.base import ClusterInput, cluster_key
-from flowmem.induction.bounded import ClusterMembers, Fitted
-from flowmem.induction.increment import (
+from flowmem.induction.cluster.assign import MIN_CHANGE
+from flowmem.induction.plan.bounded import ClusterMembers, Fitted
+from flowmem.induction.plan.increment import (
     REFIT_SHARE,
     Columns,
     Memberships,
@@ -39,7 +39,7 @@ from flowmem.induction.increment import (
     thaw,
     to_induce_after_refit,
 )
-from flowmem.induction.orchestrate import ClusterPlan, task_key
+from flowmem.induction.plan.orchestrate import ClusterPlan, task_key
 from flowmem.models import Fit, InductionRun, Retirement, RunState, Trajectory, Workflow
 
 __all__ = [

@@ -2,7 +2,7 @@
 for them).
 
 - The name is what the workflow's tasks ask, as a short verb phrase in snake_case without
-  their example values (`induction/phrase.py`: "Delete all my emails from yuki from the last
+  their example values (`induction/render/phrase.py`: "Delete all my emails from yuki from the last
   5 days", ... -> `delete_emails`; "Deploy v2.4.1 to staging", ... ->
   `deploy_version_to_environment`): at most `MAX_NAME_WORDS` words, none of them a counting
   word, a digit or an example's value (`name_words`). Where the tasks share no verb, it is
@@ -15,7 +15,7 @@ for them).
   email."
 - Verb phrases of tools start with a verb (`verb_phrase`): a tool named by a noun phrase
   reads as what one does with it (`analytics.engaged_users_count` -> "count engaged users",
-  `order_details(order_id)` -> "get the order details"). `induction/naming.py` then tells
+  `order_details(order_id)` -> "get the order details"). `induction/render/naming.py` then tells
   apart the workflows of a namespace that would share a name or a description.
 - Each step's intent says what it does with what, and which later value it yields:
   "search emails by query; gives {email_id}".
@@ -30,11 +30,18 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
+from flowmem.induction.abstract.segments import READ_VERBS, is_read
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.injection import find_injection
 from flowmem.induction.literals import find_literals
-from flowmem.induction.phrase import COUNTING_WORDS, PREPOSITIONS, Phrase, Verbs, inflected, task_phrase
-from flowmem.induction.segments import READ_VERBS, is_read
+from flowmem.induction.render.phrase import (
+    COUNTING_WORDS,
+    PREPOSITIONS,
+    Phrase,
+    Verbs,
+    inflected,
+    task_phrase,
+)
 from flowmem.models import Trajectory, WorkflowStep
 
 __all__ = [

@@ -1,14 +1,7 @@
-"""Retrieval for running agents: an in-process index of the served workflows, hot-reloaded.
+"""The served index agents search: the pure search over a snapshot, kept fresh, hot-reloaded.
 
-A search embeds the task, scores every served workflow by its nearest source task (cosine,
-less a little where other workflows hold part of that task's runs: `induction.nearest`),
-multiplies by the version's rank factor (from the Beta posterior of its outcomes), and keeps
-the best k (fewer when the others score far below the first: `policy.serving.within_gap`).
-A workflow's active version is served; a newer candidate version on trial is served instead
-to a configurable share of requests (decided by a hash of the task, so the same task gets the
-same version).
-
-The index holds columns, not a `Workflow` per version (`agents.ranking`, from
+A search embeds the task and hands it to `retrieval.search` (ranking, relevance floor, gap,
+cover) over a snapshot of the served versions as columns (`retrieval.ranking.Snapshot`, from
 `Store.served_rows`): a hit's `Workflow` is built when it is served. Past `ann_min` keys an
 HNSW index (optional: faiss) is built in a background thread; until it is ready, and where it
 cannot prove its ranking exact, search scores every key.
@@ -24,44 +17,26 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.agents.ranking import ANN_MIN, AnnSlot, Snapshot
-from flowmem.induction.ann import build_ann
-from flowmem.induction.cover import Evidence, cover
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
-from flowmem.policy.serving import CANDIDATES, compose, within_gap
+from flowmem.retrieval import search as retrieval
+from flowmem.retrieval.ann import build_ann
+from flowmem.retrieval.ranking import ANN_MIN, AnnSlot, Snapshot
+from flowmem.retrieval.search import Bounds, Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
 from flowmem.storage.served import ServedRows
 
-__all__ = ["CONTEXT_K", "Hit", "ServedIndex"]
+__all__ = ["CONTEXT_K", "ServedIndex"]
 
 CONTEXT_K = 3
 """How many workflows `WorkflowMemory.context` serves an agent at most, unless told otherwise
 (the dashboard's search box shows the same)."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result."""
-
-    workflow: Workflow
-    """The served version."""
-    score: float
-    """similarity × rank factor."""
-    similarity: float
-    """Cosine similarity of the task and the workflow's nearest source task, less
-    `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`induction.nearest`)."""
-    by_example: bool = False
-    """Whether the workflow is keyed by example tasks, and so held to the relevance floor
-    (`ServedIndex.floor_keeps`)."""
 
 
 class ServedIndex:
@@ -84,23 +59,15 @@ class ServedIndex:
         literal_share: float = 0.1,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
-        self.gap = gap
-        """A memory scoring more than this below the first is not served (`within_gap`)."""
-        self.ratio = ratio
-        """A memory scoring below this share of the first's score is not served (`within_gap`)."""
-        self.cover_weight = cover_weight
-        """When a task recurs, what is served is chosen with its nearest successful stored runs
-        as evidence (`induction.cover`, `Settings.cover_weight`); None: never."""
+        self.bounds = Bounds(gap=gap, ratio=ratio, floor=floor, cover_weight=cover_weight)
+        """What limits what a search serves beyond its k: the relevance gap, ratio and floor, and
+        the weight of the cover by a recurring task's runs (`retrieval.search.Bounds`)."""
         self.evidence_limit = evidence_limit if cover_weight is not None else 0
         """The newest successful runs kept as that evidence."""
         self.literal_share = literal_share
         """What tells a task's example values from its words (`Settings.literal_share`)."""
         self._evidence = newest_successes(store, namespace, 0)
         self._evidence_of: int | None = None
-        self.floor = floor
-        """A task that neither its nearest example-keyed memory nor a stored run's task (the
-        evidence's, read at each induction commit) is as similar to as this gets none of those
-        memories: it is from no known domain (`Settings.floor`)."""
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._writes = store.writes
@@ -186,33 +153,8 @@ class ServedIndex:
         if not len(snap):
             return []
         query = self.store.embedder.embed([task])[0]
-        ok = snap.mask(agent, scope)
-        share = self.params.candidate_share
-        ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
-        runs = evidence.runs_for(task, query) if self.cover_weight is not None and len(ranked) else []
-        by_example = snap.rows.by_example[ranked]
-        keep = np.array(self._floor_keeps(query, runs, evidence, similarity.tolist(), by_example.tolist()))
-        if not keep.all():  # a task from no known domain
-            ranked, scores, similarity, by_example = (
-                ranked[keep],
-                scores[keep],
-                similarity[keep],
-                by_example[keep],
-            )
-            if not len(ranked):
-                return []
-        n = within_gap(scores.tolist(), self.gap, self.ratio)
-        if runs:  # a task seen before: what covers what worked for it (`induction.cover`)
-            candidates = [snap.rows.actions(int(i)) for i in ranked]
-            top = cover(candidates, runs, k, self.cover_weight or 0.0, keep=[0])
-        elif snap.rows.subroutine[ranked[:n]].any():
-            top = compose(_Lazy(snap, ranked[:n].tolist()), k)
-        else:  # what compose gives task-level workflows, without building them
-            top = list(range(min(k, n)))
-        return [
-            Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p]), bool(by_example[p]))
-            for p in top
-        ]
+        ok, share = snap.mask(agent, scope), self.params.candidate_share
+        return retrieval.search(snap, evidence, task, query, k, self.bounds, ok=ok, share=share)
 
     def floor_keeps(
         self,
@@ -222,49 +164,12 @@ class ServedIndex:
         *,
         query: npt.NDArray[np.float32] | None = None,
     ) -> list[bool]:
-        """The relevance floor, the one rule of every surface: which of some memories `task`
-        may be served, given each one's similarity to it and whether it is keyed by example
-        tasks. `search` applies it to the served workflows, `search_workflow` to them and the
-        recorded procedures it returns (each keyed by its own task), with the evidence this
-        index read (`Evidence.floor_keeps`, which `flowmem eval` applies too). All of them,
-        unless there is a floor, the task does not recur (`Evidence.runs_for`), no task the
-        namespace has stored a run of is at least `floor` similar to it (`Evidence.familiar`)
-        and the nearest memory keyed by example tasks is not either
-        (`policy.serving.above_floor`): then only those keyed by their own text. `query`: the
-        task's vector, when the caller has embedded it."""
+        """The relevance floor (`retrieval.search.floor_keeps`) with the evidence this index
+        read: which of some memories `task` may be served, given each one's similarity to it and
+        whether it is keyed by example tasks. `query`: the task's vector, when the caller has
+        embedded it."""
         with self._lock:
             self._refresh()
             evidence = self._evidence
         vector = self.store.embedder.embed([task])[0] if query is None else query
-        runs = evidence.runs_for(task, vector) if self.cover_weight is not None and len(similarity) else []
-        return self._floor_keeps(vector, runs, evidence, similarity, by_example)
-
-    def _floor_keeps(
-        self,
-        query: npt.NDArray[np.float32],
-        runs: Sequence[Sequence[str]],
-        evidence: Evidence,
-        similarity: Sequence[float],
-        by_example: Sequence[bool],
-    ) -> list[bool]:
-        """`floor_keeps` with the evidence read, the task embedded and its recurring runs found."""
-        return evidence.floor_keeps(query, self.floor, similarity, by_example, recurs=bool(runs))
-
-
-class _Lazy(Sequence[Workflow]):
-    """Served versions by position, each built only when `compose` looks at it."""
-
-    def __init__(self, snap: Snapshot, positions: list[int]) -> None:
-        self.snap, self.positions = snap, positions
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    @overload
-    def __getitem__(self, i: int) -> Workflow: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Workflow]: ...
-    def __getitem__(self, i: int | slice) -> Workflow | Sequence[Workflow]:
-        if isinstance(i, slice):
-            return [self.snap.workflow(p) for p in self.positions[i]]
-        return self.snap.workflow(self.positions[i])
+        return retrieval.floor_keeps(evidence, task, vector, self.bounds, similarity, by_example)

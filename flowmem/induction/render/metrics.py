@@ -10,9 +10,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from flowmem.induction.align import Pattern, flat_pattern, lcs_len, pattern_pairs
 from flowmem.induction.literals import MIN_CHARS, find_literals, scalar_text
 from flowmem.models import Condition
+from flowmem.retrieval.align import Pattern, flat_pattern, lcs_len, pattern_pairs
 
 __all__ = [
     "LeakChecker",

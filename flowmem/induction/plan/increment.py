@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowmem.induction.assign import MIN_CHANGE, material, nearest_labels
 from flowmem.induction.base import workflow_id
-from flowmem.induction.orchestrate import fingerprint, task_key
+from flowmem.induction.cluster.assign import MIN_CHANGE, material, nearest_labels
+from flowmem.induction.plan.orchestrate import fingerprint, task_key
 from flowmem.models import Fit, FrozenMemberships, Retirement, RunState
 
 __all__ = [

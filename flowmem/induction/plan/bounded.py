@@ -30,15 +30,15 @@ from typing import Literal
 
 import numpy as np
 
-from flowmem.induction.assign import nearest_labels
+from flowmem.induction.abstract.segments import Segment
+from flowmem.induction.abstract.subroutines import keeps_shape, subroutine_key
 from flowmem.induction.base import ClusterInput, workflow_id
-from flowmem.induction.catalog import Catalog, Scan
-from flowmem.induction.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
-from flowmem.induction.contrast import Contrast
+from flowmem.induction.cluster.assign import nearest_labels
+from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.orchestrate import ClusterPlan, fingerprint, task_key
-from flowmem.induction.segments import Segment
-from flowmem.induction.subroutines import keeps_shape, subroutine_key
+from flowmem.induction.pitfalls.contrast import Contrast
+from flowmem.induction.plan.catalog import Catalog, Scan
+from flowmem.induction.plan.orchestrate import ClusterPlan, fingerprint, task_key
 from flowmem.models import Trajectory
 
 __all__ = [
@@ -76,7 +76,7 @@ class ClusterMembers:
     cap: int | None = None
     """The most members it is induced from (`chosen`); None: every one."""
     contrast: Contrast = field(default_factory=Contrast, compare=False)
-    """Runs outside the cluster its pitfalls are told from (`induction.contrast`), read with
+    """Runs outside the cluster its pitfalls are told from (`induction.pitfalls.contrast`), read with
     its own; not part of its fingerprint."""
 
     @property

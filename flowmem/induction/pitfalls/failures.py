@@ -27,11 +27,11 @@ from collections.abc import Set as AbstractSet
 from math import comb
 from typing import Literal, NamedTuple
 
-from flowmem.induction.align import lcs_pairs
-from flowmem.induction.conditions import Key, arg_values, condition_of, met, observed
 from flowmem.induction.injection import DESTINATION, looks_like_injection
 from flowmem.induction.literals import find_literals, mask
+from flowmem.induction.pitfalls.conditions import Key, arg_values, condition_of, met, observed
 from flowmem.models import PROCEDURE, Pitfall, Trajectory
+from flowmem.retrieval.align import lcs_pairs
 
 __all__ = [
     "EVIDENCE",
@@ -351,7 +351,7 @@ def pitfall_statement(text: str) -> str:
 
 
 # Pitfalls that can be checked: conditions over a run's steps that failed runs meet and
-# successful runs rarely do (`induction.conditions`).
+# successful runs rarely do (`induction.pitfalls.conditions`).
 
 FALSE_ALARMS = 0.05
 """The share of a cluster's successful runs on which a workflow's checked pitfalls, together,

@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 
+from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.literals import MIN_CHARS, scalars
-from flowmem.induction.segments import is_read
 from flowmem.models import Step, Trajectory
 
 __all__ = [

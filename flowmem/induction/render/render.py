@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowmem.induction.prose import is_prose, render_prose
+from flowmem.induction.render.prose import is_prose, render_prose
 from flowmem.models import Trajectory, Workflow
 
 __all__ = [
@@ -37,7 +37,7 @@ def render_call(action: str, args: dict[str, Any], choices: Mapping[str, Sequenc
     """A step as a call, `action(key=value, ...)`; a step written as prose (a hand-written
     procedure's "Build the Docker image": whitespace in the action, no arguments) as it is.
     A placeholder with `choices` shows them: `cabin={cabin: business|economy}`. A sentence
-    whose values are its arguments ("Build Docker image {image}", `induction.prose`) is the
+    whose values are its arguments ("Build Docker image {image}", `induction.render.prose`) is the
     sentence with them put back."""
     if not args and any(c.isspace() for c in action):
         return action

@@ -28,8 +28,8 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
-from flowmem.induction.describe import MAX_NAME_WORDS, goal_index, name_words, verb_phrase
-from flowmem.induction.phrase import PREPOSITIONS
+from flowmem.induction.render.describe import MAX_NAME_WORDS, goal_index, name_words, verb_phrase
+from flowmem.induction.render.phrase import PREPOSITIONS
 from flowmem.models import Workflow
 
 __all__ = ["distinct"]

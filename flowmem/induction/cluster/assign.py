@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from flowmem.induction.nearest import snap_cosines
+from flowmem.retrieval.nearest import snap_cosines
 
 __all__ = ["MIN_CHANGE", "material", "nearest_labels"]
 

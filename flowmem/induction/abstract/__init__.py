@@ -1,0 +1,1 @@
+"""Abstraction: a cluster's runs become steps with placeholders, loops, segments and sub-routines."""

@@ -1,0 +1,154 @@
+"""One search, pure: the served workflows a task gets, best first, from a snapshot of the index.
+
+A search scores every served workflow by its nearest source task (cosine, less a little where
+other workflows hold part of that task's runs: `nearest`), multiplies by the version's rank
+factor (from the Beta posterior of its outcomes), and keeps the best (`ranking.Snapshot`). A
+task from no known domain gets no memory keyed by example tasks (the relevance floor:
+`floor_keeps`). What is served together is then chosen: for a task seen before, what covers
+the runs that worked for it (`cover`); otherwise those within the relevance gap of the first
+(`serving.within_gap`), sub-routines only where they add an action (`serving.compose`).
+
+A workflow's active version is served; a newer candidate version on trial is served instead
+to a share of requests (decided by a hash of the task, so the same task gets the same
+version). The index that keeps the snapshot fresh is `agents.served_index.ServedIndex`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+from flowmem.models import Workflow
+from flowmem.retrieval.cover import Evidence, cover
+from flowmem.retrieval.ranking import Snapshot
+from flowmem.retrieval.serving import CANDIDATES, compose, within_gap
+
+__all__ = ["Bounds", "Hit", "floor_keeps", "search"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    workflow: Workflow
+    """The served version."""
+    score: float
+    """similarity × rank factor."""
+    similarity: float
+    """Cosine similarity of the task and the workflow's nearest source task, less
+    `SHARE_WEIGHT` × the part of that task's runs other workflows hold (`nearest`)."""
+    by_example: bool = False
+    """Whether the workflow is keyed by example tasks, and so held to the relevance floor
+    (`floor_keeps`)."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What limits what a search serves beyond its k (`Settings` gives each)."""
+
+    gap: float | None = None
+    """A memory scoring more than this below the first is not served (`within_gap`)."""
+    ratio: float | None = None
+    """A memory scoring below this share of the first's score is not served (`within_gap`)."""
+    floor: float | None = None
+    """A task that neither its nearest example-keyed memory nor a stored run's task is as
+    similar to as this gets none of those memories: it is from no known domain
+    (`Settings.floor`)."""
+    cover_weight: float | None = None
+    """When a task recurs, what is served is chosen with its nearest successful stored runs as
+    evidence (`cover`, `Settings.cover_weight`); None: never."""
+
+
+def _recurring(
+    evidence: Evidence, task: str, query: npt.NDArray[np.float32], bounds: Bounds, any_memory: bool
+) -> list[Sequence[str]]:
+    """The evidence runs a recurring task is served by (`Evidence.runs_for`); none when the
+    bounds do not choose by evidence or there is no memory to choose among."""
+    return evidence.runs_for(task, query) if bounds.cover_weight is not None and any_memory else []
+
+
+def floor_keeps(
+    evidence: Evidence,
+    task: str,
+    query: npt.NDArray[np.float32],
+    bounds: Bounds,
+    similarity: Sequence[float],
+    by_example: Sequence[bool],
+) -> list[bool]:
+    """The relevance floor, the one rule of every surface: which of some memories `task`
+    (embedded as `query`) may be served, given each one's similarity to it and whether it is
+    keyed by example tasks. `search` applies it to the served workflows, `search_workflow` to
+    them and the recorded procedures it returns (each keyed by its own task), and `flowmem
+    eval` too (`Evidence.floor_keeps`). All of them, unless there is a floor, the task does not
+    recur (`Evidence.runs_for`), no task the namespace has stored a run of is at least `floor`
+    similar to it (`Evidence.familiar`) and the nearest memory keyed by example tasks is not
+    either (`serving.above_floor`): then only those keyed by their own text."""
+    runs = _recurring(evidence, task, query, bounds, bool(len(similarity)))
+    return evidence.floor_keeps(query, bounds.floor, similarity, by_example, recurs=bool(runs))
+
+
+def search(
+    snap: Snapshot,
+    evidence: Evidence,
+    task: str,
+    query: npt.NDArray[np.float32],
+    k: int,
+    bounds: Bounds,
+    *,
+    ok: npt.NDArray[np.bool_] | None = None,
+    share: float = 0.0,
+) -> list[Hit]:
+    """The k best served workflows for a task (embedded as `query`), at most; `ok` limits the
+    versions (an agent's, a scope's), `share` is the candidates' share on trial."""
+    if not len(snap):
+        return []
+    ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
+    runs = _recurring(evidence, task, query, bounds, bool(len(ranked)))
+    by_example = snap.rows.by_example[ranked]
+    keep = np.array(
+        evidence.floor_keeps(query, bounds.floor, similarity.tolist(), by_example.tolist(), recurs=bool(runs))
+    )
+    if not keep.all():  # a task from no known domain
+        ranked, scores, similarity, by_example = (
+            ranked[keep],
+            scores[keep],
+            similarity[keep],
+            by_example[keep],
+        )
+        if not len(ranked):
+            return []
+    n = within_gap(scores.tolist(), bounds.gap, bounds.ratio)
+    if runs:  # a task seen before: what covers what worked for it (`cover`)
+        candidates = [snap.rows.actions(int(i)) for i in ranked]
+        top = cover(candidates, runs, k, bounds.cover_weight or 0.0, keep=[0])
+    elif snap.rows.subroutine[ranked[:n]].any():
+        top = compose(_Lazy(snap, ranked[:n].tolist()), k)
+    else:  # what compose gives task-level workflows, without building them
+        top = list(range(min(k, n)))
+    return [
+        Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p]), bool(by_example[p]))
+        for p in top
+    ]
+
+
+class _Lazy(Sequence[Workflow]):
+    """Served versions by position, each built only when `compose` looks at it."""
+
+    def __init__(self, snap: Snapshot, positions: list[int]) -> None:
+        self.snap, self.positions = snap, positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> Workflow: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Workflow]: ...
+    def __getitem__(self, i: int | slice) -> Workflow | Sequence[Workflow]:
+        if isinstance(i, slice):
+            return [self.snap.workflow(p) for p in self.positions[i]]
+        return self.snap.workflow(self.positions[i])
