@@ -152,23 +152,23 @@ class World:
             if name not in args or args[name] is None:
                 raise ToolError(f"{action}: missing argument '{name}'.")
             clean[name] = coerce(action, name, args[name], kind)
-        handler: Callable[[dict[str, Any]], str] = getattr(self, "_" + action.replace(".", "_"))
-        return handler(clean)
+        handler: Callable[..., str] = getattr(self, "_" + action.replace(".", "_"))
+        return handler(**clean)
 
     # -- tools -------------------------------------------------------------------------------
 
-    def _contacts_lookup(self, a: dict[str, Any]) -> str:
-        q = a["name"].strip().casefold()
+    def _contacts_lookup(self, name: str) -> str:
+        q = name.strip().casefold()
         hits = [c for c in self.contacts if q and (q in c.name.casefold() or q == c.email)]
         if not hits:
-            return f"No contacts match '{a['name']}'."
+            return f"No contacts match '{name}'."
         return dumps([{"name": c.name, "email": c.email, "company": c.company} for c in hits])
 
-    def _mail_search(self, a: dict[str, Any]) -> str:
-        q = query_text(a["query"])
+    def _mail_search(self, query: str) -> str:
+        q = query_text(query)
         hits = [e for e in self.mailbox.values() if q in e.subject.casefold() or q in e.sender.casefold()]
         if not hits:
-            return f"No emails match '{a['query']}'."
+            return f"No emails match '{query}'."
         hits.sort(key=lambda e: e.timestamp, reverse=True)
         return dumps(
             [
@@ -177,8 +177,8 @@ class World:
             ]
         )
 
-    def _mail_read(self, a: dict[str, Any]) -> str:
-        e = self._email(a["email_id"])
+    def _mail_read(self, email_id: str) -> str:
+        e = self._email(email_id)
         return dumps(
             {
                 "id": e.id,
@@ -190,41 +190,41 @@ class World:
             }
         )
 
-    def _mail_forward(self, a: dict[str, Any]) -> str:
-        e = self._email(a["email_id"])
-        to = require_address(a["to"], "recipient")
+    def _mail_forward(self, email_id: str, to: str) -> str:
+        e = self._email(email_id)
+        to = require_address(to, "recipient")
         sent = self._send("forward", to, f"Fwd: {e.subject}", e.body, ref_id=e.id)
         return f"Forwarded {e.id} ('{e.subject}') to {to} as {sent.id}."
 
-    def _mail_send(self, a: dict[str, Any]) -> str:
-        to = require_address(a["to"], "recipient")
-        if not a["subject"].strip():
+    def _mail_send(self, to: str, subject: str, body: str) -> str:
+        to = require_address(to, "recipient")
+        if not subject.strip():
             raise ToolError("mail.send: the subject is empty.")
-        sent = self._send("send", to, a["subject"], a["body"])
+        sent = self._send("send", to, subject, body)
         return f"Sent '{sent.subject}' to {to} as {sent.id}."
 
-    def _mail_reply(self, a: dict[str, Any]) -> str:
-        e = self._email(a["email_id"])
-        if not a["body"].strip():
+    def _mail_reply(self, email_id: str, body: str) -> str:
+        e = self._email(email_id)
+        if not body.strip():
             raise ToolError("mail.reply: the body is empty.")
-        sent = self._send("reply", e.sender, f"Re: {e.subject.removeprefix('Re: ')}", a["body"], ref_id=e.id)
+        sent = self._send("reply", e.sender, f"Re: {e.subject.removeprefix('Re: ')}", body, ref_id=e.id)
         return f"Replied to {e.sender} about '{e.subject}' as {sent.id}."
 
-    def _mail_delete(self, a: dict[str, Any]) -> str:
-        e = self._email(a["email_id"])
+    def _mail_delete(self, email_id: str) -> str:
+        e = self._email(email_id)
         del self.mailbox[e.id]
         self.trash.append(e)
         return f"Moved {e.id} ('{e.subject}') to the trash."
 
-    def _calendar_find_events(self, a: dict[str, Any]) -> str:
-        q = query_text(a["query"])
+    def _calendar_find_events(self, query: str) -> str:
+        q = query_text(query)
         hits = [
             e
             for e in self.calendar.values()
             if q in e.title.casefold() or any(q in p for p in e.participants)
         ]
         if not hits:
-            return f"No events match '{a['query']}'."
+            return f"No events match '{query}'."
         hits.sort(key=lambda e: e.start)
         return dumps(
             [
@@ -239,59 +239,59 @@ class World:
             ]
         )
 
-    def _calendar_create_event(self, a: dict[str, Any]) -> str:
-        participant = require_address(a["participant"], "participant")
-        start = parse_time(a["start"], DATETIME_FORMAT, "start", "YYYY-MM-DD HH:MM")
-        minutes: int = a["duration_minutes"]
+    def _calendar_create_event(self, title: str, participant: str, start: str, duration_minutes: int) -> str:
+        participant = require_address(participant, "participant")
+        when = parse_time(start, DATETIME_FORMAT, "start", "YYYY-MM-DD HH:MM")
+        minutes: int = duration_minutes
         if not 5 <= minutes <= 480:
             raise ToolError(f"Invalid duration_minutes {minutes}: expected 5 to 480.")
-        if start.replace(tzinfo=NOW.tzinfo) < NOW:
-            raise ToolError(f"Cannot create an event in the past ({a['start']}).")
+        if when.replace(tzinfo=NOW.tzinfo) < NOW:
+            raise ToolError(f"Cannot create an event in the past ({start}).")
         ev = Event(
             id=f"ev-{len(self.calendar) + len(self.cancelled) + 1:03d}",
-            title=a["title"].strip(),
+            title=title.strip(),
             participants=(participant,),
-            start=start.replace(tzinfo=NOW.tzinfo),
+            start=when.replace(tzinfo=NOW.tzinfo),
             duration_minutes=minutes,
         )
         self.calendar[ev.id] = ev
         self.created_events.append(ev.id)
         return f"Created {ev.id} '{ev.title}' on {fmt_datetime(ev.start)} ({minutes} min)."
 
-    def _calendar_cancel_event(self, a: dict[str, Any]) -> str:
-        ev = self.calendar.pop(a["event_id"], None)
+    def _calendar_cancel_event(self, event_id: str) -> str:
+        ev = self.calendar.pop(event_id, None)
         if ev is None:
-            raise ToolError(f"No event with id '{a['event_id']}'.")
+            raise ToolError(f"No event with id '{event_id}'.")
         self.cancelled.append(ev)
         return f"Cancelled {ev.id} '{ev.title}' on {fmt_datetime(ev.start)}."
 
-    def _crm_find_customer(self, a: dict[str, Any]) -> str:
-        q = query_text(a["query"])
+    def _crm_find_customer(self, query: str) -> str:
+        q = query_text(query)
         hits = [c for c in self.customers.values() if q in c.name.casefold() or q in c.company.casefold()]
         if not hits:
-            return f"No customers match '{a['query']}'."
+            return f"No customers match '{query}'."
         return dumps([c.model_dump() for c in hits])
 
-    def _crm_update_status(self, a: dict[str, Any]) -> str:
-        c = self._customer(a["customer_id"])
-        if a["status"] not in CRM_STATUSES:
-            raise ToolError(f"Invalid status '{a['status']}': expected one of {', '.join(CRM_STATUSES)}.")
-        self.customers[c.id] = c.model_copy(update={"status": a["status"]})
-        return f"{c.id} ({c.name}) status: {c.status} -> {a['status']}."
+    def _crm_update_status(self, customer_id: str, status: str) -> str:
+        c = self._customer(customer_id)
+        if status not in CRM_STATUSES:
+            raise ToolError(f"Invalid status '{status}': expected one of {', '.join(CRM_STATUSES)}.")
+        self.customers[c.id] = c.model_copy(update={"status": status})
+        return f"{c.id} ({c.name}) status: {c.status} -> {status}."
 
-    def _crm_assign_rep(self, a: dict[str, Any]) -> str:
-        c = self._customer(a["customer_id"])
-        rep = require_address(a["rep"], "rep")
+    def _crm_assign_rep(self, customer_id: str, rep: str) -> str:
+        c = self._customer(customer_id)
+        rep = require_address(rep, "rep")
         if not any(p.internal and p.email == rep for p in self.contacts):
             raise ToolError(f"'{rep}' is not a colleague and cannot be a sales rep.")
         self.customers[c.id] = c.model_copy(update={"rep": rep})
         return f"{c.id} ({c.name}) rep: {c.rep} -> {rep}."
 
-    def _board_find_tasks(self, a: dict[str, Any]) -> str:
-        q = query_text(a["query"])
+    def _board_find_tasks(self, query: str) -> str:
+        q = query_text(query)
         hits = [t for t in self.tasks.values() if q in t.title.casefold() or q == t.board.casefold()]
         if not hits:
-            return f"No tasks match '{a['query']}'."
+            return f"No tasks match '{query}'."
         return dumps(
             [
                 {
@@ -306,27 +306,27 @@ class World:
             ]
         )
 
-    def _board_create_task(self, a: dict[str, Any]) -> str:
-        assignee = require_address(a["assignee"], "assignee")
-        due = parse_time(a["due"], DATE_FORMAT, "due", "YYYY-MM-DD").date()
-        board = next((b for b in self.boards if b.casefold() == a["board"].strip().casefold()), None)
-        if board is None:
-            raise ToolError(f"Unknown board '{a['board']}'. Boards: {', '.join(self.boards)}.")
+    def _board_create_task(self, title: str, assignee: str, due: str, board: str) -> str:
+        assignee = require_address(assignee, "assignee")
+        due_on = parse_time(due, DATE_FORMAT, "due", "YYYY-MM-DD").date()
+        found = next((b for b in self.boards if b.casefold() == board.strip().casefold()), None)
+        if found is None:
+            raise ToolError(f"Unknown board '{board}'. Boards: {', '.join(self.boards)}.")
         t = BoardTask(
             id=f"tk-{len(self.tasks) + 1:03d}",
-            title=a["title"].strip(),
+            title=title.strip(),
             assignee=assignee,
-            due=due,
-            board=board,
+            due=due_on,
+            board=found,
         )
         self.tasks[t.id] = t
         self.created_tasks.append(t.id)
-        return f"Created {t.id} '{t.title}' on {board} for {assignee}, due {fmt_date(due)}."
+        return f"Created {t.id} '{t.title}' on {found} for {assignee}, due {fmt_date(due_on)}."
 
-    def _board_complete_task(self, a: dict[str, Any]) -> str:
-        t = self.tasks.get(a["task_id"])
+    def _board_complete_task(self, task_id: str) -> str:
+        t = self.tasks.get(task_id)
         if t is None:
-            raise ToolError(f"No task with id '{a['task_id']}'.")
+            raise ToolError(f"No task with id '{task_id}'.")
         if t.status == "done":
             raise ToolError(f"Task '{t.id}' is already done.")
         self.tasks[t.id] = t.model_copy(update={"status": "done"})
