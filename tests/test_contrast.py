@@ -10,7 +10,10 @@ from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.pitfalls.conditions import any_holds
 from flowmem.induction.pitfalls.contrast import Contrast, Members, contrast_sets, with_contrast
 from flowmem.induction.pitfalls.failures import checked_pitfalls
-from flowmem.models import Trajectory
+from flowmem.induction.plan.runplan import RunPlan
+from flowmem.jobs.induce import with_contrast as with_plan_contrast
+from flowmem.models import InductionRun, Trajectory
+from flowmem.storage import Store
 
 
 def _run(rid: str, task: str, actions: list[str], *, success: bool) -> Trajectory:
@@ -94,3 +97,23 @@ def test_no_warning_is_made_that_would_hold_on_the_successful_runs_a_workflow_is
     # A run of another kind of task (an action the cluster never calls) is out of its scope.
     other = [_run(f"pay{i}", "pay the invoice", ["find", "pay"], success=True) for i in range(4)]
     assert checked_pitfalls(ok, bad, frozenset(), served_to=other) == alone
+
+
+def test_a_run_that_placed_its_new_runs_contrasts_the_clusters_it_induces(store: Store) -> None:
+    ok = [_report(f"ok{i}", ["find", "attach", "send"], success=True) for i in range(3)]
+    failed = [
+        _report(f"bad{i}", ["find", "send"], success=False, task="send the report today") for i in range(2)
+    ]
+    invoice = [_run(f"pay{i}", "pay the invoice", ["find", "pay"], success=True) for i in range(3)]
+    clusters = (
+        ClusterInput("default", "agent", 0, "subtask", ok, []),
+        ClusterInput("default", "agent", 1, "subtask", [], failed),
+        ClusterInput("default", "agent", 2, "subtask", invoice, []),
+    )
+    plan = RunPlan(
+        run=InductionRun(id="r1", namespace="default"), total=8, new_trajectories=8, changed=clusters
+    )
+    report, lost, pay = with_plan_contrast(store, plan, cap=10).changed
+    assert isinstance(report, ClusterInput) and isinstance(pay, ClusterInput)
+    assert [t.id for t in report.homed] == ["bad0", "bad1"] and not pay.homed  # the nearest task's
+    assert lost == clusters[1]

@@ -29,6 +29,7 @@ from flowmem.induction.abstract.subroutines import compose_workflows
 from flowmem.induction.base import ClusterInput, Inducer, cluster_key
 from flowmem.induction.cluster.assign import MIN_CHANGE
 from flowmem.induction.pitfalls.contrast import SERVED, Members, contrast_sets
+from flowmem.induction.pitfalls.contrast import with_contrast as contrasted
 from flowmem.induction.plan.bounded import ClusterMembers, fit_namespace
 from flowmem.induction.plan.catalog import SCAN_COLUMNS, scan
 from flowmem.induction.plan.increment import REFIT_SHARE
@@ -251,10 +252,22 @@ def prepare_run(
 
 
 def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
-    """The plan with each changed cluster's `Contrast` (`induction.pitfalls.contrast`): the successful
-    runs of other clusters its workflow would be served to, and the failed runs of clusters
-    with no successful run whose nearest successful task is its own; computed over every
-    cluster the plan knows the members of, at most `cap` runs of either kind per cluster."""
+    """The plan with each changed cluster's `Contrast` (`induction.pitfalls.contrast`): the
+    successful runs of other clusters its workflow would be served to, and the failed runs of
+    clusters with no successful run whose nearest successful task is its own; at most `cap`
+    runs per cluster. Computed over every cluster the plan knows the members of (a refit:
+    all of them); a run that placed its new runs knows the changed clusters only, and those
+    hold their runs (`ClusterInput`), so the contrast is taken among them."""
+    inputs = [c for c in plan.changed if isinstance(c, ClusterInput)]
+    if inputs and len(inputs) == len(plan.changed):
+        tasks = sorted({t.task for c in inputs for t in (*c.successes, *c.failures)})
+        vectors = dict(zip(tasks, store.embedder.embed(tasks), strict=True))
+        return replace(plan, changed=tuple(contrasted(inputs, vectors, k=SERVED, limit=cap)))
+    return _member_contrast(store, plan, cap=cap)
+
+
+def _member_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
+    """`with_contrast` for clusters planned as their members' ids."""
     known = [c for c in (plan.members or plan.changed) if isinstance(c, ClusterMembers) and c.kind == "task"]
     known = [c for c in known if all(i in plan.task_of for i in (*c.successes, *c.failures))]
     if not known or not any(isinstance(c, ClusterMembers) for c in plan.changed):
