@@ -1,10 +1,12 @@
 """`WorkflowMemory`: the object a running agent holds.
 
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
-stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
-at interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
-flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; it
-never waits longer than twice `flush_timeout`, and says in one line what it could not store.
+stores them from a background writer in batches (`flowmem.agents.writer`), which also opens
+the store: opening a memory imports no LanceDB on the agent's thread. `close()` — called at
+interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
+flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; once
+the store is open it never waits longer than twice `flush_timeout`, and says in one line what
+it could not store.
 """
 
 from __future__ import annotations
@@ -352,13 +354,14 @@ class WorkflowMemory:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every finished run is stored (or, if the store refused it, spilled to
         the unsaved-runs file); False if `timeout` (default: the `flush_timeout` setting)
-        passed first."""
+        passed first, once the store was open (the writer opens it: `writer.OPEN_LIMIT`)."""
         return self._writer.flush(self.settings.flush_timeout if timeout is None else timeout)
 
     def close(self, *, from_signal: bool = False) -> None:
         """Store everything still buffered, stop the writer and say, in one line, what could
         not be stored. Idempotent. Returns within twice `flush_timeout` whatever the store and
-        the disk do: what the writer has not stored by then is spilled (docs/reliability.md).
+        the disk do, once the store is open (a wait of its own, up to `writer.OPEN_LIMIT`):
+        what the writer has not stored by then is spilled (docs/reliability.md).
 
         `from_signal`: called by a signal handler, which may have interrupted this thread
         inside one of the hooks' locks: the runs are stored from this thread (`Writer.drain`)

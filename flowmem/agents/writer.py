@@ -31,6 +31,12 @@ __all__ = ["Writer", "journal_run", "open_journal", "take_back_spill"]
 
 log = logging.getLogger("flowmem.memory")
 
+OPEN_LIMIT = 60.0
+"""Seconds `flush` and `close` wait at most for the writer to open the store before their own
+`flush_timeout`: a bound for a store that never opens, not a budget (LanceDB's import and the
+connection take 1–2 s on an idle 2-core machine, several times that on a loaded one). Past it
+they go on as with a store that does not answer: `close` spills what the writer holds."""
+
 ATTEMPTS = 3
 """Tries to store a batch before it is spilled (0.2 s, then 0.4 s apart)."""
 
@@ -72,10 +78,10 @@ class Writer(threading.Thread):
     Started when its memory opens, the thread first opens the store (`Store.prepare`: it
     imports LanceDB and Arrow, connects, creates the trajectories table) and takes back what
     earlier memories spilled, so the agent's thread imports neither; `flush` and `close` wait
-    for that too (a process that exits at once still stores its runs). A run that arrives
-    meanwhile waits in the queue. At interpreter exit Python refuses a module that registers
-    a threading exit hook, as `concurrent.futures.thread` does when `lancedb` imports it: this
-    module imports it first, so the import can finish there.
+    for that too, up to `OPEN_LIMIT` (a process that exits at once still stores its runs). A
+    run that arrives meanwhile waits in the queue. At interpreter exit Python refuses a module
+    that registers a threading exit hook, as `concurrent.futures.thread` does when `lancedb`
+    imports it: this module imports it first, so the import can finish there.
     """
 
     def __init__(self, store: Store, settings: Settings, *, journal: Journal | None = None) -> None:
@@ -106,9 +112,10 @@ class Writer(threading.Thread):
     def flush(self, timeout: float) -> bool:
         """Wait until every submitted run is stored, spilled or counted lost; False if
         `timeout` seconds passed first. The time the store takes to open (what opening the
-        memory waited for before it opened the store in this thread) comes first, apart."""
+        memory waited for before it opened the store in this thread) comes first, apart, up
+        to `OPEN_LIMIT`."""
         if self.is_alive():
-            self._opened.wait()
+            self._opened.wait(max(timeout, OPEN_LIMIT))
         deadline = time.monotonic() + timeout
         with self._cond:
             self._asked = True
