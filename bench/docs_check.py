@@ -12,7 +12,10 @@ the figure of a command's JSON output it must show:
   not reproducible on a shared machine, so they are not measured again: the table must say
   what that recorded run measured; `make bench` writes bench/results/local.json, never this
   committed record, which `python -m bench --out bench/results/latest.json` replaces);
-- docs/induction.md's clustering table: `python bench/cluster_quality.py --json` (~7 s).
+- docs/induction.md's clustering table: `python bench/cluster_quality.py --json` (~7 s);
+- docs/performance.md's agent start table: the run it quotes, `bench/results/agent_start.json`
+  (recorded like the bench run: `python bench/agent_start.py --to-exit --json --out
+  bench/results/agent_start.json` replaces it).
 
 A figure that drifted, or that its source lacks (a key renamed, a record older than the
 check), is named in one line. No tolerance but a figure's written rounding: the same runs and
@@ -266,11 +269,32 @@ def bench_figures(record: dict[str, Any]) -> dict[str, Any]:
 RECORDED = Path("bench") / "results" / "latest.json"
 """The recorded bench run README's performance table quotes, under the checked root."""
 
+START_HEADER = "| agent start"
+"""docs/performance.md's table of the agent start, this checkout's and the revision before's."""
+
+RECORDED_START = Path("bench") / "results" / "agent_start.json"
+"""The recorded `bench/agent_start.py --to-exit` run that table quotes, under the checked root."""
+
+
+def _start_checks() -> list[Check]:
+    """docs/performance.md's agent start table against its recorded run."""
+    cells = {
+        "this checkout": [(1, "agent_start_s"), (2, "agent_exit_s"), (3, "agent_start_ratio")],
+        "before": [(1, "agent_start_s_before"), (2, "agent_exit_s_before")],
+    }
+    return [
+        Check("docs/performance.md", START_HEADER, row, col, "start", (key,), "recorded")
+        for row, figures in cells.items()
+        for col, key in figures
+    ]
+
+
 SOURCES = {
     "eval": "bench/eval_sets.py",
     "demo": "flowmem demo --json",
     "bench": str(RECORDED),
     "clusters": "bench/cluster_quality.py",
+    "start": str(RECORDED_START),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -448,7 +472,8 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    parser.add_argument("--only", choices=("readme", "demo", "perf", "clusters"), help="one group of checks")
+    groups = ("readme", "demo", "perf", "start", "clusters")
+    parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}
     checks: list[Check] = []
@@ -472,6 +497,12 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
             return 1
         sources["bench"] = bench_figures(record)
         checks += _perf_checks()
+    if args.only in (None, "start"):
+        started = _recorded(args.root / RECORDED_START)
+        if started is None:
+            return 1
+        sources["start"] = started
+        checks += _start_checks()
     if data and args.only in (None, "clusters"):
         workbench = str(args.data / "workbench_trajectories.jsonl.gz")
         sources["clusters"] = runner(["bench/cluster_quality.py", workbench, "--json"])

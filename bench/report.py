@@ -27,6 +27,17 @@ def table(r: dict[str, Any]) -> Table:
         _ms(mh_add, "µs") + " (add_workflow)" if mh_add else "—",
         ratio,
     )
+    if r.get("agent_start_s") is not None:
+        before = r.get("agent_start_s_before")
+        t.add_row(
+            "agent start: import + open + first step",
+            _ms(r["agent_start_s"], "s"),
+            "",
+            "",
+            "",
+            "",
+            f"{r['agent_start_ratio']:.2f}x {r['agent_start_before']} ({before:.2f} s)" if before else "",
+        )
     for key in ("10k", "100k", "1m"):
         s = r.get(f"search_{key}")
         if not s:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from bench.agent_start import agent_start
 from bench.paths import BENCH
 from bench.pipeline import api_search, hook_step, induction, memharness
 from bench.report import table
@@ -37,6 +38,9 @@ checkout as it was."""
 
 SEARCH, INDUCE, API, MEMHARNESS, HOOK = [10_000, 100_000], 10_000, 10_000, 2_000, 100_000
 """Sizes of `python -m bench --quick`; `--full` adds 1M workflows and 50k trajectories."""
+
+AGENT_STARTS = 10
+"""Fresh agent processes per revision whose median is the agent start (bench/agent_start.py)."""
 
 
 def machine() -> dict[str, Any]:
@@ -67,6 +71,8 @@ def run_bench(
         return max(10, int(n * scale))
 
     out: dict[str, Any] = {"machine": machine(), "scale": scale, "full": full}
+    log("agent start: import + open + first step, fresh processes, this checkout and before ...")
+    out.update(agent_start(AGENT_STARTS if scale >= 1 else 2))
     log("hook: run.step ...")
     out.update(hook_step(size(HOOK)))
     sizes = SEARCH + ([1_000_000] if full else [])

@@ -14,6 +14,8 @@ import pytest
 from tests.processes import Command, CommandRun
 
 KEYS = [
+    "agent_start_s",
+    "agent_start_ratio",
     "hook_step_us_median",
     "hook_step_us_p99",
     "search_ms_p50_100k",

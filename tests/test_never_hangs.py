@@ -79,14 +79,20 @@ def stuck_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Every write to the store blocks (a disk or object store that does not answer) until
     the test ends; then it fails, so nothing reaches the store."""
     release = threading.Event()
+    held: set[threading.Thread] = set()
 
     def stuck(*args: Any, **kwargs: Any) -> int:
+        held.add(threading.current_thread())
         release.wait()
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr("flowmem.agents.writer.store_trajectories", stuck)
     yield release
     release.set()
+    # The threads it held retry once released: let them end before the next test patches the
+    # same function (a memory opens at once now, so that test would start within their retry).
+    for thread in held:
+        thread.join(HANG)
 
 
 def _full_disk(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> Settings:

@@ -139,6 +139,8 @@ SLEEPER = textwrap.dedent(
             with memory.record(f"task {i}", id=f"r{i}") as run:
                 run.step("mail.search", {"query": f"q{i}"}, observation="[]")
                 run.finish(success=True)
+        while memory.opening():  # the store open (in the writer's thread) before the signal:
+            time.sleep(0.01)  # PROMPT bounds the wakeup, not LanceDB's import (test_agent_start.py)
         atexit.register(print, "exiting", flush=True)  # after flowmem's: runs before it
         other = threading.Thread(target=threading.Event().wait, daemon=True)  # it takes the signal
         other.start()

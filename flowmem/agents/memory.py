@@ -1,15 +1,16 @@
 """`WorkflowMemory`: the object a running agent holds.
 
 It records runs through hooks (`record`, the `recorded` decorator, the `tool` wrapper) and
-stores them from a background writer in batches (`flowmem.agents.writer`). `close()` — called
-at interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
-flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; it
-never waits longer than twice `flush_timeout`, and says in one line what it could not store.
+stores them from a background writer in batches (`flowmem.agents.writer`), which also opens
+the store: opening a memory imports no LanceDB on the agent's thread. `close()` — called at
+interpreter exit and on SIGTERM for every memory still open (`flowmem.agents.shutdown`) —
+flushes everything, so neither a normal exit nor a supervisor's stop loses a finished run; once
+the store is open it never waits longer than twice `flush_timeout`, and says in one line what
+it could not store.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import os
@@ -17,19 +18,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
-from flowmem.agents import legomem, procedures, shutdown
+from flowmem.agents import shutdown
 from flowmem.agents.recording import Run, RunWarning, current_run
-from flowmem.agents.served_index import CONTEXT_K, ServedIndex
-from flowmem.agents.writer import Writer, journal_run, open_journal, take_back_spill
-from flowmem.induction.render.render import render_context
+from flowmem.agents.writer import Writer, journal_run, open_journal
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import WorkflowRef
-from flowmem.retrieval.search import Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
+
+if TYPE_CHECKING:  # imported where searched: recording loads no search machinery (docs/performance.md)
+    from flowmem.agents.legomem import Strategy
+    from flowmem.agents.procedures import FoundWorkflow
+    from flowmem.agents.served_index import ServedIndex
+    from flowmem.retrieval.search import Hit
 
 __all__ = ["WorkflowMemory"]
 
@@ -56,19 +60,18 @@ class WorkflowMemory:
         settings = _settings_of(settings)
         self.settings = settings
         self.store = store if store is not None else store_from(settings)
-        self._writer: Writer | None = None
         self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._closed = False
         self._indexes: dict[str, ServedIndex] = {}
-        # Imports now, not in the writer at exit time, when Python no longer allows them.
-        if settings.record_to == "store":
-            self.store.prepare()
         # Durable hooks: each finished run is fsync'ed to a journal first (replayed here if a
         # killed process left one).
         self._journal = open_journal(self.store, settings) if settings.durable else None
         journal = self._journal
         self._journal_hook = functools.partial(journal_run, journal, settings) if journal else None
-        take_back_spill(self.store, settings)  # what earlier memories could not store
+        # The writer opens the store (LanceDB's import, the connection) and takes back what
+        # earlier memories spilled on its own thread: the agent starts without waiting for it.
+        self._writer = Writer(self.store, settings, journal=journal)
+        self._writer.start()
         shutdown.track(self)
 
     @classmethod
@@ -83,11 +86,7 @@ class WorkflowMemory:
         with self._lock:
             if self._closed:
                 raise RuntimeError("this WorkflowMemory is closed")
-            if self._writer is None:
-                self._writer = Writer(self.store, self.settings, journal=self._journal)
-                self._writer.start()
-            writer = self._writer
-        writer.submit(run)
+        self._writer.submit(run)
 
     def record(
         self,
@@ -232,6 +231,8 @@ class WorkflowMemory:
         """The in-process index of one namespace's served workflows."""
         with self._lock:
             if namespace not in self._indexes:
+                from flowmem.agents.served_index import ServedIndex
+
                 self._indexes[namespace] = ServedIndex.serving(self.store, namespace, self.settings)
             return self._indexes[namespace]
 
@@ -252,13 +253,17 @@ class WorkflowMemory:
         return self.index_of(namespace or self.settings.namespace).search(task, k=k, agent=agent, scope=scope)
 
     def context(
-        self, task: str, k: int = CONTEXT_K, *, agent: str | None = None, namespace: str | None = None
+        self, task: str, k: int | None = None, *, agent: str | None = None, namespace: str | None = None
     ) -> str:
         """The text block to put in an agent's instructions: the fitting workflows, each with
         when to use it, its steps with `{placeholders}`, where derived values come from, and
         its pitfalls. Inside a `record` block the served versions are noted on the run, and
-        their pitfalls checked on its steps (`Run.watch`)."""
-        hits = self.search(task, k, agent=agent, namespace=namespace)
+        their pitfalls checked on its steps (`Run.watch`). At most `k` workflows (by default
+        `CONTEXT_K`, 3)."""
+        from flowmem.agents.served_index import CONTEXT_K
+        from flowmem.induction.render.render import render_context
+
+        hits = self.search(task, CONTEXT_K if k is None else k, agent=agent, namespace=namespace)
         run = current_run()
         if run is not None:
             run.use(*(WorkflowRef(id=h.workflow.id, version=h.workflow.version) for h in hits))
@@ -273,6 +278,8 @@ class WorkflowMemory:
         """Store a hand-written procedure: `task`, its `steps` as text, the `outcome` it aims
         at, and its `result` ("FAILED..." marks a failure, None not yet known). It takes part
         in induction like every run; returns its id. `agent=` and `namespace=` are optional."""
+        import asyncio  # here: an agent without an event loop does not load it
+
         return await asyncio.to_thread(self.add_workflow_sync, task, steps, outcome, result, **kw)
 
     def add_workflow_sync(
@@ -286,24 +293,32 @@ class WorkflowMemory:
         namespace: str | None = None,
     ) -> str:
         """`add_workflow` for code without an event loop."""
-        return procedures.add_procedure(self, task, steps, outcome, result, agent=agent, namespace=namespace)
+        from flowmem.agents.procedures import add_procedure
+
+        return add_procedure(self, task, steps, outcome, result, agent=agent, namespace=namespace)
 
     async def search_workflow(
         self, query: str, k: int = 3, *, namespace: str | None = None
-    ) -> list[procedures.FoundWorkflow]:
+    ) -> list[FoundWorkflow]:
         """The k best, best first: induced workflows and the procedures not induced yet, each
         with `metadata` (`task`, `steps`, `outcome`, `result`, and flowmem's fields)."""
+        import asyncio  # here: an agent without an event loop does not load it
+
         return await asyncio.to_thread(self.search_workflow_sync, query, k, namespace=namespace)
 
     def search_workflow_sync(
         self, query: str, k: int = 3, *, namespace: str | None = None
-    ) -> list[procedures.FoundWorkflow]:
+    ) -> list[FoundWorkflow]:
         """`search_workflow` for code without an event loop."""
-        return procedures.search_procedures(self, query, k, namespace=namespace)
+        from flowmem.agents.procedures import search_procedures
+
+        return search_procedures(self, query, k, namespace=namespace)
 
     def for_orchestrator(self, task: str, k: int = 5) -> list[Hit]:
         """Full-task memories (plans: which agent does which subtask) for an orchestrator."""
-        return legomem.for_orchestrator(self, task, k)
+        from flowmem.agents.legomem import for_orchestrator
+
+        return for_orchestrator(self, task, k)
 
     def for_agent(
         self,
@@ -311,11 +326,13 @@ class WorkflowMemory:
         subtask: str,
         k: int = 3,
         *,
-        strategy: legomem.Strategy = "dynamic",
+        strategy: Strategy = "dynamic",
         task: str | None = None,
     ) -> list[Hit]:
         """Subtask memories for a task agent: `vanilla`, `dynamic` or `rewrite` (LEGOMem)."""
-        return legomem.for_agent(self, agent, subtask, k, strategy=strategy, task=task)
+        from flowmem.agents.legomem import for_agent
+
+        return for_agent(self, agent, subtask, k, strategy=strategy, task=task)
 
     def report_outcome(self, run_id: str, *, success: bool, feedback: str | None = None) -> None:
         """Set the outcome of a stored run later (e.g. when a user confirms); the stats of the
@@ -330,19 +347,22 @@ class WorkflowMemory:
             scrub=self.settings.scrub,
         )
 
+    def opening(self) -> bool:
+        """Whether the writer is still opening the store (importing LanceDB, connecting) on
+        its thread; a search, a flush or `close` waits for it."""
+        return not self._writer.opened
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every finished run is stored (or, if the store refused it, spilled to
         the unsaved-runs file); False if `timeout` (default: the `flush_timeout` setting)
-        passed first."""
-        writer = self._writer
-        if writer is None:
-            return True
-        return writer.flush(self.settings.flush_timeout if timeout is None else timeout)
+        passed first, once the store was open (the writer opens it: `writer.OPEN_LIMIT`)."""
+        return self._writer.flush(self.settings.flush_timeout if timeout is None else timeout)
 
     def close(self, *, from_signal: bool = False) -> None:
         """Store everything still buffered, stop the writer and say, in one line, what could
         not be stored. Idempotent. Returns within twice `flush_timeout` whatever the store and
-        the disk do: what the writer has not stored by then is spilled (docs/reliability.md).
+        the disk do, once the store is open (a wait of its own, up to `writer.OPEN_LIMIT`):
+        what the writer has not stored by then is spilled (docs/reliability.md).
 
         `from_signal`: called by a signal handler, which may have interrupted this thread
         inside one of the hooks' locks: the runs are stored from this thread (`Writer.drain`)
@@ -351,11 +371,10 @@ class WorkflowMemory:
             if self._closed:
                 return
             self._closed = True
-            writer = self._writer
-        if writer is not None and from_signal:
-            writer.drain(self.settings.flush_timeout)
-        elif writer is not None:
-            writer.close(self.settings.flush_timeout)
+        if from_signal:
+            self._writer.drain(self.settings.flush_timeout)
+        else:
+            self._writer.close(self.settings.flush_timeout)
         if self._journal is not None:  # empty now unless runs could be kept nowhere else
             self._journal.close()
         shutdown.untrack(self)

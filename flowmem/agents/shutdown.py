@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import weakref
 from types import FrameType
@@ -42,6 +43,7 @@ WOKEN_BY = (signal.SIGTERM, signal.SIGINT)
 
 class _Closeable(Protocol):
     def close(self, *, from_signal: bool = False) -> None: ...
+    def opening(self) -> bool: ...
 
 
 _open: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -60,11 +62,30 @@ def _close_all(*, from_signal: bool = False) -> None:
 
 def _at_exit() -> None:
     """Store what every open memory holds, then let go of LanceDB's handles before the
-    interpreter finalizes (`storage.base.release_all`)."""
+    interpreter finalizes (`storage.base.release_all`). A process that Ctrl-C ends while a
+    memory's writer still opens its store ends by SIGINT all the same (`_end_as_interrupted`)."""
     from flowmem.storage.base import release_all
 
+    interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
+    opening = any(memory.opening() for memory in list(_open))
     _close_all()
     release_all()
+    if interrupted and opening:
+        _end_as_interrupted()
+
+
+def _end_as_interrupted() -> None:
+    """End the process by SIGINT, as Python ends one that an unhandled KeyboardInterrupt
+    stops. Python forgets that interrupt when a C extension is first imported after it, as
+    Arrow's and LanceDB's are when the writer opens the store during the exit: it would end
+    with status 1. Logging and the standard streams are flushed first; what exit handlers
+    remain, those registered before flowmem was imported, do not run."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 atexit.register(_at_exit)

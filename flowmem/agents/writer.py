@@ -9,6 +9,7 @@ in its hands. `close` reports what was not stored, once, in one line per outcome
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401  (see `Writer`: lancedb imports it, maybe at exit)
 import logging
 import re
 import threading
@@ -29,6 +30,12 @@ from flowmem.storage import Store
 __all__ = ["Writer", "journal_run", "open_journal", "take_back_spill"]
 
 log = logging.getLogger("flowmem.memory")
+
+OPEN_LIMIT = 60.0
+"""Seconds `flush` and `close` wait at most for the writer to open the store before their own
+`flush_timeout`: a bound for a store that never opens, not a budget (LanceDB's import and the
+connection take 1–2 s on an idle 2-core machine, several times that on a loaded one). Past it
+they go on as with a store that does not answer: `close` spills what the writer holds."""
 
 ATTEMPTS = 3
 """Tries to store a batch before it is spilled (0.2 s, then 0.4 s apart)."""
@@ -66,7 +73,16 @@ class Tally:
 
 
 class Writer(threading.Thread):
-    """Stores finished runs in batches from a daemon thread; every wait on it is bounded."""
+    """Stores finished runs in batches from a daemon thread; every wait on it is bounded.
+
+    Started when its memory opens, the thread first opens the store (`Store.prepare`: it
+    imports LanceDB and Arrow, connects, creates the trajectories table) and takes back what
+    earlier memories spilled, so the agent's thread imports neither; `flush` and `close` wait
+    for that too, up to `OPEN_LIMIT` (a process that exits at once still stores its runs). A
+    run that arrives meanwhile waits in the queue. At interpreter exit Python refuses a module
+    that registers a threading exit hook, as `concurrent.futures.thread` does when `lancedb`
+    imports it: this module imports it first, so the import can finish there.
+    """
 
     def __init__(self, store: Store, settings: Settings, *, journal: Journal | None = None) -> None:
         super().__init__(name="flowmem-writer", daemon=True)
@@ -81,6 +97,8 @@ class Writer(threading.Thread):
         self._closing = False
         self._idle = threading.Event()  # clear while a batch taken from the queue is written
         self._idle.set()
+        self._opened = threading.Event()  # the store opened (or failed to), the spill taken back
+        self._asked = False  # a flush came: no gathering left to do
 
     def submit(self, run: Run) -> None:
         with self._cond:
@@ -93,9 +111,14 @@ class Writer(threading.Thread):
 
     def flush(self, timeout: float) -> bool:
         """Wait until every submitted run is stored, spilled or counted lost; False if
-        `timeout` seconds passed first."""
+        `timeout` seconds passed first. The time the store takes to open (what opening the
+        memory waited for before it opened the store in this thread) comes first, apart, up
+        to `OPEN_LIMIT`."""
+        if self.is_alive():
+            self._opened.wait(max(timeout, OPEN_LIMIT))
         deadline = time.monotonic() + timeout
         with self._cond:
+            self._asked = True
             self._cond.notify_all()
             while self._pending:
                 left = deadline - time.monotonic()
@@ -128,10 +151,12 @@ class Writer(threading.Thread):
         re-entrant). It waits up to `timeout` for the batch the writer thread is writing, and
         lets that thread take no other; the runs are built here (this thread may hold their
         locks) and stored by a helper thread, or spilled past `timeout`."""
+        if self.is_alive():  # bounded here: this thread may hold a lock the opening needs
+            self._opened.wait(timeout)
         deadline = time.monotonic() + timeout
         with self._cond:
             self._closing = True
-            finished = self._idle.wait(timeout)
+            finished = self._idle.wait(max(deadline - time.monotonic(), 0.0))
             batch, self._queue = self._queue, []
             self._pending -= len(batch)
             if not finished:
@@ -151,7 +176,42 @@ class Writer(threading.Thread):
             self._closing = True
             self._cond.notify_all()
 
+    def start(self) -> None:
+        self._idle.clear()  # opening the store is this thread's first batch (`drain` waits for it)
+        super().start()
+
+    def _open(self) -> None:
+        """Open the store and take back the spill file, on this thread (never raises: a store
+        that cannot be opened fails the writes, which say why)."""
+        try:
+            if self.settings.record_to == "store":
+                self.store.prepare()
+        except Exception:
+            log.debug("flowmem: opening the store failed; the writes will say why", exc_info=True)
+        take_back_spill(self.store, self.settings)
+
+    @property
+    def opened(self) -> bool:
+        """Whether this thread has opened the store (or failed to) and taken back the spill."""
+        return self._opened.is_set()
+
+    def _first_wait(self, started: float) -> None:
+        """What is left of the first `flush_interval` once the store is open: the runs that
+        came meanwhile are gathered as if it had opened at once."""
+        with self._cond:
+            left = self.settings.flush_interval - (time.monotonic() - started)
+            hurry = self._asked or self._closing or len(self._queue) >= self.settings.flush_batch
+            if left > 0 and not hurry:
+                self._cond.wait(left)
+
     def run(self) -> None:
+        started = time.monotonic()
+        try:
+            self._open()
+        finally:
+            self._opened.set()
+            self._idle.set()
+        self._first_wait(started)
         while True:
             with self._cond:
                 if not self._queue and not self._closing:

@@ -114,6 +114,9 @@ class StoreBase:
         """The embedder whose vectors the tables hold (`flowmem.jobs.factories.store_from`
         builds the one the settings select)."""
         self._db: Any = None
+        self._connecting = threading.Lock()
+        """Held while the connection opens: a memory's writer opens it in the background
+        (`WorkflowMemory`), and another thread that needs it meanwhile waits for that one."""
         self._tables: dict[str, Any] = {}
         self._appender: Any = None
         self._known = KnownKeys()
@@ -127,40 +130,48 @@ class StoreBase:
 
     @property
     def db(self) -> Any:
-        """The LanceDB connection, opened on first use (opening a Store only looks at its path)."""
+        """The LanceDB connection, opened on first use (opening a Store only looks at its path;
+        importing it loads neither LanceDB nor Arrow). Opened once, by the first thread that
+        asks; the others wait for it."""
         if self._db is None:
-            import lancedb
-
-            # A zero interval: every read sees what other processes committed before it. Bounded
-            # caches: LanceDB's defaults let them grow by ~100 KB per commit, to gigabytes.
-            session = lancedb.Session(
-                metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=_INDEX_CACHE
-            )
-            check_endpoint(self.settings)  # an object store's endpoint that does not answer: one line now
-            try:
-                db = lancedb.connect(
-                    self.settings.db,
-                    read_consistency_interval=timedelta(0),
-                    storage_options=self.storage_options,
-                    session=session,
-                )
-                migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
-            except Exception as err:
-                if line := os_error_line(err, self.settings.db):
-                    raise StoreAccessError(line) from None
-                if line := access_problem(err, self.settings):
-                    raise ObjectStoreError(line) from err
-                raise
-            self._db = db
-            _CONNECTED.add(self)
+            with self._connecting:
+                if self._db is None:
+                    self._db = self._connect()
+                    _CONNECTED.add(self)
         return self._db
+
+    def _connect(self) -> Any:
+        import lancedb
+
+        # A zero interval: every read sees what other processes committed before it. Bounded
+        # caches: LanceDB's defaults let them grow by ~100 KB per commit, to gigabytes.
+        session = lancedb.Session(
+            metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=_INDEX_CACHE
+        )
+        check_endpoint(self.settings)  # an object store's endpoint that does not answer: one line now
+        try:
+            db = lancedb.connect(
+                self.settings.db,
+                read_consistency_interval=timedelta(0),
+                storage_options=self.storage_options,
+                session=session,
+            )
+            migrate(db, where=self.settings.db)  # kept only once migrated: a newer store stays refused
+        except Exception as err:
+            if line := os_error_line(err, self.settings.db):
+                raise StoreAccessError(line) from None
+            if line := access_problem(err, self.settings):
+                raise ObjectStoreError(line) from err
+            raise
+        return db
 
     def prepare(self) -> None:
         """Load the embedder and the LanceDB client, and create the trajectories table, now
         rather than on first write.
 
-        A process that writes from a background thread calls this up front: at interpreter
-        exit, Python refuses some imports that lancedb and sklearn make lazily.
+        A process that writes from a background thread has that thread call this first
+        (`WorkflowMemory`'s writer), so that a write at interpreter exit finds everything
+        loaded: Python then refuses some imports that lancedb and sklearn make lazily.
         """
         self.embedder.embed(["warm up"])
         _ = self.db

@@ -38,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-import pyarrow as pa
-
 from flowmem.models import RunState
 from flowmem.storage.errors import StoreError
 from flowmem.storage.lance_ops import retry_conflicts
@@ -49,9 +47,6 @@ __all__ = ["META", "SCHEMA_VERSION", "STEPS", "migrate", "schema_version", "tabl
 META: Final = "flowmem_meta"
 """The table of store-wide facts: one row per key."""
 _KEY: Final = "schema_version"
-_SCHEMA: Final = pa.schema(
-    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string(), nullable=False)]
-)
 # Only ever raise the version: a slower process finishing an older step must not lower it.
 _RAISE_ONLY: Final = "CAST(target.value AS BIGINT) < CAST(source.value AS BIGINT)"
 
@@ -80,6 +75,8 @@ def _workflow_kind(db: Any) -> None:
 def _key_shares(db: Any) -> None:
     """v2 -> v3: workflows get `key_shares`, each retrieval key's share of its task; earlier
     versions have none (null), which search reads as whole."""
+    import pyarrow as pa  # here: importing the store loads no Arrow (lancedb has by now)
+
     for name in table_names(db):
         if name.startswith("workflows__"):
             table = db.open_table(name)
@@ -96,6 +93,8 @@ def _typed_run_state(db: Any) -> None:
     """v3 -> v4: every run's `state` is a typed `RunState` (with its `version`): the untyped
     dict earlier runs kept is rewritten through `RunState.from_stored`, absent keys defaulted
     (a run that kept no fit leaves its next run to refit, as before)."""
+    import pyarrow as pa  # here: importing the store loads no Arrow (lancedb has by now)
+
     if "runs" not in table_names(db):
         return
     table = db.open_table("runs")
@@ -135,9 +134,14 @@ def table_names(db: Any) -> list[str]:
 
 def _create_meta(db: Any, *, initial: int) -> Any:
     """The meta table, created holding version `initial` unless it exists (then it is kept)."""
+    import pyarrow as pa  # here: importing the store loads no Arrow (lancedb has by now)
+
     row = [{"key": _KEY, "value": str(initial)}]
+    schema = pa.schema(
+        [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string(), nullable=False)]
+    )
     try:
-        return retry_conflicts(lambda: db.create_table(META, data=row, schema=_SCHEMA, exist_ok=True))
+        return retry_conflicts(lambda: db.create_table(META, data=row, schema=schema, exist_ok=True))
     except Exception:  # a concurrent opener created it between our two calls
         return db.open_table(META)
 

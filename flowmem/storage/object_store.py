@@ -18,11 +18,9 @@ another region. Every request Lance makes is bounded by the `storage_*` settings
 
 from __future__ import annotations
 
-import http.client
 import math
 import os
 import re
-import ssl
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -114,6 +112,9 @@ def check_endpoint(settings: Settings) -> None:
     url = endpoint(settings)
     if not url or _proxied(settings):
         return
+    import http.client  # here: opening a store on a local path loads no HTTP client
+    import ssl
+
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     wait = settings.storage_connect_timeout

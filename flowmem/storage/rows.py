@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from flowmem.induction.abstract.loops import encoded
 from flowmem.models import (
@@ -28,6 +27,9 @@ from flowmem.models import (
     WorkflowRef,
     WorkflowStep,
 )
+
+if TYPE_CHECKING:  # imported where a schema is built: an agent's recording never loads Arrow
+    import pyarrow as pa
 
 __all__ = [
     "EMBEDDER_KEY",
@@ -48,7 +50,6 @@ __all__ = [
 EMBEDDER_KEY = b"flowmem.embedder"
 """Schema metadata key naming the embedder whose vectors a table holds."""
 
-_TS = pa.timestamp("us", tz="UTC")
 
 USAGE_COLUMNS = ("id", "version", "served", "successes", "failures")
 """Columns of a namespace's usage table."""
@@ -58,12 +59,22 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def _ts() -> pa.DataType:
+    import pyarrow as pa
+
+    return pa.timestamp("us", tz="UTC")
+
+
 def _vector_field(dim: int) -> pa.Field:
+    import pyarrow as pa
+
     return pa.field("vector", pa.list_(pa.float32(), dim))
 
 
 def trajectory_schema(dim: int, embedder: str) -> pa.Schema:
     """Schema of the `trajectories` table."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             pa.field("namespace", pa.string(), nullable=False),
@@ -82,8 +93,8 @@ def trajectory_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("steps", pa.string(), nullable=False),
             pa.field("workflows_used", pa.string(), nullable=False),
             pa.field("meta", pa.string(), nullable=False),
-            pa.field("created_at", _TS, nullable=False),
-            pa.field("stored_at", _TS, nullable=False),
+            pa.field("created_at", _ts(), nullable=False),
+            pa.field("stored_at", _ts(), nullable=False),
             _vector_field(dim),
         ],
         metadata={EMBEDDER_KEY: embedder.encode()},
@@ -138,11 +149,15 @@ def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
 
 def usage_schema() -> pa.Schema:
     """Schema of a namespace's usage table (stats per workflow version)."""
+    import pyarrow as pa
+
     return pa.schema([pa.field(name, pa.string() if name == "id" else pa.int64()) for name in USAGE_COLUMNS])
 
 
 def lifecycle_schema() -> pa.Schema:
     """Schema of a namespace's lifecycle log (one row per status transition)."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             pa.field("id", pa.string()),
@@ -151,18 +166,22 @@ def lifecycle_schema() -> pa.Schema:
             pa.field("new", pa.string()),
             pa.field("cause", pa.string()),
             pa.field("reason", pa.string()),
-            pa.field("at", _TS),
+            pa.field("at", _ts()),
         ]
     )
 
 
 def vector_cache_schema(dim: int) -> pa.Schema:
     """Schema of an embedder's vector cache table (content hash -> vector)."""
+    import pyarrow as pa
+
     return pa.schema([pa.field("key", pa.string()), _vector_field(dim)])
 
 
 def workflow_schema(dim: int, embedder: str) -> pa.Schema:
     """Schema of a namespace's workflows table (one row per version)."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             pa.field("namespace", pa.string(), nullable=False),
@@ -185,7 +204,7 @@ def workflow_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("provenance", pa.string(), nullable=False),
             pa.field("run_id", pa.string()),
             pa.field("content_hash", pa.string(), nullable=False),
-            pa.field("created_at", _TS, nullable=False),
+            pa.field("created_at", _ts(), nullable=False),
             _vector_field(dim),
             pa.field("keys", pa.list_(pa.list_(pa.float32(), dim))),
             pa.field("key_shares", pa.list_(pa.float32())),
@@ -264,13 +283,15 @@ def workflow_from_row(row: dict[str, Any]) -> Workflow:
 
 def run_schema() -> pa.Schema:
     """Schema of the `runs` table."""
+    import pyarrow as pa
+
     return pa.schema(
         [
             pa.field("namespace", pa.string(), nullable=False),
             pa.field("id", pa.string(), nullable=False),
             pa.field("kind", pa.string(), nullable=False),
-            pa.field("started_at", _TS, nullable=False),
-            pa.field("finished_at", _TS),
+            pa.field("started_at", _ts(), nullable=False),
+            pa.field("finished_at", _ts()),
             pa.field("counts", pa.string(), nullable=False),
             pa.field("tag", pa.string()),
             pa.field("table_version", pa.int64()),

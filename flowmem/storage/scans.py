@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from lancedb.index import BTree
 
 from flowmem.models import Trajectory
 from flowmem.storage import rows
@@ -105,5 +104,7 @@ def index_ids(store: Store, *, slack: int = INDEX_SLACK) -> bool:
     stats = table.index_stats(ID_INDEX)
     if stats is not None and stats.num_unindexed_rows <= slack:
         return False
+    from lancedb.index import BTree  # here: an agent that only records never loads LanceDB
+
     retry_conflicts(lambda: table.create_index("id", config=BTree(), replace=True))
     return True

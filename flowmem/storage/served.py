@@ -3,7 +3,8 @@
 One Arrow read of the workflows table, no `Workflow` object per row: the versions search may
 serve (`retrieval.serving.served_versions`, with live status and stats) as numpy arrays, their
 retrieval keys as one float32 matrix in owner order, and their other columns kept in Arrow so
-that a hit's `Workflow` is built only when it is served (`ServedRows.workflow`).
+that a hit's `Workflow` is built only when it is served (`ServedRows.workflow`). Arrow is
+imported by the functions that read, so that importing the store does not load it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from flowmem.induction.abstract.loops import decoded
 from flowmem.models import UsageStats, Workflow
@@ -129,6 +128,8 @@ def _key_matrix(
     of the rows at these positions of `rows`).
 
     Chunk by chunk, without combining or taking the Arrow column: at 1M keys it is 1.5 GB."""
+    import pyarrow.compute as pc
+
     chunks = keys.chunks if keys is not None else []
     lengths = np.concatenate(
         [np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64) for c in chunks]
@@ -158,6 +159,8 @@ def _key_matrix(
 
 def _vectors(array: Any, dim: int) -> npt.NDArray[np.float32]:
     """A fixed-size list array of floats as a (len, dim) float32 matrix."""
+    import pyarrow as pa
+
     values = array.flatten() if len(array) else pa.array([], pa.float32())
     return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
 
@@ -167,6 +170,8 @@ class ServedMixin(StoreBase):
 
     def served_rows(self, *, namespace: str | None = None) -> ServedRows:
         """The versions search serves, as `ServedRows` (see the module docstring)."""
+        import pyarrow as pa
+
         ns = self._ns(namespace)
         source, where = self._workflows(ns), f"namespace = {quote(ns)}"
         # The key vectors stay out of every Arrow copy below (filter, take): see `_key_matrix`.
@@ -220,6 +225,8 @@ class ServedMixin(StoreBase):
     def _recorded(self, table: Any, ns: str) -> tuple[Any, npt.NDArray[np.int64]]:
         """The rows of `table` that no run wrote or a recorded run wrote (a crashed run's are
         left out), and their positions in it."""
+        import pyarrow as pa
+
         rows = np.arange(len(table), dtype=np.int64)
         run_ids = table.column("run_id").to_pylist()
         if any(r is not None for r in run_ids):
@@ -246,6 +253,8 @@ def _live_stats(
 
 def _by_example(table: Any) -> npt.NDArray[np.bool_]:
     """Per row, whether its keys' shares were recorded (a workflow keyed by its examples)."""
+    import pyarrow.compute as pc
+
     if "key_shares" not in table.column_names:
         return np.zeros(len(table), dtype=bool)
     return pc.is_valid(table.column("key_shares")).to_numpy(zero_copy_only=False).astype(bool)  # type: ignore[no-any-return]

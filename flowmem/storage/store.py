@@ -13,11 +13,10 @@ Tables:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
-from flowmem.induction.render.diff import WorkflowDiff, diff_workflows
 from flowmem.models import Trajectory, Workflow, now
 from flowmem.retrieval.serving import served_versions
 from flowmem.storage import rows
@@ -30,6 +29,9 @@ from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.served import ServedMixin
 from flowmem.storage.version_state import VersionStateMixin
+
+if TYPE_CHECKING:
+    from flowmem.induction.render.diff import WorkflowDiff
 
 __all__ = ["STATUSES", "Store", "pick_version"]
 
@@ -233,6 +235,8 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
 
     def diff(self, workflow_id: str, old: int, new: int, *, namespace: str | None = None) -> WorkflowDiff:
         """Step-level diff between two versions of a workflow."""
+        from flowmem.induction.render.diff import diff_workflows  # here: recording loads no diffing
+
         return diff_workflows(
             self.get_workflow(workflow_id, old, namespace=namespace),
             self.get_workflow(workflow_id, new, namespace=namespace),
