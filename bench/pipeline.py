@@ -1,6 +1,6 @@
 """The hot path and the pipeline, timed: the recording hook, ingest + induce through the CLI and
 through the Prefect flow (on a running Prefect server), an incremental run, HTTP search with 8
-clients, memharness."""
+and 32 clients, memharness."""
 
 from __future__ import annotations
 
@@ -8,24 +8,20 @@ import contextlib
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from bench.api_load import measure
 from bench.data import fill, queries
-from bench.paths import script
+from bench.paths import REPO, script
 from flowmem.agents import WorkflowMemory
-from flowmem.flows.local import free_port, prefect_server
+from flowmem.flows.local import prefect_server
 from flowmem.jobs.factories import store_from
-from flowmem.retrieval.ranking import ANN_MIN
 from flowmem.settings import Settings
 
 __all__ = ["api_search", "hook_step", "induction", "memharness", "timed_prefect_server"]
@@ -141,68 +137,31 @@ def timed_prefect_server(home: str, *, timeout: float = 120.0) -> Iterator[tuple
         yield server.api_url, server.ready_s
 
 
-WARM_UP_S = 5.0
-"""Seconds of searches before `api_search` times any, on an index large enough for an ANN
-(longer than its build at 10k keys on a busy 2-core machine, ~2.5 s); 0.5 s below that."""
+API_WORKERS = 2
+"""Server processes of the bench's `flowmem api` (`--workers`): one per core of a 2-core machine."""
 
 
-def api_search(n: int, *, clients: int = 8, seconds: float = 5.0) -> dict[str, float]:
-    """`GET /v1/workflows/search` on a `flowmem api` process serving n workflows: requests
-    per second with `clients` threads (keep-alive), and the p50 latency of one client."""
+def api_search(
+    n: int, *, clients: tuple[int, ...] = (8, 32), seconds: float = 5.0, workers: int = API_WORKERS
+) -> dict[str, Any]:
+    """`GET /v1/workflows/search` on a `flowmem api` process serving n workflows
+    (`bench.api_load`: keep-alive clients on one asyncio loop): the p50 latency of one client,
+    and for each client count requests per second, p50 / p99 latency and errors."""
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(db=f"{tmp}/db")
-        fill(store_from(settings), n)
-        port = free_port()
-        env = {**os.environ, "FLOWMEM_DB": settings.db, "LANCEDB_LOG": "error", "PREFECT_HOME": tmp}
-        cmd = [*_CLI, "api", "--host", "127.0.0.1", "--port", str(port)]
-        server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            url = f"http://127.0.0.1:{port}/v1/workflows/search"
-            tasks = queries(200)
-            _wait_until_up(url)
-            with httpx.Client() as one:
-                # Steady state: the first search loads the index, which then builds its ANN in
-                # the background (past `retrieval.ranking.ANN_MIN` keys); time neither.
-                warm = time.perf_counter() + (WARM_UP_S if n >= ANN_MIN else 0.5)
-                while time.perf_counter() < warm:
-                    one.get(url, params={"task": tasks[0]}).raise_for_status()
-                times = []
-                for task in tasks:
-                    start = time.perf_counter()
-                    one.get(url, params={"task": task}).raise_for_status()
-                    times.append((time.perf_counter() - start) * 1000)
-            done = [0] * clients
-            stop = time.perf_counter() + seconds
-
-            def client(c: int) -> None:
-                with httpx.Client() as http:
-                    while time.perf_counter() < stop:
-                        http.get(url, params={"task": tasks[done[c] % len(tasks)]}).raise_for_status()
-                        done[c] += 1
-
-            threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-            start = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            elapsed = time.perf_counter() - start
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-    return {"api_search_ms_p50_1": statistics.median(times), f"api_search_rps_{clients}": sum(done) / elapsed}
-
-
-def _wait_until_up(url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            httpx.get(url, params={"task": "warm up"}).raise_for_status()
-            return
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        db = f"{tmp}/db"
+        fill(store_from(Settings(db=db)), n)
+        found = measure(db, n, src=REPO, clients=list(clients), seconds=seconds, workers=workers, home=tmp)
+    out: dict[str, Any] = {"api_search": found, "api_workers": workers}
+    out["api_search_ms_p50_1"] = found["p50_ms_1"]
+    runs = found["runs"]
+    assert isinstance(runs, list)
+    for r in runs[1:]:
+        c = r["clients"]
+        out[f"api_search_rps_{c}"] = r["rps"]
+        out[f"api_search_ms_p50_{c}"] = r["p50_ms"]
+        out[f"api_search_ms_p99_{c}"] = r["p99_ms"]
+        out[f"api_search_errors_{c}"] = r["errors"]
+    return out
 
 
 def memharness(python: str | None, n: int, *, repeats: int = 50) -> dict[str, Any]:

@@ -95,6 +95,13 @@ def table(r: dict[str, Any]) -> Table:
         "—",
         "; ".join(notes),
     )
+    api = [f"1 client p50 {r['api_search_ms_p50_1']:.1f} ms"]
+    if r.get("api_search_ms_p99_8") is not None:
+        api.insert(0, f"p99 {r['api_search_ms_p99_8']:.1f} ms, {r['api_search_errors_8']} errors")
+    if r.get("api_search_rps_32") is not None:
+        api.append(f"32 clients {r['api_search_rps_32']:,.0f} req/s (p99 {r['api_search_ms_p99_32']:.1f} ms)")
+    if r.get("api_workers"):
+        api.append(f"{r['api_workers']} workers")
     t.add_row(
         "HTTP search, 8 clients",
         f"{r['api_search_rps_8']:,.0f} req/s",
@@ -102,7 +109,7 @@ def table(r: dict[str, Any]) -> Table:
         "",
         "",
         "no server",
-        f"1 client p50 {r['api_search_ms_p50_1']:.1f} ms",
+        "; ".join(api),
     )
     if "memharness_skipped" in r:
         t.caption = f"memharness skipped: {r['memharness_skipped']}"

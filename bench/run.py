@@ -96,7 +96,7 @@ def run_bench(
             out["incremental_ratio"] = found["incremental_ratio"]
             out["induce_nothing_new_ratio"] = found["induce_nothing_new_s"] / found["induce_s"]
             out["incremental_inprocess_ratio"] = found["incremental_inprocess_ratio"]
-    log(f"api: 8 clients, {API:,} workflows ...")
+    log(f"api: 8 and 32 clients, {API:,} workflows ...")
     out.update(api_search(size(API), seconds=5.0 if scale >= 1 else 1.0))
     log("memharness ...")
     out.update(memharness(py313, size(MEMHARNESS), repeats=20 if scale >= 1 else 3))

@@ -221,6 +221,12 @@ class Settings(BaseSettings):
     """Interface `flowmem api` listens on."""
     api_port: int = Field(8765, ge=1, le=65535)
     """Port `flowmem api` listens on."""
+    api_workers: int = Field(1, ge=1, le=64)
+    """Server processes `flowmem api` runs (uvicorn's workers, started by spawn, each with its
+    own connection and served index). A search is CPU work under one GIL: one process serves
+    about one core's worth; give one per core to use them all. Each worker holds its own index
+    in memory, and sees another worker's status change or rollback within the index's check
+    interval (0.25 s), not at once."""
 
     @field_validator("dask_address")
     @classmethod

@@ -27,6 +27,9 @@ KEYS = [
     "incremental_ratio",
     "incremental_inprocess_ratio",
     "api_search_rps_8",
+    "api_search_ms_p99_8",
+    "api_search_errors_8",
+    "api_search_rps_32",
 ]
 
 

@@ -65,3 +65,17 @@ def test_older_results_without_the_newer_keys_still_render() -> None:
     text = render(results(memharness_skipped="no Python 3.13"))
     assert "1.25x the CLI (server running)" in text and "temporary server" not in text
     assert "16% of a full run" in text and "memharness skipped: no Python 3.13" in text
+
+
+def test_the_table_shows_the_apis_tail_errors_and_32_clients() -> None:
+    text = render(
+        results(
+            api_search_ms_p99_8=9.87,
+            api_search_errors_8=0,
+            api_search_rps_32=1234.5,
+            api_search_ms_p99_32=30.04,
+            api_workers=2,
+        )
+    )
+    assert "p99 9.9 ms, 0 errors" in text and "32 clients 1,234 req/s (p99 30.0 ms)" in text
+    assert "2 workers" in text

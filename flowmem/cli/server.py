@@ -20,6 +20,9 @@ def api(
     host: Annotated[str | None, typer.Option(help="Interface to listen on (FLOWMEM_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (FLOWMEM_API_PORT).")] = None,
     access_log: Annotated[bool, _ACCESS_LOG] = False,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=64, help="Server processes, one per core (FLOWMEM_API_WORKERS).")
+    ] = None,
 ) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs) for the namespace FLOWMEM_NAMESPACE.
 
@@ -30,7 +33,7 @@ def api(
     settings = Settings()
     host, port = host or settings.api_host, port or settings.api_port
     _can_listen(host, port, "--port or FLOWMEM_API_PORT")
-    run(settings, host=host, port=port, access_log=access_log)
+    run(settings, host=host, port=port, access_log=access_log, workers=workers or settings.api_workers)
 
 
 def dashboard(

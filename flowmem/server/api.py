@@ -17,27 +17,25 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem import __version__
 from flowmem.interchange import RecordError, loads
 from flowmem.server.api_docs import add_docs
 from flowmem.server.api_manage import manage_routes
 from flowmem.server.dashboard import add_dashboard
+from flowmem.server.fast_search import SearchFastPath
 from flowmem.server.payloads import Health, OutcomeSet, Recorded, SearchHit, WorkflowDetail, WorkflowOut
 from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError
 
-__all__ = ["MAX_BODY_BYTES", "create_app", "run"]
+__all__ = ["MAX_BODY_BYTES", "app_from_environment", "create_app", "run"]
 
 log = logging.getLogger("flowmem.api")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest accepted request body."""
-
-_HITS = TypeAdapter(list[SearchHit])
-"""Writes a search's hits as JSON."""
 
 _JSONL_TYPES = ("application/x-ndjson", "application/jsonl", "application/x-jsonlines")
 
@@ -128,6 +126,8 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
     _write_routes(app, svc, Depends(write))
     manage_routes(app, svc, Depends(read), Depends(write))
     add_dashboard(app, svc)  # the dashboard's pages: /, /workflows/..., /runs; HTML errors off the API
+    token = settings.api_token.get_secret_value().encode() if settings.api_token is not None else None
+    app.add_middleware(SearchFastPath, service=svc, open_reads=not settings.api_read_token, token=token)
     return app
 
 
@@ -143,11 +143,12 @@ def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
         # on the event loop, and its JSON is written as is (not validated again against the
         # response model it was built as). One that will check the store, or reload it, goes
         # to a worker thread.
+        # (A plainly valid search is answered before it gets here: `fast_search`.)
         if svc.search_is_cpu_only():
-            hits = svc.search(task, k, agent=agent)
+            body = svc.search_json(task, k, agent=agent)
         else:
-            hits = await run_in_threadpool(svc.search, task, k, agent=agent)
-        return Response(_HITS.dump_json(hits), media_type="application/json")
+            body = await run_in_threadpool(svc.search_json, task, k, agent=agent)
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
     def list_workflows(
@@ -230,21 +231,45 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-def run(settings: Settings, *, host: str, port: int, access_log: bool = False) -> None:
+def app_from_environment() -> FastAPI:
+    """The app for the settings of the environment (FLOWMEM_*), its store connected: what
+    each worker process of `run(..., workers=N)` serves."""
+    settings = Settings()
+    service = Service(settings)
+    service.store.prepare()  # imports and connects now, not on the first request
+    service.warm()
+    return create_app(settings, service=service)
+
+
+def run(settings: Settings, *, host: str, port: int, access_log: bool = False, workers: int = 1) -> None:
     """Serve the API with uvicorn until interrupted: HTTP parsed by httptools (h11, uvicorn's
     pure-Python default, costs ~0.5 ms more per request), one log line per request only with
-    `access_log`."""
+    `access_log`.
+
+    With `workers` > 1, uvicorn runs that many server processes on the port, each started by
+    spawn (never fork: LanceDB does not survive one) and building its own app from the
+    environment (`app_from_environment`); `settings` must then be the environment's.
+
+    Raises:
+        ValueError: if `workers` > 1 and `settings` are not the environment's.
+    """
     import uvicorn
 
     if settings.api_token is None:
         log.warning("FLOWMEM_API_TOKEN is not set: the API serves reads only and refuses writes")
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": "info",
+        "http": "httptools",
+        "access_log": access_log,
+    }
+    if workers > 1:
+        if settings != Settings():
+            raise ValueError("with workers, each worker reads its settings from the environment (FLOWMEM_*)")
+        uvicorn.run(f"{__name__}:app_from_environment", factory=True, workers=workers, **options)
+        return
     service = Service(settings)
     service.store.prepare()  # imports and connects now, not on the first request
-    uvicorn.run(
-        create_app(settings, service=service),
-        host=host,
-        port=port,
-        log_level="info",
-        http="httptools",
-        access_log=access_log,
-    )
+    service.warm()
+    uvicorn.run(create_app(settings, service=service), **options)

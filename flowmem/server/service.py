@@ -7,9 +7,13 @@ one server per tenant.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
@@ -21,6 +25,7 @@ from flowmem.jobs.outcome import report_outcome
 from flowmem.jobs.status import Verb, set_status
 from flowmem.models import Trajectory
 from flowmem.server.committer import GroupCommitter
+from flowmem.server.hits_json import HitsJson
 from flowmem.server.payloads import (
     Conflict,
     DiffOut,
@@ -73,6 +78,7 @@ class Service:
             compact_every=COMPACT_EVERY,
         )
         """Stores what concurrent requests record in one commit per batch."""
+        self._hits_json = HitsJson()
 
     @property
     def index(self) -> ServedIndex:
@@ -85,6 +91,15 @@ class Service:
     def search(self, task: str, k: int = 3, *, agent: str | None = None) -> list[SearchHit]:
         """The k served workflows that fit `task` best."""
         return [SearchHit.of_hit(h) for h in self.index.search(task, k=k, agent=agent)]
+
+    def warm(self) -> None:
+        """Load the served index now (and start its ANN's build), not on the first search."""
+        self.index.search("warm up", k=1)
+
+    def search_json(self, task: str, k: int = 3, *, agent: str | None = None) -> bytes:
+        """`search`'s hits as the API writes them (a JSON array of `SearchHit`), each served
+        version's part written once and kept (`HitsJson`)."""
+        return self._hits_json.dump(self.index.search(task, k=k, agent=agent))
 
     def search_is_cpu_only(self) -> bool:
         """Whether a search now would do no I/O (the index is loaded and not due a check)."""
@@ -238,10 +253,49 @@ class Service:
 
         kind: Literal["rule", "llm"] = inducer or ("llm" if self.settings.llm_model else "rule")
         built = inducer_from(kind, self.settings)
+        with self._one_induction():
+            report = run_induction(self.store, self.settings, built, namespace=self.namespace, force=force)
+        return InducedRun(**dict(report.summary()), inducer=kind)
+
+    @contextlib.contextmanager
+    def _one_induction(self) -> Iterator[None]:
+        """Held while an induction started here runs: one at a time in this process, and in
+        every worker process of the same server (`flowmem api --workers N`: a lock file per
+        store and namespace, in the temporary directory).
+
+        Raises:
+            Busy: if one is already running.
+        """
         if not self._inducing.acquire(blocking=False):
             raise Busy("an induction run is already running on this server")
         try:
-            report = run_induction(self.store, self.settings, built, namespace=self.namespace, force=force)
+            with _file_lock(f"{self.settings.db}\0{self.namespace}"):
+                yield
         finally:
             self._inducing.release()
-        return InducedRun(**dict(report.summary()), inducer=kind)
+
+
+@contextlib.contextmanager
+def _file_lock(name: str) -> Iterator[None]:
+    """An exclusive lock across this machine's processes, named by `name` (POSIX `flock`;
+    where there is none, this process's lock alone holds).
+
+    Raises:
+        Busy: if another process holds it.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"flowmem-induce-{digest}.lock")
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy("an induction run is already running on this server") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
