@@ -32,7 +32,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
     assert store.get_workflow("agent-c0").status == "candidate"
     outcomes(store, 1, [True] * 7 + [False], tag="a")
     first = learn(store, namespace=settings.namespace)
-    assert [(t["version"], t["old"], t["new"]) for t in first["transitions"]] == [(1, "candidate", "active")]
+    assert [(t.version, t.old, t.new) for t in first.transitions] == [(1, "candidate", "active")]
 
     store.commit_run(InductionRun(id="r2"), [make_workflow("agent-c0", 2, steps=3, cluster_id=0)])
     with WorkflowMemory.open(settings) as memory:
@@ -41,7 +41,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
         outcomes(store, 2, [True] * 9, tag="b")
         second = learn(store, namespace=settings.namespace)
         time.sleep(0.3)  # the agent's index asks the store again after 0.25 s
-        assert sorted((t["version"], t["new"]) for t in second["transitions"]) == [
+        assert sorted((t.version, t.new) for t in second.transitions) == [
             (1, "deprecated"),
             (2, "active"),
         ]
@@ -53,7 +53,7 @@ def test_candidate_promoted_then_superseded_and_every_transition_recorded(settin
         (1, "deprecated", "superseded"),
         (2, "active", "promoted"),
     ]
-    assert all(r.reason for r in log) and learn(store, namespace=settings.namespace)["transitions"] == []
+    assert all(r.reason for r in log) and learn(store, namespace=settings.namespace).transitions == []
 
 
 def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(settings: Settings) -> None:
@@ -78,7 +78,7 @@ def test_failing_version_is_deprecated_not_served_and_queued_for_reinduction(set
     ]
     store_trajectories(store, failed, settings.scrub)
     learnt = learn(store, namespace=settings.namespace)
-    assert [(t["new"]) for t in learnt["transitions"]] == ["deprecated"] and learnt["reinduce"] == [w.id]
+    assert [t.new for t in learnt.transitions] == ["deprecated"] and learnt.reinduce == [w.id]
     assert store.get_workflow(w.id).status == "deprecated"
     with WorkflowMemory.open(settings) as memory:
         assert memory.search(TASK) == []  # a deprecated version is not served

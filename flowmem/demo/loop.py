@@ -23,6 +23,7 @@ from flowmem.agents import WorkflowMemory
 from flowmem.demo import NOW, ScriptedAgent, World, make_tasks, simulate
 from flowmem.demo.follower import FollowerAgent
 from flowmem.interchange import write_jsonl
+from flowmem.jobs.cycle import CycleSummary
 from flowmem.jobs.cycle import cycle as run_cycle
 from flowmem.models import Trajectory, Workflow, WorkflowRef
 from flowmem.settings import Settings
@@ -30,7 +31,7 @@ from flowmem.storage import Store
 
 __all__ = ["Arm", "Cycle", "DemoReport", "Round", "generate_file", "plot", "run_loop"]
 
-Cycle = Callable[[Store, Settings], dict[str, Any]]
+Cycle = Callable[[Store, Settings], CycleSummary]
 """Runs collect + induce + learn on the store; returns a summary (`flowmem.jobs.cycle.cycle`,
 or the Prefect `cycle` flow)."""
 
@@ -81,7 +82,7 @@ class DemoReport:
 
     db: str
     rounds: list[Round] = field(default_factory=list)
-    cycles: list[dict[str, Any]] = field(default_factory=list)
+    cycles: list[CycleSummary] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"db": self.db, "rounds": [r.to_json() for r in self.rounds]}

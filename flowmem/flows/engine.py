@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.settings import (
     PREFECT_API_URL,
@@ -24,6 +24,9 @@ from prefect.settings import (
 from flowmem.flows.local import PrefectServer
 from flowmem.settings import Settings
 from flowmem.storage import Store
+
+if TYPE_CHECKING:
+    from flowmem.jobs.cycle import CycleSummary
 
 __all__ = ["NO_HEARTBEAT", "PrefectCycle", "TemporaryServer", "prefect_cycle"]
 
@@ -61,16 +64,17 @@ class PrefectCycle:
     def __init__(self, server: TemporaryServer | None) -> None:
         self.server = server
 
-    def __call__(self, store: Store, settings: Settings) -> dict[str, Any]:
+    def __call__(self, store: Store, settings: Settings) -> CycleSummary:
         # Imported here, once the server is on its way up: flowmem's jobs and Prefect's flow
         # engine take a second to import, which the server's start then hides.
         from flowmem.flows.pipeline import cycle_flow
+        from flowmem.jobs.cycle import CycleSummary
 
         updates = dict(NO_HEARTBEAT)
         if self.server is not None:
             updates[PREFECT_API_URL] = self.server.ready()
         with temporary_settings(updates=updates):
-            return cycle_flow(db=settings.db, namespace=settings.namespace)
+            return CycleSummary.model_validate(cycle_flow(db=settings.db, namespace=settings.namespace))
 
 
 def prefect_cycle() -> PrefectCycle:

@@ -25,6 +25,7 @@ from flowmem.induction.base import ClusterInput, Inducer, Usage
 from flowmem.induction.plan.bounded import ClusterMembers
 from flowmem.induction.plan.orchestrate import ClusterOutcome, induce_cluster
 from flowmem.jobs.collect import collect
+from flowmem.jobs.cycle import CycleSummary
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import (
     RunPlan,
@@ -35,7 +36,7 @@ from flowmem.jobs.induce import (
     induce_all,
     prepare_run,
 )
-from flowmem.jobs.learn import learn
+from flowmem.jobs.learn import Learned, learn
 from flowmem.jobs.maintain import maintain
 from flowmem.settings import Settings
 
@@ -149,7 +150,7 @@ def commit(settings: Settings, plan: Parcel[RunPlan], outcomes: Parcel[list[Clus
 
 
 @task(cache_policy=NONE)
-def fold_outcomes(settings: Settings) -> dict[str, Any]:
+def fold_outcomes(settings: Settings) -> Learned:
     """Recompute each served version's stats from the stored outcomes; promote and demote."""
     return learn(store_from(settings), namespace=settings.namespace)
 
@@ -221,10 +222,10 @@ def induce_flow(
     """Incremental induction: only clusters whose runs changed are induced, one task each. The
     plan and the inductions run on the Dask cluster of `FLOWMEM_DASK_ADDRESS` when one is set
     (`flows/runners.py`); the commit runs here."""
-    return _induce(_settings(db, namespace), inducer, force)
+    return _induce(_settings(db, namespace), inducer, force).model_dump(mode="json")  # the result: JSON
 
 
-def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
+def _induce(settings: Settings, inducer: str, force: bool) -> RunSummary:
     """The induce flow's tasks, in the flow run that calls this (induce's own, or cycle's)."""
     timings: dict[str, float] = {}
     with task_runner(settings) as runner:  # on the Dask cluster of `settings.dask_address`, if any
@@ -247,13 +248,13 @@ def _induce(settings: Settings, inducer: str, force: bool) -> dict[str, Any]:
     report = commit(settings, Parcel(plan), Parcel(outcomes))
     timings["commit"] = time.perf_counter() - start
     _artifact(report, timings)
-    return report.summary().model_dump(mode="json")  # the flow run's result: JSON
+    return report.summary()
 
 
 @flow(name="flowmem-learn", log_prints=True)
 def learn_flow(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
     """Fold reported outcomes into per-version stats; promote and demote versions."""
-    return fold_outcomes(_settings(db, namespace))
+    return fold_outcomes(_settings(db, namespace)).model_dump(mode="json")
 
 
 @flow(name="flowmem-cycle", log_prints=True)
@@ -262,11 +263,12 @@ def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str
     those of the three flows: a subflow run for each, wrapping them, cost more API round trips
     than collect or learn take on the demo's store."""
     settings = _settings(db, namespace)
-    return {
-        "collect": collect_files(settings),
-        "induce": _induce(settings, inducer, force=False),
-        "learn": fold_outcomes(settings),
-    }
+    summary = CycleSummary(
+        collect=collect_files(settings),
+        induce=_induce(settings, inducer, force=False),
+        learn=fold_outcomes(settings),
+    )
+    return summary.model_dump(mode="json")
 
 
 @flow(name="flowmem-maintain", log_prints=True)

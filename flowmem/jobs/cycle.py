@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict
 
 from flowmem.jobs.collect import collect
 from flowmem.jobs.factories import inducer_from
-from flowmem.jobs.induce import run_induction
-from flowmem.jobs.learn import learn
+from flowmem.jobs.induce import RunSummary, run_induction
+from flowmem.jobs.learn import Learned, learn
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["cycle"]
+__all__ = ["CycleSummary", "cycle"]
 
 
-def cycle(store: Store, settings: Settings, *, inducer: str = "rule") -> dict[str, Any]:
-    """collect → induce → learn on the settings' namespace; the three summaries, as JSON (what
-    the Prefect `cycle` flow returns too)."""
+class CycleSummary(BaseModel):
+    """What one collect → induce → learn cycle did (`cycle`, and the Prefect `cycle` flow's
+    result read back)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    collect: dict[str, int | list[str]]
+    """`Collected.summary()`: files read, runs stored, duplicates, rejected, failed files."""
+    induce: RunSummary
+    """The induction run's summary."""
+    learn: Learned
+    """What learning did."""
+
+
+def cycle(store: Store, settings: Settings, *, inducer: str = "rule") -> CycleSummary:
+    """collect → induce → learn on the settings' namespace; the three summaries (the Prefect
+    `cycle` flow returns them as JSON)."""
     namespace = settings.namespace
     collected = collect(store, settings)
     report = run_induction(store, settings, inducer_from(inducer, settings), namespace=namespace)
-    return {
-        "collect": collected.summary(),
-        "induce": report.summary().model_dump(mode="json"),
-        "learn": learn(store, namespace=namespace),
-    }
+    return CycleSummary(
+        collect=collected.summary(), induce=report.summary(), learn=learn(store, namespace=namespace)
+    )
