@@ -36,13 +36,16 @@ class KeyANN:
     def __init__(self, index: Any, size: int) -> None:
         self._index, self.size = index, size
 
-    def search(self, query: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
-        """Row numbers of (about) the `count` keys nearest the query, nearest first."""
+    def search(
+        self, query: npt.NDArray[np.float32], count: int, ef: int = EF_SEARCH
+    ) -> npt.NDArray[np.int64]:
+        """Row numbers of (about) the `count` keys nearest the query, nearest first (`ef`: the
+        search breadth, at least `count`)."""
         import faiss
 
         count = min(count, self.size)
         # Per-call parameters: concurrent searches never share a mutable efSearch.
-        params = faiss.SearchParametersHNSW(efSearch=max(count, EF_SEARCH))  # type: ignore[attr-defined]
+        params = faiss.SearchParametersHNSW(efSearch=max(count, ef))  # type: ignore[attr-defined]
         _, found = self._index.search(
             np.ascontiguousarray(query[None, :], dtype=np.float32), count, params=params
         )

@@ -34,6 +34,7 @@ from flowmem.retrieval.serving import above_floor, compose, within_gap
 __all__ = [
     "COVER_WEIGHT",
     "EVIDENCE",
+    "FAMILIAR_EF",
     "FAMILIAR_KEYS",
     "Evidence",
     "choose",
@@ -53,6 +54,11 @@ _WORD = re.compile(r"\w+")
 FAMILIAR_KEYS = 16
 """How many of the nearest stored tasks an index of them is asked for (`Evidence.familiar`):
 one that clears the floor is enough, a few more make up for the index's misses."""
+
+FAMILIAR_EF = 64
+"""The breadth of that search: a quarter of the ranking's (`ann.EF_SEARCH`), as any one task
+above the floor will do, not the nearest ones in order (`python -m bench search` measures how
+often the answer is the exact one's: `familiar_agreement`)."""
 
 EVIDENCE = 3
 """How many nearest runs are evidence (and any tied with the last): raw memory's k."""
@@ -220,7 +226,7 @@ class Evidence:
         misses a task at least that similar only where the index missed every one."""
         seen, ann = self.seen_vectors, self.index.ann
         if ann is not None:
-            seen = seen[ann.search(query, FAMILIAR_KEYS)]
+            seen = seen[ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF)]
         return bool(len(seen)) and float(snap_cosines(seen @ query).max()) >= floor
 
     def floor_keeps(

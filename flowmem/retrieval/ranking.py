@@ -8,10 +8,13 @@ no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
 `Snapshot.ranked` returns the best `m` servable versions by score (similarity × rank factor),
 ties by position, exactly as sorting every version would. Up to `ann_min` keys it scores
 every key (one matrix-vector product, one BLAS thread: steadier and faster than two for one
-query). Past that, once the ANN is built, it re-ranks exactly the versions owning the keys
-the ANN returns, and stops when the m-th best score is at least what any version it has not
-looked at could score (the cosine of the farthest key returned, times the largest rank
-factor); otherwise it asks for more keys, and past a limit scores every key.
+query), takes the `_FIRST_KEYS` best keys by one `argpartition` and ranks their versions
+only, when the m-th of those scores above the last of the keys (no other version can: a
+version scores as its best key); otherwise every version. Past `ann_min`, once the ANN is
+built, it re-ranks exactly the versions owning the keys the ANN returns, and stops when the
+m-th best score is above what any version it has not looked at could score (the cosine of
+the farthest key returned, times the largest rank factor); otherwise it asks for more keys,
+and past a limit scores every key. Both are `Snapshot._proven`.
 """
 
 from __future__ import annotations
