@@ -8,7 +8,7 @@ import random
 from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.storage import Store
 
-__all__ = ["fill", "queries", "task_text"]
+__all__ = ["fill", "foreign_queries", "queries", "task_text"]
 
 VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update", "export"]
 THINGS = ["invoice", "meeting", "report", "ticket", "customer", "contract", "task", "budget", "survey"]
@@ -31,8 +31,33 @@ def queries(n: int, *, seed: int = 1) -> list[str]:
     return [task_text(rng.randrange(10**6), rng) for _ in range(n)]
 
 
-def fill(store: Store, n: int, *, namespace: str = "default", keys: int = 1, batch: int = 20_000) -> None:
-    """Commit n active workflows, each keyed by `keys` task texts, in runs of `batch`."""
+ASK = ["what is", "tell me", "how warm is", "describe", "recommend", "translate"]
+TOPIC = ["weather", "a poem", "the recipe", "a song", "the score", "a hiking trail", "jazz"]
+PLACE = ["paris", "lagos", "kyoto", "lima", "oslo", "cairo", "perth", "quito"]
+
+
+def foreign_queries(n: int, *, seed: int = 2) -> list[str]:
+    """Tasks from no domain `task_text` knows (weather, poems, recipes …), none of its words
+    but function words: a task that does not recur, from no known domain."""
+    rng = random.Random(seed)
+    return [
+        f"{rng.choice(ASK)} {rng.choice(TOPIC)} in {rng.choice(PLACE)} {rng.choice(WHEN)} {rng.randrange(10**4)}"  # noqa: E501
+        for _ in range(n)
+    ]
+
+
+def fill(
+    store: Store,
+    n: int,
+    *,
+    namespace: str = "default",
+    keys: int = 1,
+    batch: int = 20_000,
+    examples: bool = False,
+) -> None:
+    """Commit n active workflows, each keyed by `keys` task texts, in runs of `batch`; with
+    `examples`, as induction commits them: keyed by example tasks, each with its share (1),
+    so that the relevance floor holds them (`retrieval.search.floor_keeps`)."""
     for start in range(0, n, batch):
         chosen: list[Workflow] = []
         texts: list[str] = []
@@ -52,4 +77,7 @@ def fill(store: Store, n: int, *, namespace: str = "default", keys: int = 1, bat
             texts.extend(task_text(i * keys + j, rng) for j in range(keys))
         embedded = store.embedder.embed(texts)  # one call for the batch, as an inducer embeds its tasks
         vectors = {w.id: embedded[k * keys : (k + 1) * keys] for k, w in enumerate(chosen)}
-        store.commit_run(InductionRun(id=f"bench-{start}", namespace=namespace), chosen, keys=vectors)
+        shares = {w.id: [1.0] * keys for w in chosen} if examples else None
+        store.commit_run(
+            InductionRun(id=f"bench-{start}", namespace=namespace), chosen, keys=vectors, shares=shares
+        )

@@ -252,6 +252,34 @@ def _perf_checks() -> list[Check]:
     ]
 
 
+SEARCH_HEADER = "| search, side by side |"
+"""docs/performance.md's search table (issue 41): `python -m bench search --record`."""
+
+
+def _search_checks() -> list[Check]:
+    """docs/performance.md's search table against the recorded run (its search figures)."""
+    columns = ("flowmem_p50_ms", "numpy_p50_ms", "numpy_1thread_p50_ms", "vs_numpy", "recall_at_3")
+    checks = [
+        Check("docs/performance.md", SEARCH_HEADER, row, col, "bench", (f"search_{row}", name), "recorded")
+        for row in ("10k", "100k")
+        for col, name in enumerate((*columns, "load_average_1m"), start=1)
+    ]
+    nonrecurring = ("nonrecurring_p50_ms", "nonrecurring_exact_p50_ms", None, None, "familiar_agreement")
+    return checks + [
+        Check(
+            "docs/performance.md",
+            SEARCH_HEADER,
+            "a task that does not recur, 100k stored runs",
+            col,
+            "bench",
+            ("search_100k", name),
+            "recorded",
+        )
+        for col, name in enumerate((*nonrecurring, "load_average_1m"), start=1)
+        if name is not None
+    ]
+
+
 def bench_figures(record: dict[str, Any]) -> dict[str, Any]:
     """The recorded bench run, with the ratios the table derives from it (as bench/report.py's
     table computes them; a ratio whose figures the record lacks is left out, and the check
@@ -496,7 +524,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         if record is None:
             return 1
         sources["bench"] = bench_figures(record)
-        checks += _perf_checks()
+        checks += _perf_checks() + _search_checks()
     if args.only in (None, "start"):
         started = _recorded(args.root / RECORDED_START)
         if started is None:

@@ -146,7 +146,7 @@ def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> Non
     first, second = _ONE_BLAS_THREAD, _ONE_BLAS_THREAD
     first.__enter__()
     # The BLAS libraries loaded when the first search ran (not one a later import brought).
-    known = {lib.filepath for lib in first._controller.lib_controllers}
+    known = {lib.filepath for lib in first._blas or []}
     first.__exit__(None, None, None)
 
     def blas() -> list[int]:

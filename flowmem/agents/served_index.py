@@ -24,8 +24,8 @@ import numpy.typing as npt
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.retrieval import search as retrieval
-from flowmem.retrieval.ann import build_ann
-from flowmem.retrieval.ranking import ANN_MIN, AnnSlot, Snapshot
+from flowmem.retrieval.ann import AnnSlot, build_ann
+from flowmem.retrieval.ranking import ANN_MIN, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -121,6 +121,8 @@ class ServedIndex:
                 self.store, self.namespace, self.evidence_limit, share=self.literal_share
             )
             self._evidence_of = version[0]
+            if len(self._evidence.seen_vectors) >= self.ann_min:  # `Evidence.familiar` asks it
+                self._build_ann(self._evidence.index, self._evidence.seen_vectors)
         self._snapshot, self._version = snap, version
         self.reloads += 1
 

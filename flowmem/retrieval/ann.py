@@ -12,12 +12,17 @@ only where a key it missed would have ranked.
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KeyANN", "ann_available", "build_ann"]
+__all__ = ["EF_SEARCH", "AnnSlot", "KeyANN", "ann_available", "build_ann"]
+
+EF_SEARCH = 256
+"""The HNSW's search breadth at least (more when more keys are asked for): what it costs per
+search against how often it misses a nearest key (`python bench/search.py`: recall@3)."""
 
 
 def ann_available() -> bool:
@@ -31,18 +36,28 @@ class KeyANN:
     def __init__(self, index: Any, size: int) -> None:
         self._index, self.size = index, size
 
-    def search(self, query: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
-        """Row numbers of (about) the `count` keys nearest the query, nearest first."""
+    def search(
+        self, query: npt.NDArray[np.float32], count: int, ef: int = EF_SEARCH
+    ) -> npt.NDArray[np.int64]:
+        """Row numbers of (about) the `count` keys nearest the query, nearest first (`ef`: the
+        search breadth, at least `count`)."""
         import faiss
 
         count = min(count, self.size)
         # Per-call parameters: concurrent searches never share a mutable efSearch.
-        params = faiss.SearchParametersHNSW(efSearch=max(count, 64))  # type: ignore[attr-defined]
+        params = faiss.SearchParametersHNSW(efSearch=max(count, ef))  # type: ignore[attr-defined]
         _, found = self._index.search(
             np.ascontiguousarray(query[None, :], dtype=np.float32), count, params=params
         )
         keys = np.asarray(found[0], dtype=np.int64)
         return keys[keys >= 0]
+
+
+@dataclass
+class AnnSlot:
+    """Where an ANN lands once built (in the background); snapshots of the same keys share one."""
+
+    ann: KeyANN | None = None
 
 
 def build_ann(vectors: npt.NDArray[np.float32], *, neighbours: int = 32, ef_build: int = 80) -> KeyANN | None:

@@ -27,10 +27,21 @@ import numpy.typing as npt
 
 from flowmem.models import Workflow
 from flowmem.retrieval.align import Pattern, flat_pattern, pattern_pairs
+from flowmem.retrieval.ann import AnnSlot
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.serving import above_floor, compose, within_gap
 
-__all__ = ["COVER_WEIGHT", "EVIDENCE", "Evidence", "choose", "cover", "nearest", "task_template"]
+__all__ = [
+    "COVER_WEIGHT",
+    "EVIDENCE",
+    "FAMILIAR_EF",
+    "FAMILIAR_KEYS",
+    "Evidence",
+    "choose",
+    "cover",
+    "nearest",
+    "task_template",
+]
 
 COVER_WEIGHT = 0.35
 """What a step shown that the run did not take costs, against a step of the run that no
@@ -39,6 +50,15 @@ has to find it. The weight does not depend on the data set, only on the two figu
 shares in [0, 1]; 0.2 and 0.3 are measured beside it in docs/metrics.md."""
 
 _WORD = re.compile(r"\w+")
+
+FAMILIAR_KEYS = 16
+"""How many of the nearest stored tasks an index of them is asked for (`Evidence.familiar`):
+one that clears the floor is enough, a few more make up for the index's misses."""
+
+FAMILIAR_EF = 64
+"""The breadth of that search: a quarter of the ranking's (`ann.EF_SEARCH`), as any one task
+above the floor will do, not the nearest ones in order (`python -m bench search` measures how
+often the answer is the exact one's: `familiar_agreement`)."""
 
 EVIDENCE = 3
 """How many nearest runs are evidence (and any tied with the last): raw memory's k."""
@@ -179,6 +199,10 @@ class Evidence:
     """Each run's `task_template`."""
     known: frozenset[str] = field(init=False)
     """Every run's template: a task whose template is not here is looked up without a product."""
+    index: AnnSlot = field(default_factory=AnnSlot, repr=False, compare=False)
+    """An ANN of `seen_vectors` once built (`agents.served_index` builds one in the background
+    past `ANN_MIN` of them): `familiar` then asks it for the nearest tasks instead of scoring
+    every one."""
 
     def __post_init__(self) -> None:
         distinct = {" ".join(_WORD.findall(t.casefold())) for t in self.tasks}
@@ -189,11 +213,20 @@ class Evidence:
         object.__setattr__(self, "templates", templates)
         object.__setattr__(self, "known", frozenset(templates))
 
+    @property
+    def seen_vectors(self) -> npt.NDArray[np.float32]:
+        """The unit task vectors `familiar` looks at: `seen`, else those of the runs."""
+        return self.vectors if self.seen is None else self.seen
+
     def familiar(self, query: npt.NDArray[np.float32], floor: float) -> bool:
         """Whether the namespace has stored a run of a task at least `floor` similar to the
         task embedded as `query` (cosine): a task of a domain it knows, even when no memory of
-        its kind was induced (its runs failed, or were of another agent)."""
-        seen = self.vectors if self.seen is None else self.seen
+        its kind was induced (its runs failed, or were of another agent). With an `index`, of
+        the `FAMILIAR_KEYS` tasks it finds nearest (exactly scored): a yes is exact, a no
+        misses a task at least that similar only where the index missed every one."""
+        seen, ann = self.seen_vectors, self.index.ann
+        if ann is not None:
+            seen = seen[ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF)]
         return bool(len(seen)) and float(snap_cosines(seen @ query).max()) >= floor
 
     def floor_keeps(
@@ -210,10 +243,13 @@ class Evidence:
         memories a task (embedded as `query`) may be served, given each one's similarity to it
         and whether it is keyed by example tasks. All of them when there is no floor, the task
         `recurs` (`runs_for` found its runs) or is `familiar`; otherwise those that
-        `retrieval.serving.above_floor` keeps."""
-        if not floor or recurs or self.familiar(query, floor):
+        `retrieval.serving.above_floor` keeps. The stored runs are looked at only when the
+        nearest memory keyed by example tasks is below the floor (`above_floor` keeps all
+        otherwise, whatever they hold)."""
+        if not floor or recurs:
             return [True] * len(similarity)
-        return above_floor(similarity, by_example, floor)
+        kept = above_floor(similarity, by_example, floor)
+        return [True] * len(similarity) if all(kept) or self.familiar(query, floor) else kept
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the

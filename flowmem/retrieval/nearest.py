@@ -101,13 +101,26 @@ class ExampleIndex:
         if self._starts is not None:
             held = self.owners[self._starts]
             self._lo[held], self._hi[held] = self._starts, np.r_[self._starts[1:], len(self.owners)]
+        # One example per item, item i's at row i (a store of one key per workflow): an
+        # example's score is its item's, with nothing to gather or reduce.
+        self.single = len(self.owners) == n_items and bool(np.array_equal(self.owners, np.arange(n_items)))
+        self.penalized = bool(np.any(self.penalty))
+        """Whether any example has a share penalty (none: the cosines are the scores)."""
 
     def similarities(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
         """Per item, the best score of its examples: cosine less the share penalty (see the
         module docstring); -inf for an item without one."""
+        return self.similarities_of(self.vectors @ query if len(self.owners) else np.zeros(0, np.float32))
+
+    def similarities_of(self, cosines: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+        """`similarities`, given every example's product with the query."""
         best = np.full(self.n_items, -np.inf, dtype=np.float64)
         if len(self.owners):
-            scores = snap_cosines(self.vectors @ query) - self.penalty
+            scores = snap_cosines(cosines)
+            if self.penalized:
+                scores -= self.penalty
+            if self.single:
+                return scores
             if self._starts is not None:
                 best[self.owners[self._starts]] = np.maximum.reduceat(scores, self._starts)
             else:
@@ -120,10 +133,14 @@ class ExampleIndex:
         return self._starts is not None
 
     def item_similarities(
-        self, query: npt.NDArray[np.float32], items: npt.NDArray[np.int64]
+        self,
+        query: npt.NDArray[np.float32],
+        items: npt.NDArray[np.int64],
+        cosines: npt.NDArray[np.float32] | None = None,
     ) -> npt.NDArray[np.float64]:
         """`similarities` of some items only (distinct, of a grouped index): their examples are
-        gathered and scored, the others not looked at."""
+        gathered and scored (`cosines`: every example's product with the query, when the
+        caller has them), the others not looked at."""
         if self._starts is None:
             return self.similarities(query)[items]
         best = np.full(len(items), -np.inf, dtype=np.float64)
@@ -135,9 +152,27 @@ class ExampleIndex:
         lo, counts = lo[has], counts[has]
         offsets = np.cumsum(counts) - counts
         rows = np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()))
-        scores = snap_cosines(self.vectors[rows] @ query) - self.penalty[rows]
+        products = self.vectors[rows] @ query if cosines is None else cosines[rows]
+        scores = snap_cosines(products) - self.penalty[rows]
         best[has] = np.maximum.reduceat(scores, offsets)
         return best
+
+    def owner_similarities(
+        self,
+        query: npt.NDArray[np.float32],
+        keys: npt.NDArray[np.int64],
+        cosines: npt.NDArray[np.float32],
+        every: npt.NDArray[np.float32] | None = None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The items owning some examples (distinct rows `keys`, of a grouped index) and their
+        `similarities`, given those examples' `cosines` with the query (float32 products; `every`:
+        all examples' products, when the caller has them). When each item has one example its
+        score is its example's; otherwise each item's examples are scored."""
+        if self.single:
+            scores = snap_cosines(cosines)
+            return keys, scores - self.penalty[keys] if self.penalized else scores
+        items = np.unique(self.owners[keys])
+        return items, self.item_similarities(query, items, every)
 
     def ranked(self, query: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Every item, most similar first (ties by item), and the similarities by item."""

@@ -8,10 +8,13 @@ no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
 `Snapshot.ranked` returns the best `m` servable versions by score (similarity × rank factor),
 ties by position, exactly as sorting every version would. Up to `ann_min` keys it scores
 every key (one matrix-vector product, one BLAS thread: steadier and faster than two for one
-query). Past that, once the ANN is built, it re-ranks exactly the versions owning the keys
-the ANN returns, and stops when the m-th best score is at least what any version it has not
-looked at could score (the cosine of the farthest key returned, times the largest rank
-factor); otherwise it asks for more keys, and past a limit scores every key.
+query), takes the `_FIRST_KEYS` best keys by one `argpartition` and ranks their versions
+only, when the m-th of those scores above the last of the keys (no other version can: a
+version scores as its best key); otherwise every version. Past `ann_min`, once the ANN is
+built, it re-ranks exactly the versions owning the keys the ANN returns, and stops when the
+m-th best score is above what any version it has not looked at could score (the cosine of
+the farthest key returned, times the largest rank factor); otherwise it asks for more keys,
+and past a limit scores every key. Both are `Snapshot._proven`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.retrieval.align import Pattern
-from flowmem.retrieval.ann import KeyANN
+from flowmem.retrieval.ann import AnnSlot, KeyANN
 from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 
 __all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
@@ -90,30 +93,38 @@ class Columns(Protocol):
 class _OneBlasThread:
     """One BLAS thread while any search runs a product: the process's setting is saved by the
     first search in and restored by the last one out, so concurrent searches never leave it
-    changed (a plain `limit()` per call would restore one call's view over another's)."""
+    changed (a plain `limit()` per call would restore one call's view over another's). The
+    BLAS libraries are looked up once and set directly: a third of `limit()`'s cost per call."""
 
     def __init__(self) -> None:
-        self._lock, self._users, self._limiter = threading.Lock(), 0, None
-        self._controller: Any = None
+        self._lock, self._users = threading.Lock(), 0
+        self._blas: list[Any] | None = None
+        self._saved: list[int] = []
 
     def __enter__(self) -> None:
         with self._lock:
             if self._users == 0:
-                self._controller = self._controller or ThreadpoolController()
-                self._limiter = self._controller.limit(limits=1, user_api="blas")
+                if self._blas is None:
+                    found = ThreadpoolController().lib_controllers
+                    self._blas = [lib for lib in found if lib.user_api == "blas"]
+                self._saved = [lib.get_num_threads() for lib in self._blas]
+                for lib in self._blas:
+                    lib.set_num_threads(1)
             self._users += 1
 
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._users -= 1
-            if self._users == 0 and self._limiter is not None:
-                self._limiter.restore_original_limits()
-                self._limiter = None
+            if self._users == 0:
+                for lib, n in zip(self._blas or [], self._saved, strict=True):
+                    lib.set_num_threads(n)
 
 
 _ONE_BLAS_THREAD = _OneBlasThread()
-_FIRST_KEYS = 256
-"""Keys asked of the ANN first; doubled while the ranking is not proven exact."""
+_FIRST_KEYS = 64
+"""Keys looked at first (the nearest by one `argpartition`, or the ANN's), at least twice the
+versions asked for: their versions are scored exactly, and kept when proven the best
+(`Snapshot._proven`); the ANN is then asked for twice as many."""
 _MAX_KEYS = 4096
 """Past this many keys from the ANN, score every key instead."""
 _ONE_THREAD = 50_000
@@ -123,25 +134,26 @@ _CACHE = 1024
 """Workflow objects kept per snapshot (the hits of recent searches; ~10 MB at most)."""
 ANN_MIN = 5_000
 """Keys from which an ANN is built and used: `python bench/ann_crossover.py` times both paths
-on one store, interleaved (p50, k=3): even at 5k keys, the ANN 1.2x faster at 7.5k, 1.5x at
-10k and 2x at 15k, as the key matrix (1.5 KB a key) outgrows the CPU caches."""
+on one store, interleaved (p50, k=3; docs/performance.md): brute force 1.45x faster at 2.5k
+keys, the ANN 1.37x faster at 5k, 2.1x at 10k and 3.5x at 20k (same hits at each), as the
+key matrix (1.5 KB a key) outgrows the CPU caches."""
 
 
-def _top(scores: npt.NDArray[np.float64], m: int) -> npt.NDArray[np.int64]:
-    """Positions of the m best finite scores, best first, ties by position (as a stable sort
-    of every score would give)."""
+def _top(
+    scores: npt.NDArray[np.float64], m: int, items: npt.NDArray[np.int64] | None = None
+) -> npt.NDArray[np.int64]:
+    """Positions of the m best finite scores, best first, ties by item (`items[position]`, or
+    the position itself), as a stable sort of every version's score would give."""
     finite = np.flatnonzero(np.isfinite(scores))
     if len(finite) > m:
         part = finite[np.argpartition(-scores[finite], m - 1)[:m]]
         finite = finite[scores[finite] >= scores[part].min()]
-    return finite[np.lexsort((finite, -scores[finite]))][:m]
+    ties = finite if items is None else items[finite]
+    return finite[np.lexsort((ties, -scores[finite]))][:m]
 
 
-@dataclass
-class AnnSlot:
-    """Where an ANN lands once built; snapshots of the same keys share one."""
-
-    ann: KeyANN | None = None
+Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+"""Versions best first, their scores and their similarities (`Snapshot.ranked`)."""
 
 
 @dataclass
@@ -157,6 +169,14 @@ class Snapshot:
     slot: AnnSlot = field(default_factory=AnnSlot)
     """Its ANN once built (in the background); until then search is brute force."""
     ann_min: int = ANN_MIN
+    fmax: float = field(init=False)
+    """The largest rank factor (1 without versions): what bounds a version not looked at."""
+    fmin: float = field(init=False)
+    """The smallest rank factor (1 without versions)."""
+    trials: bool = field(init=False)
+    """Whether any version is on trial (has a partner)."""
+    key_factors: npt.NDArray[np.float64] = field(init=False, repr=False)
+    """Per key: its version's rank factor."""
     _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -177,6 +197,12 @@ class Snapshot:
                 partner[i], partner[active[w]] = active[w], i
         index = ExampleIndex(rows.keys, rows.owners, len(rows), rows.shares)
         return cls(rows, index, factors, partner, ann_min=ann_min)
+
+    def __post_init__(self) -> None:
+        self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
+        self.fmin = float(self.factors.min()) if len(self.factors) else 1.0
+        self.trials = bool(np.any(self.partner >= 0))
+        self.key_factors = self.factors[self.index.owners]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -218,42 +244,120 @@ class Snapshot:
         m: int,
         ok: npt.NDArray[np.bool_] | None,
         share: float,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    ) -> Ranked:
         """The best m servable versions for the query, best first, with their scores and
         similarities; `ok` limits the versions, `share` is the candidates' share on trial."""
+        few = ok is not None and ok.sum() * 4 < len(ok)
         ann = self.slot.ann
-        if ann is not None and (ok is None or ok.sum() * 4 >= len(ok)):
+        if ann is not None and not few:
             found = self._ranked_ann(ann, query, task, m, ok, share)
             if found is not None:
                 return found
-        if ok is not None and ok.sum() * 4 < len(ok) and self.index.grouped:
+        if few and self.index.grouped:
+            assert ok is not None
             items = np.flatnonzero(ok)
             similarity = np.full(len(self), -np.inf)
             with _ONE_BLAS_THREAD:
                 similarity[items] = self.index.item_similarities(query, items)
-        elif len(self.index.vectors) < _ONE_THREAD:
+            return self._ranked_all(similarity, task, m, ok, share)
+        if len(self.index.vectors) < _ONE_THREAD:
             with _ONE_BLAS_THREAD:
-                similarity = self.index.similarities(query)
+                cosines = self.index.vectors @ query
         else:
-            similarity = self.index.similarities(query)
+            cosines = self.index.vectors @ query
+        return self._ranked_exact(cosines, query, task, m, ok, share)
+
+    def _ranked_exact(
+        self,
+        cosines: npt.NDArray[np.float32],
+        query: npt.NDArray[np.float32],
+        task: str,
+        m: int,
+        ok: npt.NDArray[np.bool_] | None,
+        share: float,
+    ) -> Ranked:
+        """`ranked` from every key's cosine. Each key's score (its version's, were it its only
+        key: similarity × rank factor) is computed, and the versions owning the `_FIRST_KEYS`
+        best keys (one `argpartition`) are ranked; kept when proven (`_proven`: no other
+        version has a key scoring above the least of those), otherwise, and for few keys,
+        every version is ranked."""
+        count = max(_FIRST_KEYS, 2 * m)
+        if self.index.grouped and len(cosines) > 4 * count:
+            scores = snap_cosines(cosines)
+            if self.index.penalized:
+                scores -= self.index.penalty
+            scores *= self.key_factors
+            if ok is not None:
+                scores[~ok[self.index.owners]] = -np.inf
+            keys = np.argpartition(scores, len(scores) - count)[-count:]
+            found = self._proven(
+                query, keys, cosines[keys], float(scores[keys].min()), task, m, ok, share, cosines
+            )
+            if found is not None:
+                return found
+        return self._ranked_all(self.index.similarities_of(cosines), task, m, ok, share)
+
+    def _ranked_all(
+        self,
+        similarity: npt.NDArray[np.float64],
+        task: str,
+        m: int,
+        ok: npt.NDArray[np.bool_] | None,
+        share: float,
+    ) -> Ranked:
+        """`ranked` from every version's similarity."""
         allowed = np.isfinite(similarity) if ok is None else ok & np.isfinite(similarity)
         scores = np.where(allowed, similarity * self.factors, -np.inf)
         top = self._trial_filtered(scores, task, m, share)
         return top, scores[top], similarity[top]
 
+    def _proven(
+        self,
+        query: npt.NDArray[np.float32],
+        keys: npt.NDArray[np.int64],
+        cosines: npt.NDArray[np.float32],
+        bound: float,
+        task: str,
+        m: int,
+        ok: npt.NDArray[np.bool_] | None,
+        share: float,
+        every: npt.NDArray[np.float32] | None = None,
+    ) -> Ranked | None:
+        """The best m of the versions owning `keys` (whose cosines with the query are
+        `cosines`; `every`: all keys' cosines, when computed), exactly scored, when no other
+        version can rank among them: the m-th score is above `bound`, the most a version owning
+        none of those keys can score (-inf: no such version is servable). None otherwise."""
+        items, similarity = self.index.owner_similarities(query, keys, cosines, every)
+        allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
+        scores = np.where(allowed, similarity * self.factors[items], -np.inf)
+        top = self._trial_filtered(scores, task, m, share, items)
+        if bound > -np.inf and (len(top) < m or not scores[top[-1]] > bound):
+            return None
+        return items[top], scores[top], similarity[top]
+
     def _trial_filtered(
-        self, scores: npt.NDArray[np.float64], task: str, m: int, share: float
+        self,
+        scores: npt.NDArray[np.float64],
+        task: str,
+        m: int,
+        share: float,
+        items: npt.NDArray[np.int64] | None = None,
     ) -> npt.NDArray[np.int64]:
-        """`_top`, after taking out the version of each trial pair this request is not served."""
+        """`_top` (positions in `scores`, of `items` or of every version), after taking out the
+        version of each trial pair this request is not served."""
         while True:
-            top = _top(scores, m)
+            top = _top(scores, m, items)
+            if not self.trials:
+                return top
+            versions = top if items is None else items[top]
             # A pair's decision is the same whichever of its two is looked at: drop those of
             # the top that lose it, until none does.
-            dropped = {p for i in top for p in self._excluded(int(i), task, share)} & set(top.tolist())
-            if not dropped:
+            dropped = {p for i in versions.tolist() for p in self._excluded(i, task, share)}
+            lost = [p for p, i in zip(top.tolist(), versions.tolist(), strict=True) if i in dropped]
+            if not lost:
                 return top
             scores = scores.copy()
-            scores[list(dropped)] = -np.inf
+            scores[lost] = -np.inf
 
     def _excluded(self, i: int, task: str, share: float) -> list[int]:
         """Of the trial pair holding version i (if any), the one this request is not served."""
@@ -272,25 +376,21 @@ class Snapshot:
         m: int,
         ok: npt.NDArray[np.bool_] | None,
         share: float,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
-        """`ranked` from the ANN's keys, exactly re-ranked; None when not proven exact within
-        `_MAX_KEYS` keys (the caller then scores every key)."""
-        count, fmax, fmin = _FIRST_KEYS, float(self.factors.max()), float(self.factors.min())
+    ) -> Ranked | None:
+        """`ranked` from the ANN's keys, exactly re-ranked (`_proven`); None when not proven
+        exact within `_MAX_KEYS` keys (the caller then scores every key)."""
+        count = max(_FIRST_KEYS, 2 * m)
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
-            items = np.unique(self.index.owners[keys])
             with _ONE_BLAS_THREAD:
-                similarity = self.index.item_similarities(query, items)
-                # Rounded as the scores are (monotone), so the bound holds for rounded scores.
-                farthest = float(snap_cosines(self.index.vectors[keys] @ query).min()) if len(keys) else -1.0
-            allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
-            scores = np.where(allowed, similarity * self.factors[items], -np.inf)
-            full = np.full(len(self), -np.inf)
-            full[items] = scores
-            top = self._trial_filtered(full, task, m, share)
-            bound = farthest * (fmax if farthest >= 0 else fmin)
-            if len(keys) >= len(self.index.vectors) or (len(top) >= m and full[top[-1]] >= bound):
-                where = np.searchsorted(items, top)
-                return top, full[top], similarity[where]
+                cosines = self.index.vectors[keys] @ query
+            # Every key the ANN did not return is at most as similar as the farthest it did
+            # (rounded as the scores are: monotone), and its version's factor at most the largest.
+            farthest = float(snap_cosines(cosines.min(initial=1.0)))
+            everything = len(keys) >= len(self.index.vectors)
+            bound = -np.inf if everything else farthest * (self.fmax if farthest >= 0 else self.fmin)
+            found = self._proven(query, keys, cosines, bound, task, m, ok, share)
+            if found is not None:
+                return found
             count *= 2
         return None

@@ -1,0 +1,148 @@
+"""The served index's fast exact ranking (the nearest keys first, proven, else every key)
+against the ranking of every version by a stable sort, on random data with ties."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from flowmem.models import UsageStats
+from flowmem.retrieval.cover import Evidence
+from flowmem.retrieval.nearest import SHARE_WEIGHT, snap_cosines
+from flowmem.retrieval.ranking import _ONE_BLAS_THREAD, Ranked, Snapshot
+from flowmem.storage.served import ServedRows
+
+
+def _unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _snapshot(
+    rng: np.random.Generator, n: int, *, keys: int, pool: int, trials: int, dim: int = 24
+) -> Snapshot:
+    """n versions with 1..keys keys each drawn from `pool` distinct vectors (ties), varied
+    shares and usage (rank factors), `trials` candidate versions on trial beside their active one."""
+    counts = rng.integers(1, keys + 1, size=n)
+    vectors = _unit(rng.normal(size=(pool, dim)))[rng.integers(0, pool, size=int(counts.sum()))]
+    ids = [f"w{i:05d}" for i in range(n)]
+    statuses = ["active"] * n
+    for i in rng.choice(n - 1, size=trials, replace=False):
+        if ids[i + 1] != ids[i] and statuses[i] == "active" and statuses[i + 1] == "active":
+            ids[i + 1], statuses[i + 1] = ids[i], "candidate"  # a candidate beside its active version
+    stats = [
+        UsageStats(served=int(r) + int(s) + int(f), successes=int(s), failures=int(f))
+        for r, s, f in zip(
+            rng.integers(0, 20, n),
+            rng.integers(0, 6, n) * rng.integers(0, 2, n),
+            rng.integers(0, 4, n),
+            strict=True,
+        )
+    ]
+    codes = np.zeros(n, dtype=np.int32)
+    rows = ServedRows(
+        ids=ids,
+        versions=np.where(np.array(statuses) == "candidate", 2, 1).astype(np.int64),
+        statuses=statuses,
+        stats=stats,
+        agents=codes,
+        agent_names=["a"],
+        scopes=codes,
+        scope_names=["s"],
+        keys=vectors,
+        owners=np.repeat(np.arange(n, dtype=np.int64), counts),
+        shares=rng.choice([1.0, 1.0, 0.5, 0.2], size=len(vectors)) if keys > 1 else np.ones(len(vectors)),
+        subroutine=np.zeros(n, dtype=bool),
+        by_example=np.ones(n, dtype=bool),
+        table=None,
+    )
+    return Snapshot.of(rows)
+
+
+def _reference(
+    snap: Snapshot,
+    query: npt.NDArray[np.float32],
+    task: str,
+    m: int,
+    ok: npt.NDArray[np.bool_] | None,
+    share: float,
+) -> Ranked:
+    """Every version scored, sorted stably (ties by position), the trial pairs decided on the top
+    until none of it loses: the ranking before the fast path."""
+    with _ONE_BLAS_THREAD:
+        cosines = snap.index.vectors @ query
+    per_key = snap_cosines(cosines) - SHARE_WEIGHT * (1.0 - np.asarray(snap.rows.shares))
+    similarity = np.full(len(snap), -np.inf)
+    for key, owner in enumerate(snap.index.owners.tolist()):
+        similarity[owner] = max(similarity[owner], per_key[key])
+    allowed = np.isfinite(similarity) if ok is None else ok & np.isfinite(similarity)
+    scores = np.where(allowed, similarity * snap.factors, -np.inf)
+    while True:
+        order = np.array(
+            sorted(np.flatnonzero(np.isfinite(scores)), key=lambda i: (-scores[i], i))[:m], dtype=np.int64
+        )
+        dropped = {p for i in order.tolist() for p in snap._excluded(i, task, share)} & set(order.tolist())
+        if not dropped:
+            return order, scores[order], similarity[order]
+        scores = scores.copy()
+        scores[list(dropped)] = -np.inf
+
+
+@pytest.mark.parametrize(
+    ("n", "keys", "pool", "trials"),
+    [(3000, 1, 3000, 0), (3000, 1, 40, 0), (2000, 3, 60, 40), (1500, 2, 1500, 100), (300, 1, 20, 10)],
+)
+def test_fast_exact_ranking_is_the_full_sort(n: int, keys: int, pool: int, trials: int) -> None:
+    rng = np.random.default_rng(n + keys + pool)
+    snap = _snapshot(rng, n, keys=keys, pool=pool, trials=trials)
+    masks: list[npt.NDArray[np.bool_] | None] = [None, rng.random(n) < 0.6, rng.random(n) < 0.1]
+    for q in range(30):
+        # Queries near a stored key (ties among its copies), and random ones.
+        base = snap.index.vectors[rng.integers(len(snap.index.vectors))] if q % 2 else rng.normal(size=24)
+        query = _unit((base + rng.normal(scale=0.3 * (q % 3), size=24))[None, :])[0]
+        for ok in masks:
+            for m, share in ((20, 0.0), (3, 0.5), (60, 1.0)):
+                got, want = (
+                    snap.ranked(query, f"task {q}", m, ok, share),
+                    _reference(snap, query, f"task {q}", m, ok, share),
+                )
+                for a, b in zip(got, want, strict=True):
+                    assert np.array_equal(a, b), (q, m, share)
+
+
+def test_the_nearest_keys_are_proven_without_scoring_every_version() -> None:
+    rng = np.random.default_rng(7)
+    snap = _snapshot(rng, 5000, keys=1, pool=5000, trials=0)
+    query = snap.index.vectors[17]
+    keys = np.array([17])
+    # No other version can score above 0.5: the key's own version is the best.
+    found = snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, "t", 1, None, 0.0)
+    assert found is not None and found[0].tolist() == [17]
+    # 20 versions asked of one key's, or another version might score above it: not proven.
+    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, "t", 20, None, 0.0) is None
+    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 10.0, "t", 1, None, 0.0) is None
+
+
+def _evidence(rng: np.random.Generator, n: int, dim: int = 24) -> Evidence:
+    vectors = _unit(rng.normal(size=(n, dim)))
+    return Evidence([f"task {i}" for i in range(n)], [["a.b"]] * n, vectors)
+
+
+def test_floor_keeps_looks_at_stored_runs_only_when_the_memories_are_below_the_floor() -> None:
+    rng = np.random.default_rng(3)
+    evidence = _evidence(rng, 400)
+    query = evidence.vectors[5]
+    calls: list[int] = []
+    familiar = evidence.familiar
+
+    def counted(q: npt.NDArray[np.float32], floor: float) -> bool:
+        calls.append(1)
+        return familiar(q, floor)
+
+    object.__setattr__(evidence, "familiar", counted)
+    assert evidence.floor_keeps(query, 0.5, [0.9, 0.1], [True, True], recurs=False) == [True, True]
+    assert calls == []  # the nearest memory clears the floor: no stored run looked at
+    assert evidence.floor_keeps(query, 0.5, [0.3, 0.1], [True, False], recurs=False) == [True, True]
+    assert calls == [1]  # below: the task is of a known domain (its own run is stored)
+    far = -query
+    assert evidence.floor_keeps(far, 0.95, [0.3, 0.1], [True, False], recurs=False) == [False, True]
