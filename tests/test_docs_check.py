@@ -185,6 +185,7 @@ def test_the_recorded_run_is_checked_from_anywhere_and_a_missing_figure_is_one_l
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / "bench" / "results" / "latest.json").write_text(json.dumps(record), encoding="utf-8")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")  # the search table is docs/performance.md's
     missing = check("--root", str(tmp_path))
     assert missing.returncode == 1 and missing.stderr == ""
     *problems, summary = missing.stdout.splitlines()
