@@ -3,10 +3,14 @@ tasks its workflow is served to, and the failed runs of tasks nothing succeeded 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
+import pytest
 
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.pitfalls import contrast
 from flowmem.induction.pitfalls.conditions import any_holds
 from flowmem.induction.pitfalls.contrast import Contrast, Members, contrast_sets, with_contrast
 from flowmem.induction.pitfalls.failures import checked_pitfalls
@@ -24,6 +28,11 @@ def _run(rid: str, task: str, actions: list[str], *, success: bool) -> Trajector
 def _unit(*xs: float) -> np.ndarray:
     v = np.asarray(xs, dtype=np.float32)
     return v / np.linalg.norm(v)
+
+
+def _embed(vectors: dict[str, np.ndarray]) -> Callable[[Sequence[str]], np.ndarray]:
+    """An embedder of the texts given: their vectors, one a row."""
+    return lambda texts: np.asarray([vectors[t] for t in texts])
 
 
 # Three kinds of task on a plane: "report" and "memo" are near each other, "invoice" is not.
@@ -52,16 +61,42 @@ def test_a_run_counts_for_each_other_cluster_of_its_k_best_and_failures_with_no_
         "x1": "send the report today",
         "x2": "pay the invoice now",
     }
-    found = contrast_sets(clusters, task_of, VECTORS, k=2)
+    found = contrast_sets(clusters, task_of, _embed(VECTORS), k=2)
     # k = 2: each task is served its own cluster's workflow and its nearest other one, never
     # one it shares nothing with (a cosine of 0: the invoice's).
     assert found["report"] == Contrast(successes=("m1",), failures=("x1",))
     assert found["memo"].successes == ("r1", "r2")
     assert found["invoice"].failures == ("x2",)  # the failed run joins its nearest task's cluster
     assert "nothing-succeeded" not in found  # it makes no workflow: nothing to tell apart
-    only = contrast_sets(clusters, task_of, VECTORS, k=1)
+    only = contrast_sets(clusters, task_of, _embed(VECTORS), k=1)
     assert not any(c.successes for c in only.values())  # k = 1 serves each task its own only
-    assert contrast_sets(clusters, task_of, VECTORS, k=2, limit=1)["report"] == Contrast((), ("x1",))
+    assert contrast_sets(clusters, task_of, _embed(VECTORS), k=2, limit=1)["report"] == Contrast((), ("x1",))
+
+
+def test_the_contrast_scores_a_bounded_sample_a_bounded_chunk_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = {f"r{i}": "send the report" for i in range(40)} | {f"m{i}": "send the memo" for i in range(40)}
+    clusters = [
+        Members("report", [f"r{i}" for i in range(40)], []),
+        Members("memo", [f"m{i}" for i in range(40)], []),
+    ]
+    embedded: list[str] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return np.asarray([VECTORS[t] for t in texts])
+
+    whole = contrast_sets(clusters, runs, embed, k=2)
+    assert len(whole["report"].successes) == 40 and len(whole["memo"].successes) == 40
+    monkeypatch.setattr(contrast, "CHUNK", 1)  # a task at a time: the same answer
+    assert contrast_sets(clusters, runs, embed, k=2) == whole
+    embedded.clear()
+    part = contrast_sets(clusters, runs, embed, k=2, sample=10)
+    served = [*part["report"].successes, *part["memo"].successes]
+    assert len(served) == 10 and set(served) <= set(runs)  # 10 runs of the 80 were served
+    assert sorted(embedded) == sorted(set(embedded))  # each text embedded once
+    assert part == contrast_sets(list(reversed(clusters)), runs, embed, k=2, sample=10)  # whatever the order
 
 
 def _report(rid: str, actions: list[str], *, success: bool, task: str = "send the report") -> Trajectory:
@@ -77,7 +112,7 @@ def test_the_workflow_served_to_tasks_nothing_succeeded_at_warns_of_how_they_fai
     report = ClusterInput("default", "agent", 0, "subtask", ok, [])
     lost = ClusterInput("default", "agent", 1, "subtask", [], failed)
     assert RuleInducer().induce(report).workflows[0].pitfalls == []  # its own runs never failed
-    home, alone = with_contrast([report, lost], vectors)
+    home, alone = with_contrast([report, lost], _embed(vectors))
     assert [t.id for t in home.homed] == ["bad0", "bad1", "bad2"] and alone.homed == []
     [workflow] = RuleInducer().induce(home).workflows
     conditions = [p.condition for p in workflow.pitfalls if p.condition]

@@ -255,14 +255,14 @@ def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
     """The plan with each changed cluster's `Contrast` (`induction.pitfalls.contrast`): the
     successful runs of other clusters its workflow would be served to, and the failed runs of
     clusters with no successful run whose nearest successful task is its own; at most `cap`
-    runs per cluster. Computed over every cluster the plan knows the members of (a refit:
+    runs per cluster, over a sample of `cap` successful runs (and of `cap` failed ones) of the
+    namespace (`contrast_sets`). Computed over every cluster the plan knows the members of (a refit:
     all of them); a run that placed its new runs knows the changed clusters only, and those
     hold their runs (`ClusterInput`), so the contrast is taken among them."""
     inputs = [c for c in plan.changed if isinstance(c, ClusterInput)]
     if inputs and len(inputs) == len(plan.changed):
-        tasks = sorted({t.task for c in inputs for t in (*c.successes, *c.failures)})
-        vectors = dict(zip(tasks, store.embedder.embed(tasks), strict=True))
-        return replace(plan, changed=tuple(contrasted(inputs, vectors, k=SERVED, limit=cap)))
+        found = contrasted(inputs, store.embedder.embed, k=SERVED, limit=cap, sample=cap)
+        return replace(plan, changed=tuple(found))
     return _member_contrast(store, plan, cap=cap)
 
 
@@ -273,9 +273,7 @@ def _member_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
     if not known or not any(isinstance(c, ClusterMembers) for c in plan.changed):
         return plan
     members = [Members(c.key, c.successes, c.failures) for c in known]
-    tasks = sorted({plan.task_of[i] for c in known for i in (*c.successes, *c.failures)})
-    vector_of = dict(zip(tasks, store.embedder.embed(tasks), strict=True))
-    found = contrast_sets(members, plan.task_of, vector_of, k=SERVED, limit=cap)
+    found = contrast_sets(members, plan.task_of, store.embedder.embed, k=SERVED, limit=cap, sample=cap)
     changed = tuple(
         replace(c, contrast=found[c.key]) if isinstance(c, ClusterMembers) and c.key in found else c
         for c in plan.changed

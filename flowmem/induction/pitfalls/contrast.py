@@ -22,8 +22,9 @@ rule is the serving rule (nearest task, `k` served), not a threshold of the data
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -40,10 +41,6 @@ KEYS = 16
 """Task texts that stand for a cluster at most (evenly spread over its sorted distinct
 successful tasks), as a workflow's retrieval keys do (`jobs.induce.key_vectors`); a bound on
 the work, not on what is found: a cluster's tasks are alike."""
-
-
-Vector = npt.NDArray[np.float32]
-"""A unit vector (or a matrix of them, one a row)."""
 
 
 @dataclass(frozen=True)
@@ -75,83 +72,106 @@ def _keys(tasks: Sequence[str], limit: int) -> list[str]:
     return distinct[::step][:limit]
 
 
-def _best(vectors: Vector, keys: Vector, starts: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
-    """Each vector's best cosine with each cluster's keys (clusters' keys contiguous from `starts`)."""
-    scores = np.round(vectors.astype(np.float64) @ keys.astype(np.float64).T, 6)  # ties alike on any BLAS
-    return np.maximum.reduceat(scores, starts, axis=1)
+def _sample(ids: Sequence[str], size: int | None) -> list[str]:
+    """`size` of the ids (all when there are no more): those whose sha256 comes first, the
+    same whatever order they come in."""
+    if size is None or len(ids) <= size:
+        return list(ids)
+    return sorted(sorted(ids, key=lambda i: hashlib.sha256(i.encode()).digest())[:size])
 
 
-def _vectors(tasks: Sequence[str], vector_of: Mapping[str, Vector]) -> Vector:
-    return np.asarray([vector_of[t] for t in tasks], dtype=np.float32)
+CHUNK = 128
+"""Tasks scored against every cluster's keys at a time: the scores held at once stay
+`CHUNK` × keys, whatever the namespace's size."""
+
+
+Embed = Callable[[Sequence[str]], "npt.ArrayLike"]
+"""Texts -> their unit vectors, one a row (`Embedder.embed`)."""
+
+
+class _Index:
+    """Every cluster's key vectors, and the vectors of the tasks scored against them."""
+
+    def __init__(self, keyed: Sequence[Sequence[str]], tasks: Collection[str], embed: Embed) -> None:
+        texts = sorted({t for ks in keyed for t in ks} | set(tasks))
+        vectors = np.asarray(embed(texts), dtype=np.float64) if texts else np.zeros((0, 1))
+        self.row = {t: n for n, t in enumerate(texts)}
+        self.vectors = vectors
+        self.keys = vectors[[self.row[t] for ks in keyed for t in ks]]
+        self.starts = np.cumsum([0, *(len(ks) for ks in keyed[:-1])]).astype(np.intp)
+
+    def best(self, tasks: Sequence[str]) -> Iterator[tuple[int, npt.NDArray[np.float64]]]:
+        """(offset, each task's best cosine with each cluster's keys) a chunk of tasks at a time."""
+        for at in range(0, len(tasks), CHUNK):
+            rows = self.vectors[[self.row[t] for t in tasks[at : at + CHUNK]]]
+            scores = np.round(rows @ self.keys.T, 6)  # in float64, rounded: ties alike on any BLAS
+            yield at, np.maximum.reduceat(scores, self.starts, axis=1)
 
 
 def _served_to(
-    served: Sequence[Members],
-    task_of: Mapping[str, str],
-    vector_of: Mapping[str, Vector],
-    index: tuple[Vector, npt.NDArray[np.intp]],
-    k: int,
+    served: Sequence[Members], chosen: Collection[str], task_of: Mapping[str, str], index: _Index, k: int
 ) -> dict[str, list[str]]:
-    """Cluster key -> the other clusters' successful runs whose `k` best clusters include it."""
+    """Cluster key -> the other clusters' successful runs (of `chosen`) whose `k` best clusters
+    include it."""
+    pairs = sorted({(task_of[i], own) for own, c in enumerate(served) for i in c.successes if i in chosen})
+    reached: dict[tuple[str, int], list[int]] = {}
+    for at, best in index.best([t for t, _ in pairs]):
+        top = np.argsort(-best, axis=1, kind="stable")[:, :k]
+        for n, row in enumerate(top):  # never a workflow it shares nothing with (the floor is above 0)
+            task, own = pairs[at + n]
+            reached[(task, own)] = [int(j) for j in row if j != own and best[n, j] > 0]
     out: dict[str, list[str]] = defaultdict(list)
     for own, c in enumerate(served):
-        tasks = sorted({task_of[i] for i in c.successes})
-        best = _best(_vectors(tasks, vector_of), *index)
-        top = np.argsort(-best, axis=1, kind="stable")[:, :k]
-        reached = {  # never a workflow it shares nothing with (search's floor is above 0)
-            t: [int(j) for j in row if j != own and best[n, j] > 0]
-            for n, (t, row) in enumerate(zip(tasks, top, strict=True))
-        }
-        for i in c.successes:
-            for j in reached[task_of[i]]:
+        for i in (i for i in c.successes if i in chosen):
+            for j in reached[(task_of[i], own)]:
                 out[served[j].key].append(i)
     return out
 
 
 def _homed(
-    clusters: Sequence[Members],
-    served: Sequence[Members],
-    task_of: Mapping[str, str],
-    vector_of: Mapping[str, Vector],
-    index: tuple[Vector, npt.NDArray[np.intp]],
+    lost: Sequence[str], served: Sequence[Members], task_of: Mapping[str, str], index: _Index
 ) -> dict[str, list[str]]:
-    """Cluster key -> the failed runs of clusters without a successful run whose best cluster it is."""
+    """Cluster key -> the failed runs (`lost`: of clusters without a successful run) whose best
+    cluster it is."""
+    tasks = sorted({task_of[i] for i in lost})
+    home: dict[str, int] = {}
+    for at, best in index.best(tasks):
+        for n, (j, score) in enumerate(zip(best.argmax(axis=1), best.max(axis=1), strict=True)):
+            if score > 0:
+                home[tasks[at + n]] = int(j)
     out: dict[str, list[str]] = defaultdict(list)
-    for c in clusters:
-        if c.successes or not c.failures:
-            continue
-        tasks = sorted({task_of[i] for i in c.failures})
-        best = _best(_vectors(tasks, vector_of), *index)
-        home = {
-            t: int(j) for t, j, s in zip(tasks, best.argmax(axis=1), best.max(axis=1), strict=True) if s > 0
-        }
-        for i in c.failures:
-            if task_of[i] in home:
-                out[served[home[task_of[i]]].key].append(i)
+    for i in lost:
+        if task_of[i] in home:
+            out[served[home[task_of[i]]].key].append(i)
     return out
 
 
 def contrast_sets(
     clusters: Sequence[Members],
     task_of: Mapping[str, str],
-    vector_of: Mapping[str, Vector],
+    embed: Embed,
     *,
     k: int,
     limit: int | None = None,
+    sample: int | None = None,
 ) -> dict[str, Contrast]:
     """Each cluster's `Contrast` (clusters that get none are left out). `task_of`: run id ->
-    task text; `vector_of`: task text -> unit vector (every task of `clusters`); `k`: how many
-    workflows search serves a task; `limit`: the most runs a cluster's contrast holds (its
+    task text; `embed`: texts -> unit vectors (only the texts it scores are embedded); `k`: how
+    many workflows search serves a task; `limit`: the most runs a cluster's contrast holds (its
     failed runs first, then successful ones, each the first by id), so that a cluster induced
-    from a bounded sample reads a bounded contrast too."""
+    from a bounded sample reads a bounded contrast too; `sample`: the most successful runs,
+    and the most failed runs of clusters without a success, that are served (`_sample`), as a
+    fit is made on a bounded sample of a namespace: the work and the memory stay bounded
+    (`CHUNK`, `KEYS`) whatever the namespace's size."""
     served = [c for c in clusters if c.successes]
     if not served:
         return {}
-    keyed = [_vectors(_keys([task_of[i] for i in c.successes], KEYS), vector_of) for c in served]
-    starts = np.cumsum([0, *(len(v) for v in keyed[:-1])]).astype(np.intp)
-    index = (np.concatenate(keyed), starts)
-    ok = _served_to(served, task_of, vector_of, index, k)
-    failed = _homed(clusters, served, task_of, vector_of, index)
+    chosen = set(_sample([i for c in served for i in c.successes], sample))
+    lost = _sample([i for c in clusters if not c.successes for i in c.failures], sample)
+    keyed = [_keys([task_of[i] for i in c.successes], KEYS) for c in served]
+    index = _Index(keyed, {task_of[i] for i in (*chosen, *lost)}, embed)
+    ok = _served_to(served, chosen, task_of, index, k)
+    failed = _homed(lost, served, task_of, index)
     out: dict[str, Contrast] = {}
     for key in sorted(ok.keys() | failed.keys()):
         f = sorted(set(failed.get(key, ())))[:limit]
@@ -162,18 +182,20 @@ def contrast_sets(
 
 def with_contrast(
     clusters: Sequence[ClusterInput],
-    vector_of: Mapping[str, Vector],
+    embed: Embed,
     *,
     k: int = SERVED,
     limit: int | None = None,
+    sample: int | None = None,
 ) -> list[ClusterInput]:
     """Clusters held as runs (`orchestrate.plan_clusters`) with their `Contrast` as runs
     (`ClusterInput.served_to`, `.homed`): what `jobs.induce.with_contrast` gives clusters held
-    as ids. `vector_of`: task text -> unit vector, every task of the clusters'."""
+    as ids. `embed`: texts -> unit vectors."""
     tasks = [c for c in clusters if c.kind == "task"]
     runs = {t.id: t for c in tasks for t in (*c.successes, *c.failures)}
     members = [Members(c.key, [t.id for t in c.successes], [t.id for t in c.failures]) for c in tasks]
-    found = contrast_sets(members, {i: t.task for i, t in runs.items()}, vector_of, k=k, limit=limit)
+    task_of = {i: t.task for i, t in runs.items()}
+    found = contrast_sets(members, task_of, embed, k=k, limit=limit, sample=sample)
     none = Contrast()
     return [
         replace(

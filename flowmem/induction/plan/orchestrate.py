@@ -350,8 +350,7 @@ def induce_drafts(
     )
     clusters = plan.clusters
     if embedder is not None:
-        tasks = sorted({t.task for t in trajectories})
-        clusters = with_contrast(clusters, dict(zip(tasks, embedder.embed(tasks), strict=True)))
+        clusters = with_contrast(clusters, embedder.embed)
     return assemble(plan, [induce_cluster(c, inducer) for c in clusters])
 
 
