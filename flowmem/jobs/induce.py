@@ -2,7 +2,7 @@
 
 A run (1) counts the trajectories stored since the last run and stops there when nothing is
 new and no cluster is waiting for a retry; (2) places the new tasks in the stored clusters
-(`jobs/incremental.py` reads the columns), or, when they change the clustering materially
+(`jobs/incremental.py` reads the columns in batches, as a refit does), or, when they change the clustering materially
 (many new tasks, a new agent, other settings), refits the clusters, keeping their ids, and
 says why (`refit`); (3) induces only the clusters whose member runs changed since the last run
 (placed runs: changed materially, `induction.cluster.assign.material`) or whose induction failed then;
@@ -254,8 +254,10 @@ def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
     """The plan with each changed cluster's `Contrast` (`induction.pitfalls.contrast`): the successful
     runs of other clusters its workflow would be served to, and the failed runs of clusters
     with no successful run whose nearest successful task is its own; computed over every
-    cluster the plan knows the members of, at most `cap` runs of either kind per cluster."""
-    known = [c for c in (plan.members or plan.changed) if isinstance(c, ClusterMembers) and c.kind == "task"]
+    cluster the plan knows the members of, at most `cap` runs of either kind per cluster.
+    Only a fitted plan knows every cluster's members: a run that placed its new tasks
+    (`jobs.incremental`) knows those of the clusters it induces only, which get none."""
+    known = [c for c in plan.members if c.kind == "task"]
     known = [c for c in known if all(i in plan.task_of for i in (*c.successes, *c.failures))]
     if not known or not any(isinstance(c, ClusterMembers) for c in plan.changed):
         return plan
