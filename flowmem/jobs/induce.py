@@ -2,7 +2,7 @@
 
 A run (1) counts the trajectories stored since the last run and stops there when nothing is
 new and no cluster is waiting for a retry; (2) places the new tasks in the stored clusters
-(`jobs/incremental.py` reads the columns in batches, as a refit does), or, when they change the clustering materially
+(`jobs/incremental.py` reads the columns), or, when they change the clustering materially
 (many new tasks, a new agent, other settings), refits the clusters, keeping their ids, and
 says why (`refit`); (3) induces only the clusters whose member runs changed since the last run
 (placed runs: changed materially, `induction.cluster.assign.material`) or whose induction failed then;
