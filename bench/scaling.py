@@ -10,12 +10,16 @@ For each size (a number of trajectories), on a fresh store in a directory of its
     segments (`induction.plan.catalog.scan`);
   - cluster: every agent's fit on its sample and the placement of the other texts
     (`bounded.fit_namespace`);
+  - contrast: each changed cluster's contrast runs, the plan's task texts embedded
+    (`jobs.induce.with_contrast`);
   - load: the clusters' runs read by id (`storage.scans.trajectories_by_id`);
   - induce: the rule inducer over every cluster (`induce_cluster`);
   - commit: assembling the drafts and the one LanceDB commit of the run (`commit_outcomes`);
   and reports `peak_rss_growth_mb`: its peak RSS (VmHWM) less its RSS once imported;
 - with `--incremental`, store 1% more trajectories and time `flowmem induce` in a fresh process
-  against the full run's process (both wall seconds, start to exit).
+  against the full run's process (both wall seconds, start to exit), with its peak RSS
+  (`ru_maxrss`) and that peak's growth over the peak of a second `flowmem induce`, which finds
+  nothing new (imports and the opened store: `skipped_peak_rss_mb`).
 Then the slope of each stage between consecutive sizes: the exponent b in time ~ n^b.
 
 `--dask --sizes 30000` instead, for the first size: one store filled and copied three times,
@@ -64,10 +68,11 @@ if not __package__:  # run as `python bench/X.py`: import bench.* from this chec
 
 from bench.paths import script
 
-STAGES = ["generate", "ingest", "read", "cluster", "load", "induce", "commit"]
+STAGES = ["generate", "ingest", "read", "cluster", "contrast", "load", "induce", "commit"]
 TIMED = {
     "scan": "read",
     "fit_namespace": "cluster",
+    "with_contrast": "contrast",
     "trajectories_by_id": "load",
     "induce_cluster": "induce",
     "commit_outcomes": "commit",
@@ -176,6 +181,22 @@ def _wall(cmd: list[str], db: str, env: dict[str, str] | None = None) -> tuple[f
     return time.perf_counter() - start, done.stdout
 
 
+def _wall_peak(cmd: list[str], db: str) -> tuple[float, float]:
+    """`cmd`'s wall seconds, start to exit, and its peak RSS in MB (the process's `ru_maxrss`,
+    as `/usr/bin/time -v` reports it)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, env=_env(db), stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {tail}")
+    return wall, usage.ru_maxrss / 1024
+
+
 def measure(n: int, *, root: str, chunk: int, incremental: bool) -> dict[str, float]:
     db = str(Path(root) / f"db-{n}")
     done = Path(db + ".filled")
@@ -193,8 +214,12 @@ def induced(db: str, n: int, spent: dict[str, float], *, chunk: int, incremental
         added = fill(db, max(1, n // 100), seed=n % 9973 + 1, chunk=chunk)
         spent["incremental_ingest_s"] = added["ingest"]
         cli = str(Path(sys.executable).with_name("flowmem"))
-        spent["incremental_process_s"], _ = _wall([cli, "induce"], db)
+        spent["incremental_process_s"], spent["incremental_peak_rss_mb"] = _wall_peak([cli, "induce"], db)
         spent["incremental_ratio"] = spent["incremental_process_s"] / wall
+        # Nothing new now: the run is skipped, so its peak is the imports' and the opened store's.
+        spent["skipped_process_s"], spent["skipped_peak_rss_mb"] = _wall_peak([cli, "induce"], db)
+        grown = spent["incremental_peak_rss_mb"] - spent["skipped_peak_rss_mb"]
+        spent["incremental_peak_rss_growth_mb"] = grown
     return spent
 
 
@@ -412,7 +437,11 @@ def _row(n: int, r: dict[str, float]) -> str:
         f"peak RSS +{r['peak_rss_growth_mb']:.0f} MB)"
     )
     if "incremental_ratio" in r:
-        line += f"; incremental 1%: {r['incremental_process_s']:.1f} s = {r['incremental_ratio']:.1%}"
+        line += (
+            f"; incremental 1%: {r['incremental_process_s']:.1f} s = {r['incremental_ratio']:.1%}, "
+            f"peak RSS {r['incremental_peak_rss_mb']:.0f} MB (+{r['incremental_peak_rss_growth_mb']:.0f} MB "
+            f"over a skipped run's {r['skipped_peak_rss_mb']:.0f} MB)"
+        )
     return line
 
 

@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 
 from flowmem.demo import simulate
-from flowmem.induction.base import ClusterInput, cluster_key
-from flowmem.induction.cluster.assign import material, nearest_labels
+from flowmem.induction.base import cluster_key
+from flowmem.induction.cluster.assign import NearestLabels, material, nearest_labels
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.plan.bounded import ClusterMembers
 from flowmem.induction.plan.increment import Memberships, thaw
 from flowmem.induction.plan.orchestrate import InductionResult, task_key
 from flowmem.induction.plan.runplan import Limits, open_run
 from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
-from flowmem.jobs.induce import RunReport, prepare_run, run_induction
+from flowmem.jobs.induce import RunReport, cluster_input, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun, RunState, Trajectory
 from flowmem.settings import Settings
@@ -71,8 +72,7 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     # Only the clusters that gained runs changed; the others were not even read.
     assert {c.key for c in plan.changed} | set(plan.deferred) == touched
     assert all(
-        {r.id for r in [*c.successes, *c.failures]} & {t.id for t in new if t.success is not None}
-        for c in plan.changed
+        set(c.successes + c.failures) & {t.id for t in new if t.success is not None} for c in plan.changed
     )
     # The workflows of clusters without new runs are served as they were: no new version.
     after = {w.id: w for w in store.list_workflows()}
@@ -93,8 +93,11 @@ def test_the_clusters_it_induces_are_built_as_a_refit_builds_them(settings: Sett
     fitted = thaw(last.state.clusters) or {}
     everything = store.list_trajectories(limit=None)  # the order plan_clusters sees them in
     full = LiteralIndex.build(everything, max_share=settings.literal_share)
-    for c in placed.changed:
-        assert isinstance(c, ClusterInput)  # placed clusters come with their runs
+    for planned in placed.changed:
+        assert isinstance(
+            planned, ClusterMembers
+        )  # placed clusters are their members' ids, read when induced
+        c = cluster_input(store, planned)
         index = c.literals
         assert (index.total, index.counts, index.categorical, index.vocabulary) == (
             full.total,
@@ -223,6 +226,22 @@ def test_nearest_labels_and_material_change() -> None:
     assert not material((100, 0), (104, 0)) and material((100, 0), (105, 0))
     assert material((30, 10), (30, 10))  # same counts, other runs: always
     assert material((1, 0), (1, 0), min_change=0.5)
+
+
+def test_nearest_labels_from_parts_in_any_order_are_those_found_at_once() -> None:
+    rng = np.random.default_rng(0)
+    known = rng.normal(size=(60, 8)).astype(np.float32)
+    known[[17, 41]] = known[5]  # equal cosines: the first of the known list wins
+    labels = rng.integers(0, 6, size=60).tolist()
+    labels[5], labels[17], labels[41] = 7, 8, 9
+    new = np.vstack([rng.normal(size=(25, 8)), known[[41, 5]], np.zeros((1, 8))]).astype(np.float32)
+    whole = nearest_labels(known, labels, new)
+    assert whole[25:27] == [7, 7]
+    parts = NearestLabels(new, labels, chunk=4)
+    for ranks in np.array_split(rng.permutation(60), 7):  # parts in another order
+        parts.add(ranks, known[ranks])
+    assert parts.labels() == whole
+    assert NearestLabels(new, []).labels() == [-1] * len(new)
 
 
 def test_prepare_run_after_a_rollback_starts_from_the_run_before(settings: Settings, store: Store) -> None:

@@ -256,9 +256,10 @@ def with_contrast(store: Store, plan: RunPlan, *, cap: int) -> RunPlan:
     successful runs of other clusters its workflow would be served to, and the failed runs of
     clusters with no successful run whose nearest successful task is its own; at most `cap`
     runs per cluster, over a sample of `cap` successful runs (and of `cap` failed ones) of the
-    namespace (`contrast_sets`). Computed over every cluster the plan knows the members of (a refit:
-    all of them); a run that placed its new runs knows the changed clusters only, and those
-    hold their runs (`ClusterInput`), so the contrast is taken among them."""
+    namespace (`contrast_sets`). Computed over every cluster the plan knows the members of: a
+    refit, all of them; a run that placed its new runs (`jobs.incremental`), the changed
+    clusters only, so the contrast is taken among them (as among clusters that hold their runs,
+    `ClusterInput`)."""
     inputs = [c for c in plan.changed if isinstance(c, ClusterInput)]
     if inputs and len(inputs) == len(plan.changed):
         found = contrasted(inputs, store.embedder.embed, k=SERVED, limit=cap, sample=cap)

@@ -4,7 +4,9 @@ the namespace's trajectories: pure, so `jobs/` only reads those and writes the o
 `place_new_runs` puts the task texts new since the last fit in its clusters (`assign`), or says
 why the clusters must be fitted again instead; it fingerprints and counts every cluster and
 picks those to induce (changed materially, or pending) and those whose new runs wait.
-`next_state` is what the run leaves for the next one.
+`next_state` is what the run leaves for the next one. The task vectors it places from are asked
+for once, every agent's new texts together (`Embeddings.nearest`): an array in memory
+(`InMemory`), or `jobs.incremental` reading them in batches.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from flowmem.induction.base import workflow_id
 from flowmem.induction.cluster.assign import MIN_CHANGE, material, nearest_labels
@@ -21,7 +26,10 @@ from flowmem.models import Fit, FrozenMemberships, Retirement, RunState
 
 __all__ = [
     "REFIT_SHARE",
+    "Ask",
     "Columns",
+    "Embeddings",
+    "InMemory",
     "Memberships",
     "Placement",
     "freeze",
@@ -44,6 +52,40 @@ Cluster = tuple[str, int]
 
 
 @dataclass(frozen=True)
+class Ask:
+    """One agent's new task texts to place: the rows of its known texts (one a text, by task
+    key: among equally near ones the first wins), their clusters' ids, and the rows of its
+    new texts (one a text)."""
+
+    known: Sequence[int]
+    labels: Sequence[int]
+    """The stable cluster id of each known row."""
+    new: Sequence[int]
+
+
+class Embeddings(Protocol):
+    """The task vectors of a namespace's rows, as placement asks for them."""
+
+    def nearest(self, asks: Mapping[str, Ask]) -> dict[str, list[int]]:
+        """For each agent asked, each new row's label: that of the known row whose vector is
+        the most similar (`assign.nearest_labels`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class InMemory:
+    """Every row's task vector in one array (`Embeddings`)."""
+
+    vectors: npt.NDArray[np.float32]
+    """A 2-D array: each row's task embedding."""
+
+    def nearest(self, asks: Mapping[str, Ask]) -> dict[str, list[int]]:
+        """As `Embeddings.nearest`."""
+        v = self.vectors
+        return {a: nearest_labels(v[list(q.known)], q.labels, v[list(q.new)]) for a, q in asks.items()}
+
+
+@dataclass(frozen=True)
 class Columns:
     """The columns of every trajectory of a namespace a run plans from, one entry per row."""
 
@@ -55,8 +97,12 @@ class Columns:
     """Each run's task text."""
     success: Sequence[bool | None]
     """Each run's outcome (None: not known)."""
-    vectors: Any
-    """A 2-D array: each run's task embedding."""
+    vectors: Embeddings | npt.NDArray[np.float32]
+    """Each run's task embedding: a 2-D array, or what reads them when new texts are placed."""
+
+    def embeddings(self) -> Embeddings:
+        """The vectors as placement asks for them."""
+        return InMemory(self.vectors) if isinstance(self.vectors, np.ndarray) else self.vectors
 
 
 @dataclass(frozen=True)
@@ -132,7 +178,7 @@ def place_new_runs(
     if why:
         return why
     placed = thaw(placed_before) or {}
-    _place(columns.vectors, first, where, placed)
+    _place(columns.embeddings(), first, where, placed)
     runs: dict[Cluster, list[int]] = defaultdict(list)  # cluster -> its rows, in column order
     for i, (agent, key) in enumerate(zip(columns.agents, keys, strict=True)):
         label = where[agent].get(key)
@@ -190,23 +236,29 @@ def _why_refit(
 
 
 def _place(
-    vectors: Any,
+    vectors: Embeddings,
     first: Mapping[str, Mapping[str, int]],
     where: dict[str, dict[str, int]],
     placed: Memberships,
 ) -> None:
     """Put each new task text in the cluster of the stored text nearest to it (`where` and
-    `placed` take it); an agent with no cluster keeps its tasks out, as a fit would."""
+    `placed` take it); an agent with no cluster keeps its tasks out, as a fit would. Every
+    agent's texts are asked for at once: a reader of the store reads the vectors once."""
+    asks: dict[str, Ask] = {}
+    news: dict[str, list[str]] = {}
     for agent, rows in sorted(first.items()):
         known = where.get(agent, {})
         new = [k for k in rows if k not in known]
         if not known or not new:
             continue
         old = sorted(k for k in rows if k in known)
-        labels = nearest_labels(
-            vectors[[rows[k] for k in old]], [known[k] for k in old], vectors[[rows[k] for k in new]]
-        )
-        for key, cid in zip(new, labels, strict=True):
+        asks[agent] = Ask([rows[k] for k in old], [known[k] for k in old], [rows[k] for k in new])
+        news[agent] = new
+    if not asks:
+        return
+    found = vectors.nearest(asks)
+    for agent, new in news.items():
+        for key, cid in zip(new, found[agent], strict=True):
             where[agent][key] = cid
             placed.setdefault(agent, {}).setdefault(cid, set()).add(key)
 

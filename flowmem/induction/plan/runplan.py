@@ -9,9 +9,10 @@ decides):
    sends back to induction give the clusters `pending` and whether anything is to do
    (`Opening.nothing_new`: the plan is `skipped_plan`, nothing more is read).
 2. `refit_reason`: the first run, a forced one and a state with no usable fit refit at once.
-3. `place` (the columns of every run): the new runs placed in the stored clusters
+3. `place` (the columns of every run, the vectors only of the texts it places and those it
+   compares them with): the new runs placed in the stored clusters
    (`increment.place_new_runs`), or why the clusters must be fitted again; `placed_plan` then
-   takes the inputs of the clusters it chose (their runs, read by `jobs/`).
+   takes the clusters it chose, as their members' ids (read when each is induced).
 4. `fitted_plan`: the plan after a fit of every run in bounded memory (`bounded.fit_namespace`,
    given the memberships to keep ids from, `clusters_before`): its clusters are their members'
    ids, read when each is induced.
@@ -129,8 +130,9 @@ class RunPlan:
     current: Mapping[str, Workflow] = field(default_factory=dict)
     """The latest version of every workflow (empty when the run is skipped)."""
     clusters: ClusterPlan = field(default_factory=ClusterPlan)
-    """Every cluster after a refit; after placing new tasks, the changed ones only (empty
-    when the run is skipped)."""
+    """The clusterings and memberships (after placing new tasks, the stored memberships);
+    its `clusters` hold the inputs given with their runs, if any (empty when every cluster is
+    planned as its members' ids, and when the run is skipped)."""
     changed: tuple[ClusterInput | ClusterMembers, ...] = ()
     """The clusters to induce: with their runs, or as their members' ids (read when each is
     induced, `jobs.induce.cluster_input`)."""
@@ -252,8 +254,9 @@ def placed_plan(
     task_of: Mapping[str, str],
 ) -> RunPlan:
     """The plan of a run that placed its new runs in the stored clusters (`place`): it
-    induces the `inputs` of the clusters `placement` chose, keeps the last fit and records
-    the clusters deferred. `current`: the latest version of every workflow."""
+    induces the `inputs` of the clusters `placement` chose (`jobs.incremental` gives them as
+    their members' ids), keeps the last fit and records the clusters deferred. `current`: the
+    latest version of every workflow."""
     state = opening.last.state if opening.last else RunState()
     return replace(
         skipped_plan(opening),
