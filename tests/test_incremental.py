@@ -72,7 +72,7 @@ def test_new_runs_join_the_stored_clusters_and_only_theirs_are_induced(
     # Only the clusters that gained runs changed; the others were not even read.
     assert {c.key for c in plan.changed} | set(plan.deferred) == touched
     assert all(
-        set(c.successes + c.failures) & {t.id for t in new if t.success is not None} for c in plan.changed
+        {*c.successes, *c.failures} & {t.id for t in new if t.success is not None} for c in plan.changed
     )
     # The workflows of clusters without new runs are served as they were: no new version.
     after = {w.id: w for w in store.list_workflows()}

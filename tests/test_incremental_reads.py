@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -59,7 +59,8 @@ def _spy(
     def batches(store: Store, columns: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
         sizes: list[int] = []
         reads.append(("batches", tuple(columns), sizes))
-        found = scans.trajectory_batches(store, columns, **kwargs, **({"batch_size": batch} if batch else {}))
+        options: dict[str, Any] = {**kwargs, **({"batch_size": batch} if batch else {})}
+        found = scans.trajectory_batches(store, columns, **options)
         if shuffle and "vector" in columns:
             found = iter(list(found)[::-1])
         for b in found:
@@ -139,7 +140,9 @@ def test_every_read_is_in_batches_and_places_as_every_vector_held_at_once(
     limits = Limits(signature=settings_signature(settings), min_tasks=settings.min_cluster_size, min_change=0)
     columns = Columns(held["id"], held["agent"], held["task"], held["success"], held["vector"])
     expected = place(opening, columns, limits)
-    assert isinstance(expected, Placement) and expected.placed != last.state.placed  # some were placed
+    assert isinstance(expected, Placement) and expected.placed != cast(
+        Any, last.state.placed
+    )  # some were placed
 
     reads = _spy(store, monkeypatch, batch=64, shuffle=True)
     plan = prepare_run(store, settings, namespace=ns, min_change=0)
