@@ -46,10 +46,17 @@ def _stored(db: Path) -> int:
         return 0
 
 
+def _journaled(db: Path) -> int:
+    """Runs the child's journal still holds (the writer drops those it has stored)."""
+    journal = Settings(db=str(db), durable=True).journal_path
+    return sum(p.read_text().count("\n") for p in journal.glob("*.jsonl"))
+
+
 def _burst_then_kill(db: Path, interval: float, batch: int) -> set[str]:
     """Ids the child printed (after their `finish` returned) before it was killed with -9: at
-    least 300, and with a writer storing meanwhile, once it has stored some (however long a
-    loaded machine makes its first commit take)."""
+    least 300, and with a writer storing meanwhile, once it has stored some and dropped them
+    from its journal (however long a loaded machine makes its first commit take: a commit and
+    the journal's trim are two steps, and a kill may fall between them)."""
     command = [sys.executable, "-c", BURST, str(db), str(interval), str(batch)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None
@@ -57,7 +64,8 @@ def _burst_then_kill(db: Path, interval: float, batch: int) -> set[str]:
         deadline = time.monotonic() + READY_LIMIT
         while time.monotonic() < deadline:
             printed.append(child.stdout.readline().strip())
-            if len(printed) >= 300 and (interval >= 60 or (len(printed) % 100 == 0 and _stored(db))):
+            stored = interval < 60 and len(printed) % 100 == 0 and _stored(db) > 0
+            if len(printed) >= 300 and (interval >= 60 or (stored and _journaled(db) < len(printed))):
                 break
         child.send_signal(signal.SIGKILL)
         rest = child.stdout.read()  # read on through the same buffered stream
