@@ -6,9 +6,9 @@ agent that records loads no search machinery (docs/performance.md, "Agent start"
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from flowmem import lazy_exports
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.agents.recording import Run, current_run
 
@@ -22,13 +22,4 @@ _HOME = {"FoundWorkflow": "flowmem.agents.procedures", "Hit": "flowmem.retrieval
 """Public name -> the module that defines it (imported on first access)."""
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module 'flowmem.agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value  # once: later lookups are plain module attributes
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, __all__, globals())
