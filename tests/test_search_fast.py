@@ -10,7 +10,7 @@ import pytest
 from flowmem.models import UsageStats
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.nearest import SHARE_WEIGHT, snap_cosines
-from flowmem.retrieval.ranking import _ONE_BLAS_THREAD, Ranked, Snapshot
+from flowmem.retrieval.ranking import _ONE_BLAS_THREAD, Ask, Ranked, Snapshot
 from flowmem.storage.served import ServedRows
 
 
@@ -62,10 +62,7 @@ def _snapshot(
 def _reference(
     snap: Snapshot,
     query: npt.NDArray[np.float32],
-    task: str,
-    m: int,
-    ok: npt.NDArray[np.bool_] | None,
-    share: float,
+    ask: Ask,
 ) -> Ranked:
     """Every version scored, sorted stably (ties by position), the trial pairs decided on the top
     until none of it loses: the ranking before the fast path."""
@@ -75,13 +72,12 @@ def _reference(
     similarity = np.full(len(snap), -np.inf)
     for key, owner in enumerate(snap.index.owners.tolist()):
         similarity[owner] = max(similarity[owner], per_key[key])
-    allowed = np.isfinite(similarity) if ok is None else ok & np.isfinite(similarity)
+    allowed = np.isfinite(similarity) if ask.ok is None else ask.ok & np.isfinite(similarity)
     scores = np.where(allowed, similarity * snap.factors, -np.inf)
     while True:
-        order = np.array(
-            sorted(np.flatnonzero(np.isfinite(scores)), key=lambda i: (-scores[i], i))[:m], dtype=np.int64
-        )
-        dropped = {p for i in order.tolist() for p in snap._excluded(i, task, share)} & set(order.tolist())
+        best = sorted(np.flatnonzero(np.isfinite(scores)), key=lambda i: (-scores[i], i))
+        order = np.array(best[: ask.m], dtype=np.int64)
+        dropped = {p for i in order.tolist() for p in snap._excluded(i, ask)} & set(order.tolist())
         if not dropped:
             return order, scores[order], similarity[order]
         scores = scores.copy()
@@ -102,10 +98,8 @@ def test_fast_exact_ranking_is_the_full_sort(n: int, keys: int, pool: int, trial
         query = _unit((base + rng.normal(scale=0.3 * (q % 3), size=24))[None, :])[0]
         for ok in masks:
             for m, share in ((20, 0.0), (3, 0.5), (60, 1.0)):
-                got, want = (
-                    snap.ranked(query, f"task {q}", m, ok, share),
-                    _reference(snap, query, f"task {q}", m, ok, share),
-                )
+                ask = Ask(f"task {q}", m, ok, share)
+                got, want = snap.ranked(query, ask), _reference(snap, query, ask)
                 for a, b in zip(got, want, strict=True):
                     assert np.array_equal(a, b), (q, m, share)
 
@@ -116,11 +110,11 @@ def test_the_nearest_keys_are_proven_without_scoring_every_version() -> None:
     query = snap.index.vectors[17]
     keys = np.array([17])
     # No other version can score above 0.5: the key's own version is the best.
-    found = snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, "t", 1, None, 0.0)
+    found = snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, Ask("t", 1, None, 0.0))
     assert found is not None and found[0].tolist() == [17]
     # 20 versions asked of one key's, or another version might score above it: not proven.
-    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, "t", 20, None, 0.0) is None
-    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 10.0, "t", 1, None, 0.0) is None
+    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 0.5, Ask("t", 20, None, 0.0)) is None
+    assert snap._proven(query, keys, snap.index.vectors[keys] @ query, 10.0, Ask("t", 1, None, 0.0)) is None
 
 
 def _evidence(rng: np.random.Generator, n: int, dim: int = 24) -> Evidence:

@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -153,6 +153,21 @@ def _top(
 
 
 Ranked = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
+class Ask(NamedTuple):
+    """What one search asks of the ranking."""
+
+    task: str
+    """The task text (it decides which version of a trial pair is served)."""
+    m: int
+    """How many versions, at most."""
+    ok: npt.NDArray[np.bool_] | None
+    """The versions that may be served (an agent's, a scope's); None: every one."""
+    share: float
+    """The candidates' share on trial."""
+
+
 """Versions best first, their scores and their similarities (`Snapshot.ranked`)."""
 
 
@@ -240,75 +255,64 @@ class Snapshot:
     def ranked(
         self,
         query: npt.NDArray[np.float32],
-        task: str,
-        m: int,
-        ok: npt.NDArray[np.bool_] | None,
-        share: float,
+        ask: Ask,
     ) -> Ranked:
-        """The best m servable versions for the query, best first, with their scores and
-        similarities; `ok` limits the versions, `share` is the candidates' share on trial."""
-        few = ok is not None and ok.sum() * 4 < len(ok)
+        """The best `ask.m` servable versions for the query, best first, with their scores and
+        similarities."""
+        few = ask.ok is not None and ask.ok.sum() * 4 < len(ask.ok)
         ann = self.slot.ann
         if ann is not None and not few:
-            found = self._ranked_ann(ann, query, task, m, ok, share)
+            found = self._ranked_ann(ann, query, ask)
             if found is not None:
                 return found
         if few and self.index.grouped:
-            assert ok is not None
-            items = np.flatnonzero(ok)
+            assert ask.ok is not None
+            items = np.flatnonzero(ask.ok)
             similarity = np.full(len(self), -np.inf)
             with _ONE_BLAS_THREAD:
                 similarity[items] = self.index.item_similarities(query, items)
-            return self._ranked_all(similarity, task, m, ok, share)
+            return self._ranked_all(similarity, ask)
         if len(self.index.vectors) < _ONE_THREAD:
             with _ONE_BLAS_THREAD:
                 cosines = self.index.vectors @ query
         else:
             cosines = self.index.vectors @ query
-        return self._ranked_exact(cosines, query, task, m, ok, share)
+        return self._ranked_exact(cosines, query, ask)
 
     def _ranked_exact(
         self,
         cosines: npt.NDArray[np.float32],
         query: npt.NDArray[np.float32],
-        task: str,
-        m: int,
-        ok: npt.NDArray[np.bool_] | None,
-        share: float,
+        ask: Ask,
     ) -> Ranked:
         """`ranked` from every key's cosine. Each key's score (its version's, were it its only
         key: similarity × rank factor) is computed, and the versions owning the `_FIRST_KEYS`
         best keys (one `argpartition`) are ranked; kept when proven (`_proven`: no other
         version has a key scoring above the least of those), otherwise, and for few keys,
         every version is ranked."""
-        count = max(_FIRST_KEYS, 2 * m)
+        count = max(_FIRST_KEYS, 2 * ask.m)
         if self.index.grouped and len(cosines) > 4 * count:
             scores = snap_cosines(cosines)
             if self.index.penalized:
                 scores -= self.index.penalty
             scores *= self.key_factors
-            if ok is not None:
-                scores[~ok[self.index.owners]] = -np.inf
+            if ask.ok is not None:
+                scores[~ask.ok[self.index.owners]] = -np.inf
             keys = np.argpartition(scores, len(scores) - count)[-count:]
-            found = self._proven(
-                query, keys, cosines[keys], float(scores[keys].min()), task, m, ok, share, cosines
-            )
+            found = self._proven(query, keys, cosines[keys], float(scores[keys].min()), ask, cosines)
             if found is not None:
                 return found
-        return self._ranked_all(self.index.similarities_of(cosines), task, m, ok, share)
+        return self._ranked_all(self.index.similarities_of(cosines), ask)
 
     def _ranked_all(
         self,
         similarity: npt.NDArray[np.float64],
-        task: str,
-        m: int,
-        ok: npt.NDArray[np.bool_] | None,
-        share: float,
+        ask: Ask,
     ) -> Ranked:
         """`ranked` from every version's similarity."""
-        allowed = np.isfinite(similarity) if ok is None else ok & np.isfinite(similarity)
+        allowed = np.isfinite(similarity) if ask.ok is None else ask.ok & np.isfinite(similarity)
         scores = np.where(allowed, similarity * self.factors, -np.inf)
-        top = self._trial_filtered(scores, task, m, share)
+        top = self._trial_filtered(scores, ask)
         return top, scores[top], similarity[top]
 
     def _proven(
@@ -317,69 +321,61 @@ class Snapshot:
         keys: npt.NDArray[np.int64],
         cosines: npt.NDArray[np.float32],
         bound: float,
-        task: str,
-        m: int,
-        ok: npt.NDArray[np.bool_] | None,
-        share: float,
+        ask: Ask,
         every: npt.NDArray[np.float32] | None = None,
     ) -> Ranked | None:
-        """The best m of the versions owning `keys` (whose cosines with the query are
+        """The best `ask.m` of the versions owning `keys` (whose cosines with the query are
         `cosines`; `every`: all keys' cosines, when computed), exactly scored, when no other
         version can rank among them: the m-th score is above `bound`, the most a version owning
         none of those keys can score (-inf: no such version is servable). None otherwise."""
         items, similarity = self.index.owner_similarities(query, keys, cosines, every)
-        allowed = np.isfinite(similarity) if ok is None else ok[items] & np.isfinite(similarity)
+        allowed = np.isfinite(similarity) if ask.ok is None else ask.ok[items] & np.isfinite(similarity)
         scores = np.where(allowed, similarity * self.factors[items], -np.inf)
-        top = self._trial_filtered(scores, task, m, share, items)
-        if bound > -np.inf and (len(top) < m or not scores[top[-1]] > bound):
+        top = self._trial_filtered(scores, ask, items)
+        if bound > -np.inf and (len(top) < ask.m or not scores[top[-1]] > bound):
             return None
         return items[top], scores[top], similarity[top]
 
     def _trial_filtered(
         self,
         scores: npt.NDArray[np.float64],
-        task: str,
-        m: int,
-        share: float,
+        ask: Ask,
         items: npt.NDArray[np.int64] | None = None,
     ) -> npt.NDArray[np.int64]:
         """`_top` (positions in `scores`, of `items` or of every version), after taking out the
         version of each trial pair this request is not served."""
         while True:
-            top = _top(scores, m, items)
+            top = _top(scores, ask.m, items)
             if not self.trials:
                 return top
             versions = top if items is None else items[top]
             # A pair's decision is the same whichever of its two is looked at: drop those of
             # the top that lose it, until none does.
-            dropped = {p for i in versions.tolist() for p in self._excluded(i, task, share)}
+            dropped = {p for i in versions.tolist() for p in self._excluded(i, ask)}
             lost = [p for p, i in zip(top.tolist(), versions.tolist(), strict=True) if i in dropped]
             if not lost:
                 return top
             scores = scores.copy()
             scores[lost] = -np.inf
 
-    def _excluded(self, i: int, task: str, share: float) -> list[int]:
+    def _excluded(self, i: int, ask: Ask) -> list[int]:
         """Of the trial pair holding version i (if any), the one this request is not served."""
         other = int(self.partner[i])
         if other < 0:
             return []
         candidate, active = (i, other) if self.rows.statuses[i] != "active" else (other, i)
         wid, version = self.rows.ids[candidate], int(self.rows.versions[candidate])
-        return [active] if serve_candidate(task, wid, version, share) else [candidate]
+        return [active] if serve_candidate(ask.task, wid, version, ask.share) else [candidate]
 
     def _ranked_ann(
         self,
         ann: KeyANN,
         query: npt.NDArray[np.float32],
-        task: str,
-        m: int,
-        ok: npt.NDArray[np.bool_] | None,
-        share: float,
+        ask: Ask,
     ) -> Ranked | None:
         """`ranked` from the ANN's keys, exactly re-ranked (`_proven`); None when not proven
         exact within `_MAX_KEYS` keys (the caller then scores every key)."""
-        count = max(_FIRST_KEYS, 2 * m)
+        count = max(_FIRST_KEYS, 2 * ask.m)
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
             with _ONE_BLAS_THREAD:
@@ -389,7 +385,7 @@ class Snapshot:
             farthest = float(snap_cosines(cosines.min(initial=1.0)))
             everything = len(keys) >= len(self.index.vectors)
             bound = -np.inf if everything else farthest * (self.fmax if farthest >= 0 else self.fmin)
-            found = self._proven(query, keys, cosines, bound, task, m, ok, share)
+            found = self._proven(query, keys, cosines, bound, ask)
             if found is not None:
                 return found
             count *= 2

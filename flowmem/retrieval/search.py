@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from flowmem.models import Workflow
 from flowmem.retrieval.cover import Evidence, cover
-from flowmem.retrieval.ranking import Snapshot
+from flowmem.retrieval.ranking import Ask, Snapshot
 from flowmem.retrieval.serving import CANDIDATES, compose, within_gap
 
 __all__ = ["Bounds", "Hit", "floor_keeps", "search"]
@@ -106,7 +106,7 @@ def search(
     versions (an agent's, a scope's), `share` is the candidates' share on trial."""
     if not len(snap):
         return []
-    ranked, scores, similarity = snap.ranked(query, task, max(k, CANDIDATES), ok, share)
+    ranked, scores, similarity = snap.ranked(query, Ask(task, max(k, CANDIDATES), ok, share))
     runs = _recurring(evidence, task, query, bounds, bool(len(ranked)))
     by_example = snap.rows.by_example[ranked]
     keep = np.array(
