@@ -17,27 +17,28 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+if not __package__:  # run as `python bench/dashboard_home.py`: import bench.* from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.data import THINGS, VERBS, team_description, words, workflow
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Step, Trajectory, UsageStats, Workflow, WorkflowRef, WorkflowStep
 from flowmem.server.api import create_app
 from flowmem.settings import Settings
 
-VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update", "export"]
-THINGS = ["invoice", "meeting", "report", "ticket", "customer", "contract", "task", "budget", "survey"]
-
 
 def workflows(n: int) -> list[Workflow]:
     out = []
     for i in range(n):
-        verb, thing = VERBS[i % len(VERBS)], THINGS[(i // len(VERBS)) % len(THINGS)]
+        verb, thing = words(i)
         out.append(
-            Workflow(
-                id=f"w{i:06d}",
-                name=f"{verb}_{thing}_{i}",
-                description=f"{verb} the {thing} number {i} for the team {i % 97}",
+            workflow(
+                i,
+                description=team_description(i),
                 steps=[
                     WorkflowStep(action=f"{thing}.search", args={"query": "{query}"}),
                     WorkflowStep(action=f"{thing}.{verb}", args={"id": "{id}"}),
@@ -59,7 +60,7 @@ def runs(n: int, start: int = 0) -> list[Trajectory]:
             task=f"{VERBS[i % 9]} the {THINGS[i % 7]} for team {i}",
             steps=[Step(action=f"{THINGS[i % 7]}.search", args={"query": str(i)})],
             success=i % 3 != 0,
-            workflows_used=[WorkflowRef(id=f"w{i:06d}", version=1)] if i % 2 else [],
+            workflows_used=[WorkflowRef(id=f"w{i:07d}", version=1)] if i % 2 else [],
         )
         for i in range(start, start + n)
     ]
@@ -90,13 +91,13 @@ def run(n: int) -> None:
         store.commit_run(InductionRun(id="bench"), workflows(n))
         store.insert_trajectories(runs(1_000))
         store.put_usage(
-            {(f"w{i:06d}", 1): UsageStats(served=3, successes=2, failures=1) for i in range(0, n, 2)}
+            {(f"w{i:07d}", 1): UsageStats(served=3, successes=2, failures=1) for i in range(0, n, 2)}
         )
         print(f"seeded {n:,} workflows and 1,000 runs in {time.perf_counter() - start:.1f} s")
         api = TestClient(create_app(settings))
         cold = []
         for i in range(5):
-            store.put_usage({("w000000", 1): UsageStats(served=i + 4)})  # the store moved: no cache
+            store.put_usage({("w0000000", 1): UsageStats(served=i + 4)})  # the store moved: no cache
             cold += timed(api, "/", 1)
         busy = []
         for i in range(5):

@@ -4,11 +4,22 @@ every system compared."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.storage import Store
 
-__all__ = ["fill", "foreign_queries", "queries", "task_text"]
+__all__ = [
+    "THINGS",
+    "VERBS",
+    "fill",
+    "foreign_queries",
+    "queries",
+    "task_text",
+    "team_description",
+    "words",
+    "workflow",
+]
 
 VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update", "export"]
 THINGS = ["invoice", "meeting", "report", "ticket", "customer", "contract", "task", "budget", "survey"]
@@ -23,6 +34,32 @@ def task_text(i: int, rng: random.Random | None = None) -> str:
         f"{r.choice(VERBS)} the {r.choice(THINGS)} {i % 1013} of {r.choice(WHO)} "
         f"{r.choice(WHEN)} for team {r.randrange(200)}"
     )
+
+
+def words(i: int) -> tuple[str, str]:
+    """The verb and the thing of the i-th synthetic workflow."""
+    return VERBS[i % len(VERBS)], THINGS[(i // len(VERBS)) % len(THINGS)]
+
+
+def team_description(i: int) -> str:
+    """A longer description of the i-th synthetic workflow, naming a number and a team."""
+    verb, thing = words(i)
+    return f"{verb} the {thing} number {i} for the team {i % 97}"
+
+
+def workflow(i: int, **fields: Any) -> Workflow:
+    """The i-th synthetic workflow: one step acting on `{id}`, named and described by the verb
+    and the thing `i` picks; `fields` replace any of its fields."""
+    verb, thing = words(i)
+    made: dict[str, Any] = {
+        "id": f"w{i:07d}",
+        "name": f"{verb}_{thing}_{i}",
+        "description": f"{verb} the {thing}",
+        "steps": [WorkflowStep(action=f"{thing}.{verb}", args={"id": "{id}"})],
+        "parameters": {"id": "what to act on"},
+        "status": "active",
+    }
+    return Workflow(**(made | fields))
 
 
 def queries(n: int, *, seed: int = 1) -> list[str]:
@@ -63,16 +100,7 @@ def fill(
         texts: list[str] = []
         for i in range(start, min(n, start + batch)):
             rng = random.Random(i)
-            verb, thing = VERBS[i % len(VERBS)], THINGS[(i // len(VERBS)) % len(THINGS)]
-            w = Workflow(
-                id=f"w{i:07d}",
-                name=f"{verb}_{thing}_{i}",
-                description=f"{verb} the {thing}",
-                steps=[WorkflowStep(action=f"{thing}.{verb}", args={"id": "{id}"})],
-                parameters={"id": "what to act on"},
-                namespace=namespace,
-                status="active",
-            )
+            w = workflow(i, namespace=namespace)
             chosen.append(w)
             texts.extend(task_text(i * keys + j, rng) for j in range(keys))
         embedded = store.embedder.embed(texts)  # one call for the batch, as an inducer embeds its tasks

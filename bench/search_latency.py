@@ -16,31 +16,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+if not __package__:  # run as `python bench/search_latency.py`: import bench.* from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.data import THINGS, VERBS, team_description, workflow
 from flowmem.agents import WorkflowMemory
 from flowmem.jobs.factories import store_from
-from flowmem.models import InductionRun, Workflow, WorkflowStep
+from flowmem.models import InductionRun, Workflow
 from flowmem.settings import Settings
-
-VERBS = ["forward", "archive", "schedule", "cancel", "assign", "complete", "email", "update", "export"]
-THINGS = ["invoice", "meeting", "report", "ticket", "customer", "contract", "task", "budget", "survey"]
 
 
 def workflows(n: int) -> list[Workflow]:
-    out = []
-    for i in range(n):
-        verb, thing = VERBS[i % len(VERBS)], THINGS[(i // len(VERBS)) % len(THINGS)]
-        out.append(
-            Workflow(
-                id=f"w{i:06d}",
-                name=f"{verb}_{thing}_{i}",
-                description=f"{verb} the {thing} number {i} for the team {i % 97}",
-                steps=[WorkflowStep(action=f"{thing}.{verb}", args={"id": "{id}"})],
-                parameters={"id": "task"},
-                status="active",
-            )
-        )
-    return out
+    return [workflow(i, description=team_description(i)) for i in range(n)]
 
 
 def p50(fn: Callable[[int], object], repeats: int = 200) -> float:
