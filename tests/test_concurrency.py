@@ -177,7 +177,7 @@ def _check_store(db: str, *, histories: bool = True) -> tuple[int, int, list[str
     latest = {w.id: w.version for w in store.list_workflows()}
     assert latest == {i: max(v for j, v in visible if j == i) for i, _ in visible}
     by_run = Counter(str(rid) for rid in stored.values())
-    tags = {tag for v in store.table_versions() for tag in v["tags"]}
+    tags = {tag for v in store.table_versions() for tag in v.tags}
     for rid, n in created.items():
         assert by_run[rid] == n and rid in tags, f"run {rid} is not stored whole"
     torn = sorted((set(by_run) | tags) - set(created))

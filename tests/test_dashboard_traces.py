@@ -261,9 +261,9 @@ def test_the_rollback_preview_is_exactly_what_the_rollback_then_does(
     settings, store = _copy(demo, tmp_path)
     api = TestClient(create_app(settings))
     run = store.get_run(demo.runs[which])
-    table_version = store.table_versions()[-1]["version"]
+    table_version = store.table_versions()[-1].version
     page = api.get(f"/runs/{run.id}/rollback").text
-    assert store.table_versions()[-1]["version"] == table_version  # the preview changed nothing
+    assert store.table_versions()[-1].version == table_version  # the preview changed nothing
     leaving, served_again = _preview(page)
     later = set(demo.runs[demo.runs.index(run.id) + 1 :])
     assert {r for r in re.findall(r'href="/runs/([^"/]+)"', _section(page, "preview"))} == later

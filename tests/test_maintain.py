@@ -172,7 +172,7 @@ def test_maintain_bounds_versions_and_files_and_keeps_every_run_restorable(setti
     assert (after["trajectories"].versions, after["trajectories"].fragments) == (1, 1)
     assert after["trajectories"].files == 1
     workflows = next(t for t in report.tables if t.before.table == "workflows__default")
-    versions = [v["version"] for v in store.table_versions()]
+    versions = [v.version for v in store.table_versions()]
     assert workflows.kept_from == run1.base_version == min(versions)  # older ones pruned
     assert workflows.after.versions < workflows.before.versions
     assert report.tags == {"default/run-1": 5, "default/run-2": 6}

@@ -76,7 +76,7 @@ def test_a_0_1_0_store_is_migrated_and_keeps_every_fact(release_db: str, namespa
         for r in store.list_runs()
     ]
     assert runs == facts["runs"]
-    assert sorted(t for v in store.table_versions() for t in v["tags"]) == facts["tags"]
+    assert sorted(t for v in store.table_versions() for t in v.tags) == facts["tags"]
     # An old run's tag still reads the versions it committed, rolled back or not.
     for run_id, versions in facts["at_tag"].items():
         assert {w.id: w.version for w in store.list_workflows(at=run_id)} == versions

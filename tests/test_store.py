@@ -101,7 +101,7 @@ def test_commit_run_tags_and_rollback_restores_while_keeping_history(store: Stor
     assert [w.version for w in store.list_workflows(at="run-3") if w.id == "forward_latest"] == [3]
     assert [w.version for w in store.list_workflows(at="run-2") if w.id == "forward_latest"] == [2]
     versions = store.table_versions()
-    assert [v["tags"] for v in versions if v["tags"]] == [["run-1"], ["run-2"], ["run-3"], [rb.id]]
+    assert [v.tags for v in versions if v.tags] == [["run-1"], ["run-2"], ["run-3"], [rb.id]]
     assert [r.id for r in store.list_runs()] == ["run-1", "run-2", "run-3", rb.id]
     with pytest.raises(StoreError, match="already rolled back"):
         store.rollback("run-2")
@@ -159,4 +159,4 @@ def test_an_interrupted_commit_is_invisible_then_repaired(store: Store) -> None:
     # The next commit drops it first, so version 2 is free again.
     store.commit_run(InductionRun(id="next"), [make_workflow(version=2, steps=4)])
     assert [(w.version, len(w.steps)) for w in store.history("forward_latest")] == [(1, 2), (2, 4)]
-    assert {t for v in store.table_versions() for t in v["tags"]} == {"ok", "next"}
+    assert {t for v in store.table_versions() for t in v.tags} == {"ok", "next"}

@@ -51,6 +51,15 @@ class RunWarning(NamedTuple):
         return f"Pitfall of {self.workflow.id}: {self.pitfall.text}"
 
 
+class _Outcome(NamedTuple):
+    """A run's outcome as `finish` (or an error leaving its `with` block) set it."""
+
+    success: bool | None = None
+    final_answer: str | None = None
+    score: float | None = None
+    feedback: str | None = None
+
+
 class _Watching:
     """The served pitfalls with a condition and their `Watch`, fed every step of the run."""
 
@@ -116,13 +125,13 @@ class Run:
         self._steps: list[_RawStep] = []
         self._used: list[WorkflowRef] = []
         self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
-        self._outcome: dict[str, Any] = {}
+        self._outcome = _Outcome()
         self._finished = False
         self._submitted = False
         self._entered = False
         self._token: contextvars.Token[Run | None] | None = None
         self._journal = journal
-        self._journaled: tuple[int, int, dict[str, Any]] | None = None  # the state last journaled
+        self._journaled: tuple[int, int, _Outcome] | None = None  # the state last journaled
         self.on_warning = on_warning
         """Called with each warning as it holds (on the thread that recorded the step)."""
         self._watching: _Watching | None = None  # None until a checkable pitfall is served
@@ -215,12 +224,7 @@ class Run:
             watching = self._watching
             held = watching.watch.end() if watching is not None else []
             found = watching.warnings(held, len(self._steps)) if watching is not None and held else []
-            self._outcome = {
-                "success": success,
-                "final_answer": final_answer,
-                "score": score,
-                "feedback": feedback,
-            }
+            self._outcome = _Outcome(success, final_answer, score, feedback)
             self._finished = True
         if self._journal is not None:
             self._journal_now()
@@ -271,7 +275,7 @@ class Run:
             # Failures are data too: the run is stored as failed, then the error propagates.
             error = f"{type(exc).__name__}: {exc}"
             with self._lock:
-                self._outcome = {**self._outcome, "success": False, "feedback": error}
+                self._outcome = self._outcome._replace(success=False, feedback=error)
                 self.meta["error"] = error
                 self._finished = True
         if self._journal is not None:
@@ -281,7 +285,7 @@ class Run:
     def to_trajectory(self) -> Trajectory:
         """Build the trajectory (done by the background writer, off the agent's thread)."""
         with self._lock:
-            raw_steps, used, outcome = list(self._steps), list(self._used), dict(self._outcome)
+            raw_steps, used, outcome = list(self._steps), list(self._used), self._outcome
         steps = [
             Step(
                 action=action,
@@ -308,5 +312,5 @@ class Run:
             group=self.group,
             meta=_json_safe(self.meta),
             created_at=self.created_at,
-            **outcome,
+            **outcome._asdict(),
         )

@@ -17,10 +17,9 @@ import json
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from flowmem.induction.render.render import loop_heads, render_call
 from flowmem.models import Workflow
@@ -91,7 +90,7 @@ def _joined(name: str, suffix: str) -> str:
     return f"{name[: _MAX_NAME - len(suffix) - 1].rstrip('-')}-{suffix}"
 
 
-def _call(action: str, args: dict[str, Any]) -> str:
+def _call(action: str, args: Mapping[str, object]) -> str:
     """A step as `render_call` writes it, in code quotes when it is a call."""
     text = render_call(action, args)
     return text if text == action else f"`{text}`"  # prose stays prose

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,9 @@ from flowmem.models import Workflow
 from flowmem.retrieval.embed import Embedder
 from flowmem.settings import Settings
 from flowmem.storage import rows
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
 from flowmem.storage.errors import (
     NotFoundError,
     ObjectStoreError,
@@ -117,7 +120,7 @@ class StoreBase:
         self._connecting = threading.Lock()
         """Held while the connection opens: a memory's writer opens it in the background
         (`WorkflowMemory`), and another thread that needs it meanwhile waits for that one."""
-        self._tables: dict[str, Any] = {}
+        self._tables: dict[str, Table] = {}
         self._appender: Any = None
         self._known = KnownKeys()
         """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
@@ -18,7 +19,7 @@ from flowmem.storage.lance_ops import quote, retry_conflicts, select
 if TYPE_CHECKING:
     from flowmem.storage.version_state import VersionStateMixin
 
-__all__ = ["RollbackPlan", "RunsMixin", "VersionKey"]
+__all__ = ["RollbackPlan", "RunsMixin", "TableVersion", "VersionKey"]
 
 
 class VersionKey(NamedTuple):
@@ -29,6 +30,16 @@ class VersionKey(NamedTuple):
     name: str
     run_id: str | None
     """The run that committed it (None: stored outside any run)."""
+
+
+class TableVersion(NamedTuple):
+    """One LanceDB version of a namespace's workflows table."""
+
+    version: int
+    timestamp: datetime
+    """When it was committed."""
+    tags: list[str]
+    """The run tags pointing at it, sorted."""
 
 
 class RollbackPlan(BaseModel):
@@ -267,13 +278,13 @@ class RunsMixin(StoreBase):
         cast("VersionStateMixin", self).record_transitions(plan.restored, namespace=ns)
         return rollback
 
-    def table_versions(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+    def table_versions(self, *, namespace: str | None = None) -> list[TableVersion]:
         """The workflows table's LanceDB versions, with the run tags pointing at them."""
         table = self._workflows(self._ns(namespace))
         tags: dict[int, list[str]] = {}
         for name, info in table.tags.list().items():
             tags.setdefault(int(info["version"]), []).append(name)
         return [
-            {"version": v["version"], "timestamp": v["timestamp"], "tags": sorted(tags.get(v["version"], []))}
+            TableVersion(v["version"], v["timestamp"], sorted(tags.get(v["version"], [])))
             for v in table.list_versions()
         ]

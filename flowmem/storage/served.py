@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,9 @@ from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
 from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.rows import rows_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["ServedMixin", "ServedRows"]
 
@@ -57,7 +60,7 @@ class ServedRows:
     actions (a workflow committed without keys)."""
     table: Any = field(repr=False)
     """The versions' other columns (Arrow), read for the workflows that are served."""
-    _chunks: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _chunks: dict[str, pa.Array] = field(default_factory=dict, repr=False, compare=False)
     """`table`'s columns by name, each its one chunk: looked up once, not per hit."""
 
     @classmethod
@@ -89,7 +92,7 @@ class ServedRows:
         body's tuple), without building its `Workflow`."""
         return decoded(self.columns()["actions"][i].as_py() or [])
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, pa.Array]:
         """`table`'s columns by name, each as its one chunk (combined when read)."""
         if not self._chunks:
             self._chunks.update((name, self.table.column(name).chunk(0)) for name in self.table.column_names)

@@ -142,22 +142,6 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
             table = table.slice(0, limit)
         return [rows.trajectory_from_row(r) for r in rows.rows_of(table)]
 
-    def trajectory_columns(self, columns: Sequence[str], *, namespace: str | None = None) -> dict[str, Any]:
-        """Some columns of every trajectory of a namespace, in `list_trajectories` order: a
-        list each (`steps` as its JSON text), `vector` as one float32 matrix. An incremental
-        induction run reads a namespace so, without building every trajectory."""
-        where = f"namespace = {quote(self._ns(namespace))}"
-        table = select(self._trajectories(), where, sorted({*columns, "created_at", "id"}))
-        table = table.sort_by([("created_at", "descending"), ("id", "ascending")])
-        out: dict[str, Any] = {}
-        for name in columns:
-            if name == "vector":
-                flat = table[name].combine_chunks().flatten().to_numpy() if table.num_rows else []
-                out[name] = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, self.embedder.dim)
-            else:
-                out[name] = table[name].to_pylist()
-        return out
-
     def set_outcome(
         self, trajectory_id: str, *, success: bool, feedback: str | None = None, namespace: str | None = None
     ) -> Trajectory:

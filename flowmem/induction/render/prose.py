@@ -28,7 +28,7 @@ Given the procedure's task, a step's words are read against it too (`task=`):
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Collection, Mapping
 
 __all__ = ["is_prose", "parse_prose", "render_prose"]
 
@@ -55,7 +55,7 @@ def _is_value(token: str) -> bool:
     return digits >= 2 or any(c in _SEPARATORS for c in token)
 
 
-def _key(before: str, taken: dict[str, Any], *, first: bool) -> str:
+def _key(before: str, taken: Collection[str], *, first: bool) -> str:
     words = [w.lower() for w in _WORD.findall(before)][1 if first else 0 :]  # skip the verb
     name = next((w for w in reversed(words) if w not in _LINKING and len(w) > 1), "value")
     key, n = name, 2
@@ -131,7 +131,7 @@ def _role(before: str) -> str | None:
     return _ROLES.get(words[-1].lower()) if words else None
 
 
-def _fresh(name: str, taken: dict[str, Any]) -> str:
+def _fresh(name: str, taken: Collection[str]) -> str:
     key, n = name, 2
     while key in taken:
         key, n = f"{name}_{n}", n + 1
@@ -167,12 +167,12 @@ def parse_prose(
     return "".join([*parts, text[at:]]), args
 
 
-def is_prose(action: str, args: dict[str, Any]) -> bool:
+def is_prose(action: str, args: Mapping[str, object]) -> bool:
     """Whether a step is a sentence: whitespace in its action, and each argument a `{key}` in it."""
     return any(c.isspace() for c in action) and all("{" + k + "}" in action for k in args)
 
 
-def render_prose(action: str, args: dict[str, Any]) -> str:
+def render_prose(action: str, args: Mapping[str, object]) -> str:
     """A sentence step with its arguments put back: "Build Docker image {image}"."""
     for key, value in args.items():
         action = action.replace("{" + key + "}", value if isinstance(value, str) else str(value))

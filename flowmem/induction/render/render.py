@@ -27,13 +27,13 @@ CONTEXT_HEADER = (
 """What the block an agent is given starts with (`render_context`)."""
 
 
-def _args(args: dict[str, Any]) -> str:
+def _args(args: Mapping[str, object]) -> str:
     return ", ".join(
         f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}" for k, v in args.items()
     )
 
 
-def render_call(action: str, args: dict[str, Any], choices: Mapping[str, Sequence[str]] = {}) -> str:
+def render_call(action: str, args: Mapping[str, object], choices: Mapping[str, Sequence[str]] = {}) -> str:
     """A step as a call, `action(key=value, ...)`; a step written as prose (a hand-written
     procedure's "Build the Docker image": whitespace in the action, no arguments) as it is.
     A placeholder with `choices` shows them: `cabin={cabin: business|economy}`. A sentence

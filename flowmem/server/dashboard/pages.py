@@ -4,6 +4,7 @@ every page's routes use to render (the template filters)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from importlib.resources import files
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -49,7 +50,7 @@ def _isolated(text: Any) -> str:
     return f"\u2068{text}\u2069"
 
 
-def _args(args: dict[str, Any]) -> Markup:
+def _args(args: Mapping[str, object]) -> Markup:
     """Step arguments as `key=value` text, every `{placeholder}` highlighted."""
     parts = []
     for key, value in args.items():
