@@ -13,13 +13,14 @@ from flowmem.demo import simulate
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.pitfalls.contrast import SERVED
 from flowmem.induction.plan.bounded import ClusterMembers
-from flowmem.induction.plan.orchestrate import induce_drafts, plan_clusters, task_key
+from flowmem.induction.plan.orchestrate import task_key
 from flowmem.jobs import induce as induce_job
 from flowmem.jobs.induce import cluster_input, prepare_run, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store, scans
+from tests.inmemory import induce_drafts, plan_clusters
 
 RUNS = simulate(250, seed=3)
 """413 runs of five agents, 50 to 103 distinct task texts each."""

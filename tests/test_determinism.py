@@ -26,10 +26,11 @@ import pytest
 from flowmem.demo import simulate
 from flowmem.induction.cluster import cluster
 from flowmem.induction.inducers.rule import RuleInducer
-from flowmem.induction.plan.orchestrate import in_run_order, induce_drafts
+from flowmem.induction.plan.orchestrate import in_run_order
 from flowmem.models import Trajectory
 from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 from tests.factories import WORKBENCH
+from tests.inmemory import induce_drafts
 from tests.processes import Command, CommandRun
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,13 +12,14 @@ from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex, find_literals, mask
 from flowmem.induction.plan.bounded import ClusterMembers
-from flowmem.induction.plan.orchestrate import induce_cluster, induce_drafts, merge_duplicates, plan_versions
+from flowmem.induction.plan.orchestrate import induce_cluster, merge_duplicates, plan_versions
 from flowmem.induction.render.metrics import clustering_scores
 from flowmem.induction.render.render import render_workflow
 from flowmem.models import Condition, Trajectory, placeholders_in
 from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
 from flowmem.retrieval.nearest import ExampleIndex, key_shares
 from tests.factories import NAMES, SUBJECTS, cancel, forward, make_workflow, run
+from tests.inmemory import induce_drafts
 
 
 def test_lcs_and_medoid() -> None:
@@ -233,7 +234,7 @@ def test_a_noise_task_is_placed_in_the_cluster_of_its_nearest_clustered_task() -
 
 
 def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    import flowmem.induction.plan.orchestrate as orchestrate
+    from tests import inmemory
 
     runs = [forward(i) for i in range(8)] + [cancel(i) for i in range(8)]
     odd = run(
@@ -251,7 +252,7 @@ def test_a_successful_run_hdbscan_calls_noise_still_gets_a_workflow(monkeypatch:
         found.labels[found.texts.index(odd.task)] = -1
         return found
 
-    monkeypatch.setattr(orchestrate, "cluster_tasks", with_noise)
+    monkeypatch.setattr(inmemory, "cluster_tasks", with_noise)
     result = induce_drafts([*runs, odd], RuleInducer())
     [clustering] = result.clusterings.values()
     assert clustering.label_of()[odd.task] == -1
@@ -297,7 +298,7 @@ def test_the_rule_inducers_last_check_refuses_a_workflow_that_would_carry_an_exa
     import flowmem.induction.inducers.rule as rule
     from flowmem.induction.abstract.abstract import Abstraction
     from flowmem.induction.base import InductionRefused
-    from flowmem.induction.plan.orchestrate import plan_clusters
+    from tests.inmemory import plan_clusters
 
     real = abstract.abstract_runs
 

@@ -12,7 +12,6 @@ import pytest
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex, find_literals
-from flowmem.induction.plan.orchestrate import induce_drafts
 from flowmem.induction.render.describe import MAX_NAME_WORDS, describe, name_for, phrase_for, verb_phrase
 from flowmem.induction.render.naming import distinct
 from flowmem.induction.render.phrase import COUNTING_WORDS
@@ -21,6 +20,7 @@ from flowmem.jobs.evaluate import load
 from flowmem.models import Step, Trajectory, Workflow, WorkflowStep
 from flowmem.settings import Settings
 from tests.factories import WORKBENCH
+from tests.inmemory import induce_drafts
 
 
 def flow(wid: str, *calls: tuple[str, dict[str, str]], agent: str = "agent", **kw: object) -> Workflow:

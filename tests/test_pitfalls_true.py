@@ -13,13 +13,13 @@ import pytest
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.pitfalls.conditions import holds
 from flowmem.induction.pitfalls.failures import FALSE_ALARMS, Finding, findings
-from flowmem.induction.plan.orchestrate import plan_clusters
 from flowmem.models import Trajectory
 from tests.factories import PITFALL_NAMES as NAMES
 from tests.factories import PITFALL_WORKFLOW as WORKFLOW
 from tests.factories import WORKBENCH
 from tests.factories import pitfall_failed as failed
 from tests.factories import pitfall_ok as ok
+from tests.inmemory import plan_clusters
 
 
 def nth(actions: Sequence[str], action: str, n: int) -> int | None:

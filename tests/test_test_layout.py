@@ -1,5 +1,5 @@
 """The tests' own layout: a test module is read on its own. What several modules share lives in
-helper modules (tests/factories.py, tests/malformed.py, tests/processes.py,
+helper modules (tests/factories.py, tests/inmemory.py, tests/malformed.py, tests/processes.py,
 tests/prefect_servers.py, tests/llm_stub.py) or in tests/conftest.py's fixtures, none of which
 imports a test module; no module imports tests/conftest.py (pytest loads it)."""
 

@@ -169,7 +169,7 @@ def _members(
     namespace: str,
     share: float,
 ) -> list[ClusterMembers]:
-    """The clusters to induce as their members' ids, as `plan_clusters` makes their inputs:
+    """The clusters to induce as their members' ids, as a full run plans them (`induction.plan.bounded`):
     runs in `in_run_order` (the columns' order), the literal index of the whole namespace,
     `task` scope for an orchestrator. Their runs are read by id when they are induced; no
     cluster to induce reads nothing."""

@@ -188,7 +188,7 @@ def with_contrast(
     limit: int | None = None,
     sample: int | None = None,
 ) -> list[ClusterInput]:
-    """Clusters held as runs (`orchestrate.plan_clusters`) with their `Contrast` as runs
+    """Clusters held as runs (`ClusterInput`) with their `Contrast` as runs
     (`ClusterInput.served_to`, `.homed`): what `jobs.induce.with_contrast` gives clusters held
     as ids. `embed`: texts -> unit vectors."""
     tasks = [c for c in clusters if c.kind == "task"]

@@ -13,8 +13,9 @@ cluster's runs, never every trajectory of the namespace (`jobs.induce` reads, th
    them, the clustering is fitted on `sample` of them (`hash_sample`) and every other text
    takes the cluster of the nearest clustered one in the fit's projection (`assign.
    nearest_labels`, what places an incremental run's new tasks), as a fit places its own
-   noise texts (`Clustering.placed`). With `sample` or fewer texts this is `plan_clusters`
-   exactly: the same clusters, ids, members, order and literal index.
+   noise texts (`Clustering.placed`). With `sample` or fewer texts this is a fit on every
+   text (the tests' in-memory reference, `tests/inmemory.py`) exactly: the same clusters, ids,
+   members, order and literal index.
 3. `ClusterMembers.input`: a cluster's runs, read by id, as the `ClusterInput` an inducer
    takes; a cluster of more than `sample` runs is induced from a hash sample of `sample` of
    them (`ClusterMembers.chosen`), its fingerprint and sizes still counting every run.
@@ -174,7 +175,7 @@ class Fitted:
     plan: ClusterPlan
     """The clusterings, memberships and placements (its `clusters` stay empty)."""
     members: list[ClusterMembers]
-    """Every cluster (sub-routines too), in the order `plan_clusters` lists them."""
+    """Every cluster (sub-routines too), in one order: by agent, then as each agent's clusters are planned."""
     texts: int
     """Distinct task texts clustered or placed, every agent's."""
     trajectories: int
@@ -189,10 +190,10 @@ def fit_namespace(
     previous: Mapping[str, Mapping[int, set[str]]] | None = None,
     sample: int,
 ) -> Fitted:
-    """Cluster each agent's runs as `orchestrate.plan_clusters` does, fitting on `sample` of
-    an agent's distinct task texts at most (`fit_texts`; `Settings.cluster_sample`, measured
-    in docs/scaling.md) and inducing each cluster from `sample` of its runs at most;
-    sub-routines when `found` cut them."""
+    """Cluster each agent's runs (stable ids, noise runs placed in their nearest cluster),
+    fitting on `sample` of an agent's distinct task texts at most (`fit_texts`;
+    `Settings.cluster_sample`, measured in docs/scaling.md) and inducing each cluster from
+    `sample` of its runs at most; sub-routines when `found` cut them."""
     catalog = found.catalog
     by_agent: dict[str, list[int]] = defaultdict(list)
     for row in catalog.order():  # each agent's rows in run order
@@ -217,7 +218,7 @@ def _fit_agent(
     before: Mapping[int, set[str]],
     sample: int,
 ) -> None:
-    """One agent's clusters (`rows`, in run order) into `fitted` (as `orchestrate._plan_agent`)."""
+    """One agent's clusters (`rows`, in run order) into `fitted`."""
     catalog, plan = found.catalog, fitted.plan
     texts = sorted({catalog.tasks[r] for r in rows})
     clustering, placed = fit_texts(texts, params, sample=sample)

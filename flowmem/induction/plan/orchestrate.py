@@ -1,9 +1,9 @@
 """The induction pass, pure: cluster each agent's runs, induce every cluster, assemble the drafts.
 
-`plan_clusters` clusters each agent's runs (stable ids), `induce_cluster` induces one cluster,
+`induce_cluster` induces one cluster of a plan (`ClusterPlan`, made by `induction.plan.bounded`),
 `assemble` gathers the outcomes (near-duplicates merged, sub-routines composed, names made
-distinct); `induce_drafts` is the three in one call. `plan_versions` turns drafts into the new
-versions of a run. `jobs/induce.py` runs it against a store, the Prefect flow as tasks.
+distinct); `plan_versions` turns drafts into the new versions of a run. `jobs/induce.py` runs it
+against a store, the Prefect flow as tasks.
 """
 
 from __future__ import annotations
@@ -13,24 +13,19 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from flowmem.induction.abstract.subroutines import compose_workflows, subroutine_inputs
+from flowmem.induction.abstract.subroutines import compose_workflows
 from flowmem.induction.base import (
     ClusterInput,
     Inducer,
     InductionRefused,
     LLMError,
     Usage,
-    split_outcomes,
 )
-from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
-from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.pitfalls.contrast import with_contrast
+from flowmem.induction.cluster.cluster import Clustering
 from flowmem.induction.pitfalls.failures import pitfall_statement, standalone_pitfalls
 from flowmem.induction.render.naming import distinct
 from flowmem.models import Pitfall, Trajectory, Workflow, is_demonstration
-from flowmem.retrieval.embed import Embedder
 from flowmem.retrieval.nearest import key_shares
 
 __all__ = [
@@ -40,10 +35,8 @@ __all__ = [
     "assemble",
     "fingerprint",
     "in_run_order",
-    "induce_drafts",
     "induce_cluster",
     "merge_duplicates",
-    "plan_clusters",
     "plan_versions",
     "task_key",
 ]
@@ -89,10 +82,6 @@ class InductionResult:
             "pitfall_notes": len(self.notes),
             "failed_clusters": len(self.failed),
         }
-
-
-def _parents(trajectories: Sequence[Trajectory]) -> set[str]:
-    return {t.parent_id for t in trajectories if t.parent_id}
 
 
 @dataclass
@@ -155,105 +144,6 @@ def fingerprint(runs: Iterable[tuple[str, bool]]) -> str:
 
 def _fingerprint(cluster: ClusterInput) -> str:
     return fingerprint((t.id, t.success is True) for t in [*cluster.successes, *cluster.failures])
-
-
-def plan_clusters(
-    trajectories: Sequence[Trajectory],
-    *,
-    params: ClusterParams | None = None,
-    literal_share: float = 0.1,
-    previous: Mapping[str, Mapping[int, set[str]]] | None = None,
-    subroutines: bool = False,
-) -> ClusterPlan:
-    """Cluster each agent's runs; one namespace at a time. With `subroutines`, a task agent's
-    recurring segments become inputs too (`induction/abstract/subroutines.py`).
-
-    `previous` gives, per agent, the task keys (`task_key`) of each cluster id of the last
-    run: a new cluster takes the id of the old one it overlaps most, so a workflow's id (and
-    lineage) continues when the clusters are refit.
-
-    Raises:
-        ValueError: if the trajectories span several namespaces (tenants are never mixed).
-    """
-    namespaces = {t.namespace for t in trajectories}
-    if len(namespaces) > 1:
-        raise ValueError(f"one namespace at a time, got {sorted(namespaces)}")
-    plan = ClusterPlan()
-    if not trajectories:
-        return plan
-    namespace = namespaces.pop()
-    literals = LiteralIndex.build(trajectories, max_share=literal_share)
-    parents = _parents(trajectories)
-    by_agent: dict[str, list[Trajectory]] = defaultdict(list)
-    # A cluster's runs in one order whatever order they were read in, so that a tie among them
-    # (a medoid, a variant's centre, an equally common pitfall) goes the same way: the store's
-    # order (`in_run_order`), newest first, as the way a task is done now wins a tie.
-    for t in in_run_order(trajectories):
-        by_agent[t.agent].append(t)
-    for agent, runs in sorted(by_agent.items()):
-        _plan_agent(
-            plan,
-            agent,
-            runs,
-            namespace=namespace,
-            literals=literals,
-            parents=parents,
-            params=params,
-            before=(previous or {}).get(agent, {}),
-            subroutines=subroutines,
-        )
-    return plan
-
-
-def _plan_agent(
-    plan: ClusterPlan,
-    agent: str,
-    runs: Sequence[Trajectory],
-    *,
-    namespace: str,
-    literals: LiteralIndex,
-    parents: Collection[str],
-    params: ClusterParams | None,
-    before: Mapping[int, set[str]],
-    subroutines: bool,
-) -> None:
-    """Cluster one agent's runs into `plan` (see `plan_clusters`); `before`: the agent's
-    clusters of the last run, by id."""
-    clustering = cluster_tasks([t.task for t in runs], params)
-    plan.clusterings[agent] = clustering
-    current = {label: {task_key(t) for t in texts} for label, texts in clustering.members().items()}
-    stable = match_clusters(before, current, next_id=max(before, default=-1) + 1)
-    plan.memberships[agent] = {stable[label]: texts for label, texts in current.items()}
-    placed = clustering.placed()  # noise runs join their nearest cluster
-    noise = plan.placed.setdefault(agent, {})
-    for text, label in clustering.label_of().items():
-        if label < 0 <= placed[text]:
-            noise.setdefault(stable[placed[text]], set()).add(task_key(text))
-    scope: Literal["task", "subtask"] = "task" if any(t.id in parents for t in runs) else "subtask"
-    for label, cluster_runs in sorted(_members(runs, placed, stable).items()):
-        successes, failures = split_outcomes(cluster_runs)
-        plan.clusters.append(ClusterInput(namespace, agent, label, scope, successes, failures, literals))
-    if subroutines and scope == "subtask":
-        min_tasks = (params or ClusterParams()).min_cluster_size
-        plan.clusters += subroutine_inputs(
-            runs,
-            namespace=namespace,
-            agent=agent,
-            literals=literals,
-            min_tasks=min_tasks,
-            cluster_of={text: stable[label] for text, label in placed.items() if label >= 0},
-        )
-
-
-def _members(
-    runs: Sequence[Trajectory], placed: Mapping[str, int], stable: Mapping[int, int]
-) -> dict[int, list[Trajectory]]:
-    """The runs of each cluster, by stable id (a noise run in the cluster it is placed in)."""
-    members: dict[int, list[Trajectory]] = defaultdict(list)
-    for t in runs:
-        if placed[t.task] >= 0:
-            members[stable[placed[t.task]]].append(t)
-    return members
 
 
 def _failure(err: Exception) -> str:
@@ -330,28 +220,6 @@ def assemble(plan: ClusterPlan, outcomes: Sequence[ClusterOutcome]) -> Induction
         memberships=plan.memberships,
         usage=usage,
     )
-
-
-def induce_drafts(
-    trajectories: Sequence[Trajectory],
-    inducer: Inducer,
-    *,
-    params: ClusterParams | None = None,
-    literal_share: float = 0.1,
-    previous: Mapping[str, Mapping[int, set[str]]] | None = None,
-    subroutines: bool = False,
-    embedder: Embedder | None = None,
-) -> InductionResult:
-    """Cluster each agent's runs and induce every cluster (see `plan_clusters`); with an
-    `embedder`, each cluster's pitfalls are told from its `contrast.Contrast` too, as
-    `flowmem induce` tells them."""
-    plan = plan_clusters(
-        trajectories, params=params, literal_share=literal_share, previous=previous, subroutines=subroutines
-    )
-    clusters = plan.clusters
-    if embedder is not None:
-        clusters = with_contrast(clusters, embedder.embed)
-    return assemble(plan, [induce_cluster(c, inducer) for c in clusters])
 
 
 def merge_duplicates(workflows: Sequence[Workflow], keys: dict[str, dict[str, int]]) -> list[Workflow]:
