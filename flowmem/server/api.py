@@ -24,7 +24,7 @@ from flowmem.interchange import RecordError, loads
 from flowmem.server.api_docs import add_docs
 from flowmem.server.api_manage import manage_routes
 from flowmem.server.dashboard import add_dashboard
-from flowmem.server.fast_search import SearchFastPath
+from flowmem.server.fast_search import MAX_K, MAX_TASK, PATH, SearchFastPath, search_body
 from flowmem.server.payloads import Health, OutcomeSet, Recorded, SearchHit, WorkflowDetail, WorkflowOut
 from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
@@ -132,23 +132,15 @@ def create_app(settings: Settings, *, service: Service | None = None) -> FastAPI
 
 
 def _read_routes(app: FastAPI, svc: Service, guard: Any) -> None:
-    @app.get("/v1/workflows/search", tags=["workflows"], dependencies=[guard], response_model=list[SearchHit])
+    @app.get(PATH, tags=["workflows"], dependencies=[guard], response_model=list[SearchHit])
     async def search(
-        task: Annotated[str, Query(min_length=1, max_length=10_000, description="The task to solve.")],
-        k: Annotated[int, Query(ge=1, le=20, description="How many workflows.")] = 3,
+        task: Annotated[str, Query(min_length=1, max_length=MAX_TASK, description="The task to solve.")],
+        k: Annotated[int, Query(ge=1, le=MAX_K, description="How many workflows.")] = 3,
         agent: Annotated[str | None, Query(description="Only workflows of this agent.")] = None,
     ) -> Response:
         """The served workflows that fit a task best, with scores and prompt text."""
-        # A search between two index checks is about a millisecond of CPU and no I/O: it runs
-        # on the event loop, and its JSON is written as is (not validated again against the
-        # response model it was built as). One that will check the store, or reload it, goes
-        # to a worker thread.
         # (A plainly valid search is answered before it gets here: `fast_search`.)
-        if svc.search_is_cpu_only():
-            body = svc.search_json(task, k, agent=agent)
-        else:
-            body = await run_in_threadpool(svc.search_json, task, k, agent=agent)
-        return Response(body, media_type="application/json")
+        return Response(await search_body(svc, task, k, agent), media_type="application/json")
 
     @app.get("/v1/workflows", tags=["workflows"], dependencies=[guard])
     def list_workflows(

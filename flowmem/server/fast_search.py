@@ -21,15 +21,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flowmem.server.service import Service
 
-__all__ = ["PATH", "SearchFastPath", "plain_search"]
+__all__ = ["MAX_K", "MAX_TASK", "PATH", "SearchFastPath", "plain_search", "search_body"]
 
 PATH = "/v1/workflows/search"
 """The route it answers for."""
 
 MAX_TASK = 10_000
-"""The route's limit on the task's length (its `Query(max_length=...)`)."""
+"""The longest task a search takes (the route's `Query(max_length=...)`)."""
 MAX_K = 20
-"""The route's largest k (its `Query(le=...)`)."""
+"""The largest k a search takes (the route's `Query(le=...)`)."""
 _KNOWN = frozenset(("task", "k", "agent"))
 
 
@@ -81,12 +81,15 @@ class SearchFastPath:
     async def _answer(
         self, found: tuple[str, int, str | None], scope: Scope, receive: Receive, send: Send
     ) -> None:
-        task, k, agent = found
-        svc = self.service
-        # As the route: a search between two index checks is CPU work only and runs here;
-        # one that will check the store (I/O), or reload it, goes to a worker thread.
-        if svc.search_is_cpu_only():
-            body = svc.search_json(task, k, agent=agent)
-        else:
-            body = await run_in_threadpool(svc.search_json, task, k, agent=agent)
+        body = await search_body(self.service, *found)
         await Response(body, media_type="application/json")(scope, receive, send)
+
+
+async def search_body(svc: Service, task: str, k: int, agent: str | None) -> bytes:
+    """A search's JSON, for this path and the route alike. A search between two index checks
+    is about a millisecond of CPU and no I/O: it runs on the event loop, and its JSON is
+    written as is (not validated again against the response model it was built as). One that
+    will check the store, or reload it, goes to a worker thread."""
+    if svc.search_is_cpu_only():
+        return svc.search_json(task, k, agent=agent)
+    return await run_in_threadpool(svc.search_json, task, k, agent=agent)
