@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import openai
@@ -269,7 +269,16 @@ def embedder_from_settings(settings: Settings) -> OpenAIEmbedder:
     return OpenAIEmbedder(settings.embedding_model, **_endpoint(settings))
 
 
-def _endpoint(settings: Settings) -> dict[str, Any]:
+class _Endpoint(TypedDict):
+    """What the LLM and the embedder connect with."""
+
+    base_url: str | None
+    api_key: str
+    timeout: float
+    max_retries: int
+
+
+def _endpoint(settings: Settings) -> _Endpoint:
     """The endpoint, key, timeout and retries the LLM and the embedder share."""
     secret = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
     return {
