@@ -37,7 +37,7 @@ from flowmem.jobs.induce import (
     prepare_run,
 )
 from flowmem.jobs.learn import Learned, learn
-from flowmem.jobs.maintain import maintain
+from flowmem.jobs.maintain import Maintained, maintain
 from flowmem.settings import Settings
 
 __all__ = ["collect_flow", "cycle_flow", "induce_flow", "learn_flow", "maintain_flow"]
@@ -156,7 +156,7 @@ def fold_outcomes(settings: Settings) -> Learned:
 
 
 @task(cache_policy=NONE)
-def maintain_store(settings: Settings) -> dict[str, Any]:
+def maintain_store(settings: Settings) -> Maintained:
     """Compact and prune every table, keeping what run tags and rollbacks need."""
     return maintain(store_from(settings)).summary()
 
@@ -272,7 +272,7 @@ def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str
 
 
 @flow(name="flowmem-maintain", log_prints=True)
-def maintain_flow(db: str | None = None) -> dict[str, Any]:
+def maintain_flow(db: str | None = None) -> Maintained:
     """Compact every table's files, prune old table versions (never one a run tag or a
     rollback needs), check out every run tag: keeps a store that takes many small writes fast."""
     return maintain_store(_settings(db, None))
