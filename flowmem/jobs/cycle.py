@@ -15,8 +15,8 @@ __all__ = ["CycleSummary", "cycle"]
 
 
 class CycleSummary(BaseModel):
-    """What one collect → induce → learn cycle did (`cycle`, and the Prefect `cycle` flow's
-    result read back)."""
+    """What one collect → induce → learn cycle did: what `cycle` and the Prefect `cycle` flow
+    return, and `flowmem run cycle --json` prints."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
