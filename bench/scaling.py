@@ -295,7 +295,7 @@ def flow_child(db: str) -> dict[str, Any]:
     start = time.perf_counter()
     summary = pipeline.induce_flow(db=db)
     found["flow_s"] = time.perf_counter() - start
-    found["summary"] = {k: v for k, v in summary.items() if k not in ("run", "tag")}
+    found["summary"] = summary.model_dump(mode="json", exclude={"run", "tag"})
     return found
 
 

@@ -207,26 +207,24 @@ def test_two_worker_processes_commit_the_workflows_of_an_in_process_run(
             store_trajectories(store_from(s), batch, s.scrub)
         expected = run_induction(store_from(here), here, RuleInducer(), namespace=here.namespace).summary()
         state = induce_flow(db=there.db, return_state=True)
-        ran = state.result()
-        assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
-            k: v for k, v in expected.model_dump(mode="json").items() if k not in ("run", "tag")
-        }
+        ran = state.result()  # the flow's `RunSummary`
+        assert ran.model_dump(exclude={"run", "tag"}) == expected.model_dump(exclude={"run", "tag"})
         summaries.append(ran)
         assert state.state_details.flow_run_id is not None
         flow_runs.append(state.state_details.flow_run_id)
     full, placed = summaries
-    assert full["refit"] and full["versions_created"] > 5
-    assert placed["refit"] is None and 0 < placed["clusters_changed"] < placed["clusters"]
-    assert placed["versions_created"] > 0  # new versions (2, ...) of workflows of the first run
+    assert full.refit and full.versions_created > 5
+    assert placed.refit is None and 0 < placed.clusters_changed < placed.clusters
+    assert placed.versions_created > 0  # new versions (2, ...) of workflows of the first run
     assert committed(there.db) == committed(here.db)
     # Every plan and induction ran in the two other processes, each taking some; commits ran here.
     tasks = tasks_run(scheduler)
     assert len(tasks.keys() - {os.getpid()}) == 2 and min(tasks.values()) > 0
-    assert sum(tasks.values()) == sum(1 + math.ceil(s["clusters_changed"] / 3) for s in summaries)
+    assert sum(tasks.values()) == sum(1 + math.ceil(s.clusters_changed / 3) for s in summaries)
     # The task runs on the workers reported to the flow's Prefect server (the harness's), which
     # the workers learnt of from the settings each task brought; none started a server of its own.
     for summary, flow_run in zip(summaries, flow_runs, strict=True):
-        batches = math.ceil(summary["clusters_changed"] / 3)
+        batches = math.ceil(summary.clusters_changed / 3)
         expected_runs = sorted(
             [("commit", "COMPLETED"), ("plan_run", "COMPLETED")] + [("induce_batch", "COMPLETED")] * batches
         )

@@ -20,6 +20,7 @@ from flowmem.demo import simulate
 from flowmem.induction.base import ClusterInput, Induced, LLMError, Usage
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import write_spool_file
+from flowmem.jobs.collect import Collected
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Workflow
@@ -68,13 +69,13 @@ def test_collect_is_idempotent_and_quarantines_bad_lines(settings: Settings) -> 
     bad.write_text('{"task": "ok task", "steps": []}\n{broken\n{"steps": []}\n')
     (settings.spool_path / "partial.jsonl.tmp").write_text("{still being written")
     first = collect_flow(db=settings.db)
-    assert first == {"files": 2, "stored": 11, "duplicates": 0, "rejected": 2, "failed_files": []}
+    assert first == Collected(files=2, stored=11, duplicates=0, rejected=2, failed_files=[])
     assert sorted(p.name for p in (settings.spool_path / "done").iterdir())[-1] == "bad.jsonl"
     assert (settings.spool_path / "partial.jsonl.tmp").exists()  # incomplete files wait
-    assert collect_flow(db=settings.db)["stored"] == 0
+    assert collect_flow(db=settings.db).stored == 0
     write_spool_file(settings.spool_path, runs)  # the same runs again, and ten new ones
     again = collect_flow(db=settings.db)
-    assert (again["stored"], again["duplicates"]) == (len(runs) - 10, 10)
+    assert (again.stored, again.duplicates) == (len(runs) - 10, 10)
     assert store_from(settings).count_trajectories() == len(runs) + 1
 
 
@@ -95,19 +96,17 @@ def test_induce_on_workbench_creates_then_skips_then_reinduces_one_cluster(
     store = store_from(settings)
     ingest_files([part], store, settings)
     first = induce_flow(db=settings.db)
-    assert first["new_trajectories"] == len(lines) == 1325
-    assert first["clusters_changed"] == first["clusters"] >= 20
-    assert (
-        first["versions_created"] == len(store.list_workflows()) > 20
-    )  # repeats folded: fewer near-duplicates
+    assert first.new_trajectories == len(lines) == 1325
+    assert first.clusters_changed == first.clusters >= 20
+    assert first.versions_created == len(store.list_workflows()) > 20  # repeats folded: fewer near-duplicates
     second = induce_flow(db=settings.db)
-    assert second["skipped"] and second["versions_created"] == 0 and second["llm_calls"] == 0
+    assert second.skipped and second.versions_created == 0 and second.llm_calls == 0
     # Re-runs of one existing task land in its cluster: only that cluster is induced again.
     task = next(t for t in store.list_trajectories(limit=None) if t.group == "email/t05")
     rerun = [task.model_copy(update={"id": f"{task.id}/rerun{i}", "success": False}) for i in range(3)]
     store_trajectories(store, rerun, settings.scrub)
     third = induce_flow(db=settings.db)
-    assert third["clusters_changed"] == 1 and third["new_trajectories"] == 3
+    assert third.clusters_changed == 1 and third.new_trajectories == 3
 
 
 def test_llm_induction_calls_per_changed_cluster_only(
@@ -118,14 +117,14 @@ def test_llm_induction_calls_per_changed_cluster_only(
     store = store_from(settings)
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     first = induce_flow(db=settings.db, inducer="llm")
-    assert counting.total == first["llm_calls"] == first["clusters_changed"] == 2
-    assert first["versions_created"] == 2
+    assert counting.total == first.llm_calls == first.clusters_changed == 2
+    assert first.versions_created == 2
     second = induce_flow(db=settings.db, inducer="llm")
-    assert counting.total == 2 and second["llm_calls"] == 0 and second["versions_created"] == 0
+    assert counting.total == 2 and second.llm_calls == 0 and second.versions_created == 0
     store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(4)], settings.scrub)
     third = induce_flow(db=settings.db, inducer="llm")
-    assert counting.total == 3 and third["llm_calls"] == 1 and third["clusters_changed"] == 1
-    assert third["versions_created"] == 1  # the forwarding workflow learnt its pitfalls
+    assert counting.total == 3 and third.llm_calls == 1 and third.clusters_changed == 1
+    assert third.versions_created == 1  # the forwarding workflow learnt its pitfalls
     assert "| clusters changed / all | 1 / 2 |" in _latest_artifact("flowmem-induce")
 
 
@@ -162,13 +161,13 @@ def test_llm_calls_hold_a_slot_of_the_global_limit_only_when_it_exists(
     store_trajectories(store, [forward(i) for i in range(8)] + [cancel(i) for i in range(8)], settings.scrub)
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: SlotReading())
     SlotReading.held = []
-    assert pipeline.induce_flow(db=settings.db, inducer="llm")["llm_calls"] == 2
+    assert pipeline.induce_flow(db=settings.db, inducer="llm").llm_calls == 2
     assert "do not exist" not in capfd.readouterr().err  # no limit: nothing asked for, nothing warned
     store_trajectories(store, [forward(i, skip_lookup=True, success=False) for i in range(4)], settings.scrub)
     with get_client(sync_client=True) as client:
         client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=pipeline.LLM_LIMIT, limit=1))
         try:
-            assert pipeline.induce_flow(db=settings.db, inducer="llm")["llm_calls"] == 1
+            assert pipeline.induce_flow(db=settings.db, inducer="llm").llm_calls == 1
         finally:  # the harness's server is the whole worker's
             client.delete_global_concurrency_limit_by_name(pipeline.LLM_LIMIT)
     assert SlotReading.held == [None, None, 1]
@@ -210,13 +209,11 @@ def test_a_failing_cluster_is_reported_and_retried_next_run(
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: Down())
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     broken = pipeline.induce_flow(db=settings.db, inducer="llm")
-    assert list(broken["failed_clusters"]) == ["agent-c0"] or len(broken["failed_clusters"]) == 1
-    assert broken["versions_created"] == 1  # the healthy cluster still lands
+    assert list(broken.failed_clusters) == ["agent-c0"] or len(broken.failed_clusters) == 1
+    assert broken.versions_created == 1  # the healthy cluster still lands
     monkeypatch.setattr(pipeline, "inducer_from", lambda kind, settings: RuleInducer())
     healed = pipeline.induce_flow(db=settings.db, inducer="llm")
-    assert (
-        healed["clusters_changed"] == 1 and healed["versions_created"] == 1 and not healed["failed_clusters"]
-    )
+    assert healed.clusters_changed == 1 and healed.versions_created == 1 and not healed.failed_clusters
 
 
 class Rejecting(RuleInducer):
@@ -247,13 +244,13 @@ def test_llm_usage_of_failed_and_retried_clusters_reaches_the_report(
     monkeypatch.setattr(pipeline, "RETRY_DELAYS", (0, 0))
     Rejecting.failures = 3  # the task's three attempts all fail
     broken = pipeline.induce_flow(db=settings.db, inducer="llm")
-    assert list(broken["failed_clusters"].values()) == ["LLMError: no valid workflow after a retry"]
-    assert (broken["llm_calls"], broken["llm_retries"]) == (3 * 2 + 2, 3 + 1)
-    assert broken["llm_rejected"] == {"invented_tool": 3, "leak": 4}
+    assert list(broken.failed_clusters.values()) == ["LLMError: no valid workflow after a retry"]
+    assert (broken.llm_calls, broken.llm_retries) == (3 * 2 + 2, 3 + 1)
+    assert broken.llm_rejected == {"invented_tool": 3, "leak": 4}
     Rejecting.failures = 1  # next run: the task's second attempt succeeds
     healed = pipeline.induce_flow(db=settings.db, inducer="llm")
-    assert healed["clusters_changed"] == 1 and not healed["failed_clusters"]
-    assert (healed["llm_calls"], healed["llm_retries"], healed["llm_rejected"]) == (
+    assert healed.clusters_changed == 1 and not healed.failed_clusters
+    assert (healed.llm_calls, healed.llm_retries, healed.llm_rejected) == (
         4,
         2,
         {"invented_tool": 1, "leak": 2},
@@ -281,8 +278,8 @@ def test_a_crashing_task_is_retried_by_prefect_then_reported(
     monkeypatch.setattr(pipeline.induce_batch, "retry_delay_seconds", [0, 0])
     broken = pipeline.induce_flow(db=settings.db, inducer="llm")
     assert len(built) == 2 * 3  # each cluster's task, run again twice by Prefect
-    assert set(broken["failed_clusters"].values()) == {"ValueError: no LLM configured"}
-    assert (broken["clusters_changed"], broken["llm_calls"], broken["versions_created"]) == (2, 0, 0)
+    assert set(broken.failed_clusters.values()) == {"ValueError: no LLM configured"}
+    assert (broken.clusters_changed, broken.llm_calls, broken.versions_created) == (2, 0, 0)
 
 
 def _workflows(settings: Settings) -> list[dict[str, Any]]:
@@ -309,7 +306,7 @@ def test_dask_task_runner_gives_the_same_workflows(tmp_path: Path) -> None:
     )
     # prefect-dask types its runner over its own future type, not PrefectFuture[Any].
     result = induce_flow.with_options(task_runner=runner)(db=dask.db)  # type: ignore[arg-type]
-    assert result["versions_created"] > 5
+    assert result.versions_created > 5
     assert _workflows(plain) == _workflows(dask)
 
 
@@ -323,11 +320,9 @@ def test_the_flow_gives_the_same_workflows_and_runs_as_the_cli_job(tmp_path: Pat
             store_trajectories(store_from(s), batch, s.scrub)
         job = run_induction(store_from(cli), cli, RuleInducer(), namespace=cli.namespace).summary()
         ran = induce_flow(db=flow.db)
-        assert {k: v for k, v in ran.items() if k not in ("run", "tag")} == {
-            k: v for k, v in job.model_dump(mode="json").items() if k not in ("run", "tag")
-        }
+        assert ran.model_dump(exclude={"run", "tag"}) == job.model_dump(exclude={"run", "tag"})
         assert _workflows(cli) == _workflows(flow)
-    assert ran["refit"] is None and ran["clusters_changed"] < ran["clusters"]
+    assert ran.refit is None and ran.clusters_changed < ran.clusters
 
 
 def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
@@ -346,8 +341,8 @@ def test_learn_folds_outcomes_into_version_stats(settings: Settings) -> None:
         settings.scrub,
     )
     learnt = learn_flow(db=settings.db)
-    assert (learnt["versions_with_outcomes"], learnt["runs_served"]) == (1, 6)  # the flow's JSON
-    assert [(t["version"], t["new"]) for t in learnt["transitions"]] == [(1, "active")]
+    assert (learnt.versions_with_outcomes, learnt.runs_served) == (1, 6)
+    assert [(t.version, t.new) for t in learnt.transitions] == [(1, "active")]
     [w] = store.list_workflows()
     assert (w.stats.served, w.stats.successes, w.stats.failures) == (6, 4, 2) and w.status == "active"
 

@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from flowmem.cli.common import JsonOpt, fail, inducer_or_fail, out, prefect_env, print_json, quiet_prefect
+from flowmem.cli.common import (
+    JsonOpt,
+    dumped,
+    fail,
+    inducer_or_fail,
+    out,
+    prefect_env,
+    print_json,
+    quiet_prefect,
+)
 from flowmem.cli.helptext import choices
 
 __all__ = ["DEPLOYED", "FLOWS", "quiet_logs", "run_flow", "serve"]
@@ -62,11 +71,11 @@ def run_flow(
     from flowmem.flows import pipeline
 
     flow = getattr(pipeline, f"{name}_flow")
-    result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()
+    result = flow(inducer=inducer) if name in ("induce", "cycle") else flow()  # the flow's model
     if as_json:
-        print_json(result)
+        print_json(dumped(result))
     else:
-        out.print_json(data=result)
+        out.print_json(data=dumped(result))
 
 
 def serve(

@@ -31,7 +31,7 @@ def maintain(
     needs), then check out every run tag. The `maintain` flow runs this hourly."""
     report = maintain_job(open_existing(Settings()), keep=timedelta(seconds=keep))
     if as_json:
-        print_json(report.summary())
+        print_json(report.summary().model_dump(mode="json"))
         return
     for line in report.lines():
         typer.echo(line)

@@ -68,13 +68,12 @@ class PrefectCycle:
         # Imported here, once the server is on its way up: flowmem's jobs and Prefect's flow
         # engine take a second to import, which the server's start then hides.
         from flowmem.flows.pipeline import cycle_flow
-        from flowmem.jobs.cycle import CycleSummary
 
         updates = dict(NO_HEARTBEAT)
         if self.server is not None:
             updates[PREFECT_API_URL] = self.server.ready()
         with temporary_settings(updates=updates):
-            return CycleSummary.model_validate(cycle_flow(db=settings.db, namespace=settings.namespace))
+            return cycle_flow(db=settings.db, namespace=settings.namespace)
 
 
 def prefect_cycle() -> PrefectCycle:

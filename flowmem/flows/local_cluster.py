@@ -36,11 +36,12 @@ the process to exit."""
 
 
 def cluster_kwargs(workers: int, api_url: str | None = None) -> dict[str, Any]:
-    """The cluster's arguments: `workers` worker processes, one thread each (induction holds
-    the GIL); the scheduler's HTTP server on a free port; each worker's process ending as soon
-    as the worker has closed (`QuickExit`); the flow's Prefect server in the workers'
-    environment (`api_url`, when given), for what a worker does outside a task's settings (its
-    log and event workers' last flush at exit)."""
+    """The cluster's arguments (`LocalCluster`'s keyword arguments, as prefect-dask's
+    `DaskTaskRunner(cluster_kwargs=...)` takes them): `workers` worker processes, one thread
+    each (induction holds the GIL); the scheduler's HTTP server on a free port; each worker's
+    process ending as soon as the worker has closed (`QuickExit`); the flow's Prefect server in
+    the workers' environment (`api_url`, when given), for what a worker does outside a task's
+    settings (its log and event workers' last flush at exit)."""
     kwargs: dict[str, Any] = {
         "n_workers": workers,
         "processes": True,

@@ -4,6 +4,11 @@ Thin Prefect tasks around the use cases of `flowmem.jobs` (collect, induce, lear
 reads top to bottom like the pipeline it runs. Flows take only plain parameters (a store URI
 and a namespace override), build one `Settings`, and pass it down. The flow of `<name>` is
 `<name>_flow` (apart from the job it runs), registered in Prefect as `flowmem-<name>`.
+
+Each flow returns its job's frozen model (`Collected`, `RunSummary`, `Learned`, `CycleSummary`,
+`Maintained`): the object `flowmem run` prints as JSON and the demo's engine reads. Prefect keeps
+a result in memory unless persisting is asked for (`PREFECT_RESULTS_PERSIST_BY_DEFAULT`); a
+persisted one is pickled, by Prefect's default serializer.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from flowmem.flows.runners import task_runner
 from flowmem.induction.base import ClusterInput, Inducer, Usage
 from flowmem.induction.plan.bounded import ClusterMembers
 from flowmem.induction.plan.orchestrate import ClusterOutcome, induce_cluster
-from flowmem.jobs.collect import collect
+from flowmem.jobs.collect import Collected, collect
 from flowmem.jobs.cycle import CycleSummary
 from flowmem.jobs.factories import inducer_from, store_from
 from flowmem.jobs.induce import (
@@ -37,7 +42,7 @@ from flowmem.jobs.induce import (
     prepare_run,
 )
 from flowmem.jobs.learn import Learned, learn
-from flowmem.jobs.maintain import maintain
+from flowmem.jobs.maintain import Maintained, maintain
 from flowmem.settings import Settings
 
 __all__ = ["collect_flow", "cycle_flow", "induce_flow", "learn_flow", "maintain_flow"]
@@ -71,9 +76,9 @@ def _settings(db: str | None, namespace: str | None) -> Settings:
 
 
 @task(cache_policy=NONE)
-def collect_files(settings: Settings) -> dict[str, Any]:
+def collect_files(settings: Settings) -> Collected:
     """Ingest the spool and the import paths."""
-    return collect(store_from(settings), settings).summary()
+    return collect(store_from(settings), settings)
 
 
 @task(cache_policy=NONE)
@@ -156,7 +161,7 @@ def fold_outcomes(settings: Settings) -> Learned:
 
 
 @task(cache_policy=NONE)
-def maintain_store(settings: Settings) -> dict[str, Any]:
+def maintain_store(settings: Settings) -> Maintained:
     """Compact and prune every table, keeping what run tags and rollbacks need."""
     return maintain(store_from(settings)).summary()
 
@@ -210,7 +215,7 @@ def _artifact(report: RunReport, timings: dict[str, float]) -> None:
 
 
 @flow(name="flowmem-collect", log_prints=True)
-def collect_flow(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+def collect_flow(db: str | None = None, namespace: str | None = None) -> Collected:
     """Bring new trajectories in from the spool directory and the import paths."""
     return collect_files(_settings(db, namespace))
 
@@ -218,11 +223,11 @@ def collect_flow(db: str | None = None, namespace: str | None = None) -> dict[st
 @flow(name="flowmem-induce", log_prints=True)
 def induce_flow(
     db: str | None = None, namespace: str | None = None, inducer: str = "rule", force: bool = False
-) -> dict[str, Any]:
+) -> RunSummary:
     """Incremental induction: only clusters whose runs changed are induced, one task each. The
     plan and the inductions run on the Dask cluster of `FLOWMEM_DASK_ADDRESS` when one is set
     (`flows/runners.py`); the commit runs here."""
-    return _induce(_settings(db, namespace), inducer, force).model_dump(mode="json")  # the result: JSON
+    return _induce(_settings(db, namespace), inducer, force)
 
 
 def _induce(settings: Settings, inducer: str, force: bool) -> RunSummary:
@@ -252,27 +257,26 @@ def _induce(settings: Settings, inducer: str, force: bool) -> RunSummary:
 
 
 @flow(name="flowmem-learn", log_prints=True)
-def learn_flow(db: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+def learn_flow(db: str | None = None, namespace: str | None = None) -> Learned:
     """Fold reported outcomes into per-version stats; promote and demote versions."""
-    return fold_outcomes(_settings(db, namespace)).model_dump(mode="json")
+    return fold_outcomes(_settings(db, namespace))
 
 
 @flow(name="flowmem-cycle", log_prints=True)
-def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str = "rule") -> dict[str, Any]:
+def cycle_flow(db: str | None = None, namespace: str | None = None, inducer: str = "rule") -> CycleSummary:
     """collect → induce → learn: what a schedule normally runs. One flow run whose tasks are
     those of the three flows: a subflow run for each, wrapping them, cost more API round trips
     than collect or learn take on the demo's store."""
     settings = _settings(db, namespace)
-    summary = CycleSummary(
+    return CycleSummary(
         collect=collect_files(settings),
         induce=_induce(settings, inducer, force=False),
         learn=fold_outcomes(settings),
     )
-    return summary.model_dump(mode="json")
 
 
 @flow(name="flowmem-maintain", log_prints=True)
-def maintain_flow(db: str | None = None) -> dict[str, Any]:
+def maintain_flow(db: str | None = None) -> Maintained:
     """Compact every table's files, prune old table versions (never one a run tag or a
     rollback needs), check out every run tag: keeps a store that takes many small writes fast."""
     return maintain_store(_settings(db, None))

@@ -46,7 +46,8 @@ class Deployment:
     active: bool = True
     """Whether the schedule starts active."""
     parameters: dict[str, Any] = field(default_factory=dict)
-    """Flow parameters."""
+    """Flow parameters: the flow's keyword arguments, as Prefect's `to_deployment` takes them
+    and prefect.yaml declares them (the flow's signature types them)."""
 
     @property
     def served_name(self) -> str:

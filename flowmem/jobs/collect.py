@@ -10,41 +10,34 @@ from __future__ import annotations
 
 import glob
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from flowmem.interchange import pending_files
 from flowmem.jobs.ingest import ingest_files
 from flowmem.settings import Settings
 from flowmem.storage import Store
 
-__all__ = ["CollectReport", "collect"]
+__all__ = ["Collected", "collect"]
 
 
-@dataclass
-class CollectReport:
-    """What a collect pass did."""
+class Collected(BaseModel):
+    """What a collect pass did: the same object for `flowmem run collect` (`--json`: this
+    model's JSON), the collect flow's result and a cycle's summary."""
 
-    files: int = 0
-    """Files ingested and moved to done/."""
-    stored: int = 0
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    files: int
+    """Spool files ingested and moved to done/."""
+    stored: int
     """Trajectories newly stored."""
-    duplicates: int = 0
+    duplicates: int
     """Valid lines already stored."""
-    rejected: int = 0
+    rejected: int
     """Lines quarantined."""
-    failed_files: list[str] = field(default_factory=list)
-    """Files that could not be read (moved to failed/)."""
-
-    def summary(self) -> dict[str, int | list[str]]:
-        """The figures as JSON-ready data."""
-        return {
-            "files": self.files,
-            "stored": self.stored,
-            "duplicates": self.duplicates,
-            "rejected": self.rejected,
-            "failed_files": self.failed_files,
-        }
+    failed_files: list[str]
+    """Spool files that could not be read (moved to failed/)."""
 
 
 def _import_paths(settings: Settings) -> list[Path]:
@@ -54,23 +47,26 @@ def _import_paths(settings: Settings) -> list[Path]:
     return found
 
 
-def collect(store: Store, settings: Settings) -> CollectReport:
+def collect(store: Store, settings: Settings) -> Collected:
     """Ingest every complete spool file (then move it to done/) and every import path."""
-    report = CollectReport()
+    files = stored = duplicates = rejected = 0
+    failed_files: list[str] = []
     spool = settings.spool_path
     for path in [*pending_files(spool), *_import_paths(settings)]:
         result = ingest_files([path], store, settings)
         unreadable = any(r.reason.startswith("file unreadable") for r in result.rejected)
-        report.stored += result.stored
-        report.duplicates += result.duplicates
-        report.rejected += len(result.rejected)
+        stored += result.stored
+        duplicates += result.duplicates
+        rejected += len(result.rejected)
         if path.parent != spool:
             continue  # an import path stays where it is; re-reading it stores nothing twice
         target = spool / ("failed" if unreadable else "done")
         target.mkdir(exist_ok=True)
         shutil.move(str(path), target / path.name)
         if unreadable:
-            report.failed_files.append(path.name)
+            failed_files.append(path.name)
         else:
-            report.files += 1
-    return report
+            files += 1
+    return Collected(
+        files=files, stored=stored, duplicates=duplicates, rejected=rejected, failed_files=failed_files
+    )

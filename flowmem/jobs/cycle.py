@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.jobs.collect import collect
+from flowmem.jobs.collect import Collected, collect
 from flowmem.jobs.factories import inducer_from
 from flowmem.jobs.induce import RunSummary, run_induction
 from flowmem.jobs.learn import Learned, learn
@@ -15,13 +15,13 @@ __all__ = ["CycleSummary", "cycle"]
 
 
 class CycleSummary(BaseModel):
-    """What one collect → induce → learn cycle did (`cycle`, and the Prefect `cycle` flow's
-    result read back)."""
+    """What one collect → induce → learn cycle did: what `cycle` and the Prefect `cycle` flow
+    return, and `flowmem run cycle --json` prints."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    collect: dict[str, int | list[str]]
-    """`Collected.summary()`: files read, runs stored, duplicates, rejected, failed files."""
+    collect: Collected
+    """What collecting did: files read, runs stored, duplicates, rejected, failed files."""
     induce: RunSummary
     """The induction run's summary."""
     learn: Learned
@@ -29,11 +29,9 @@ class CycleSummary(BaseModel):
 
 
 def cycle(store: Store, settings: Settings, *, inducer: str = "rule") -> CycleSummary:
-    """collect → induce → learn on the settings' namespace; the three summaries (the Prefect
-    `cycle` flow returns them as JSON)."""
+    """collect → induce → learn on the settings' namespace; the three summaries (what the
+    Prefect `cycle` flow returns too)."""
     namespace = settings.namespace
     collected = collect(store, settings)
     report = run_induction(store, settings, inducer_from(inducer, settings), namespace=namespace)
-    return CycleSummary(
-        collect=collected.summary(), induce=report.summary(), learn=learn(store, namespace=namespace)
-    )
+    return CycleSummary(collect=collected, induce=report.summary(), learn=learn(store, namespace=namespace))

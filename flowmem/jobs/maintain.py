@@ -10,19 +10,50 @@ run tag or a rollback needs, then a checkout of every run tag.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem.storage import Store
 from flowmem.storage.maintenance import TableMaintenance
 
-__all__ = ["DEFAULT_KEEP", "MaintainReport", "maintain", "said"]
+__all__ = ["DEFAULT_KEEP", "MaintainReport", "Maintained", "MaintainedTable", "maintain", "said"]
 
 DEFAULT_KEEP = timedelta(minutes=5)
 """Versions younger than this are kept, so reads and writes in flight never lose their files."""
 
 _WORKFLOWS = "workflows__"
+
+
+class MaintainedTable(BaseModel):
+    """One table's figures before and after a maintenance, each a `[before, after]` pair."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    versions: tuple[int, int]
+    """Table versions on disk."""
+    fragments: tuple[int, int]
+    """Data files of the latest version."""
+    files: tuple[int | None, int | None]
+    """Data files on disk (null on object storage, which is not listed)."""
+    rows: tuple[int | None, int | None]
+    """Rows of the latest version."""
+    kept_from_version: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On a workflows table, the oldest version kept for run tags and rollbacks (with every
+    later one); absent elsewhere."""
+
+
+class Maintained(BaseModel):
+    """What a maintenance run did, in figures: the same object for `flowmem maintain --json`
+    (this model's JSON) and the maintain flow's result."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    keep_seconds: float
+    """Versions younger than this were kept."""
+    tables: dict[str, MaintainedTable]
+    """Each table by name, before and after."""
+    tags_checked: int
+    """Run tags checked out after the maintenance, each readable."""
 
 
 class MaintainReport(BaseModel, frozen=True):
@@ -36,23 +67,22 @@ class MaintainReport(BaseModel, frozen=True):
     keep_seconds: float
     """Versions younger than this were kept."""
 
-    def summary(self) -> dict[str, Any]:
-        """Versions, files and rows before → after per table (files null on object storage,
-        which is not listed), and the tags checked (JSON-ready)."""
-        return {
-            "keep_seconds": self.keep_seconds,
-            "tables": {
-                t.before.table: {
-                    "versions": [t.before.versions, t.after.versions],
-                    "fragments": [t.before.fragments, t.after.fragments],
-                    "files": [t.before.files, t.after.files],
-                    "rows": [t.before.rows, t.after.rows],
-                    **({"kept_from_version": t.kept_from} if t.kept_from is not None else {}),
-                }
+    def summary(self) -> Maintained:
+        """Versions, files and rows before and after per table, and the tags checked."""
+        return Maintained(
+            keep_seconds=self.keep_seconds,
+            tables={
+                t.before.table: MaintainedTable(
+                    versions=(t.before.versions, t.after.versions),
+                    fragments=(t.before.fragments, t.after.fragments),
+                    files=(t.before.files, t.after.files),
+                    rows=(t.before.rows, t.after.rows),
+                    kept_from_version=t.kept_from,
+                )
                 for t in self.tables
             },
-            "tags_checked": len(self.tags),
-        }
+            tags_checked=len(self.tags),
+        )
 
     def lines(self) -> list[str]:
         """What the run did, in words and figures: one line per table, one for the keep and
