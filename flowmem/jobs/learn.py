@@ -15,7 +15,7 @@ __all__ = ["Learned", "LearnedTransition", "learn"]
 class LearnedTransition(BaseModel):
     """A status change that learning made."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     id: str
     """The workflow's id."""
@@ -33,7 +33,7 @@ class Learned(BaseModel):
     """What a `learn` pass did: the same object for `flowmem learn`, the learn flow's result
     and a cycle's summary."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     versions_with_outcomes: int
     """Served versions that have reported outcomes."""
