@@ -7,9 +7,9 @@ command that needs only the store (`flowmem induce`) does not load the agent run
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from flowmem.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from flowmem.agents import Run, WorkflowMemory, current_run
@@ -50,26 +50,6 @@ _HOME = {
     "Store": "flowmem.storage",
 }
 """Public name -> the module that defines it (imported on first access)."""
-
-
-def lazy_exports(
-    package: str, home: Mapping[str, str], names: Sequence[str], namespace: dict[str, Any]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A package's module `__getattr__` and `__dir__` that import each public name of `home`
-    (name -> the module that defines it) when first used and then keep it in the package's
-    `namespace`, so later lookups are plain module attributes."""
-
-    def getattr_(name: str) -> Any:
-        if name not in home:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home[name]), name)
-        namespace[name] = value
-        return value
-
-    def dir_() -> list[str]:
-        return sorted({*namespace, *names})
-
-    return getattr_, dir_
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOME, __all__, globals())

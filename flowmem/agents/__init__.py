@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flowmem import lazy_exports
 from flowmem.agents.memory import WorkflowMemory
 from flowmem.agents.recording import Run, current_run
+from flowmem.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from flowmem.agents.procedures import FoundWorkflow
