@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import Rejection, read_trajectories
-from flowmem.jobs.evaluate import evaluate
+from flowmem.jobs.evaluate import EvalReport, evaluate
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in argv if not a.startswith("--")]
     data = Path(args[0]) if args else SHARED_DATA
     settings = Settings()
-    results = {}
+    results: dict[str, EvalReport] = {}
     for name, (file, is_train) in SPLITS.items():
         path = data / file
         if not path.exists():
@@ -89,16 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results["tau2_agents"] = evaluate(*agents, RuleInducer(), settings=settings, k=3)
     if "--json" in argv:
-        print(json.dumps(results))
+        print(json.dumps({name: report.model_dump(mode="json") for name, report in results.items()}))
         return 0
     for name, report in results.items():
-        print(f"\n{name}: train {report['inputs']['train']}, test {report['inputs']['test']}, k=3")
+        print(f"\n{name}: train {report.inputs.train}, test {report.inputs.test}, k=3")
         print(f"{'metric':<24}{'flowmem':>12}{'raw':>12}")
-        for key in [*KEYS, *(k for k in report["flowmem"] if k not in KEYS)]:
-            flow, raw = report["flowmem"].get(key, ""), report["raw"].get(key, "")
+        figures, raw_figures = report.flowmem.model_dump(), report.raw.model_dump()
+        for key in [*KEYS, *(k for k in figures if k not in KEYS)]:
+            flow, raw = figures.get(key, ""), raw_figures.get(key, "")
             print(f"{key:<24}{flow!s:>12}{raw!s:>12}")
-        timing = report["timing"]
-        print(f"timing (s): {timing}, total {sum(timing.values()):.2f}")
+        timing = report.timing
+        print(f"timing (s): {timing.model_dump()}, total {timing.total:.2f}")
     return 0
 
 

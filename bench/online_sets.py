@@ -17,11 +17,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.evaluate import load
-from flowmem.jobs.online import evaluate_online, plot_curve
+from flowmem.jobs.online import OnlineReport, evaluate_online, plot_curve
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.settings import Settings
 
@@ -65,34 +64,34 @@ def sets(data: Path, settings: Settings) -> dict[str, list[Trajectory]]:
     return out
 
 
-def verdict(report: dict[str, Any]) -> list[str]:
+def verdict(report: OnlineReport) -> list[str]:
     """Where flowmem falls more than TOLERANCE below raw in the judged batches."""
     misses = []
-    for b in report["batches"]:
-        if b["batch"] < JUDGED_FROM:
+    for b in report.batches:
+        if b.batch < JUDGED_FROM:
             continue
         for key in ("joint_coverage", "joint_precision"):
-            flow, raw = b["flowmem"][key], b["raw"][key]
+            flow, raw = getattr(b.flowmem, key), getattr(b.raw, key)
             if flow < raw - TOLERANCE:
-                misses.append(f"batch {b['batch']} {key} {flow:.4f} < raw {raw:.4f} - {TOLERANCE}")
+                misses.append(f"batch {b.batch} {key} {flow:.4f} < raw {raw:.4f} - {TOLERANCE}")
     return misses
 
 
-def show(name: str, report: dict[str, Any]) -> None:
-    inputs = report["inputs"]
-    shape = f"{inputs['batches']} batches, seed {inputs['seed']}, k={inputs['k']}"
-    print(f"\n{name}: {inputs['runs']} runs, {shape}")
+def show(name: str, report: OnlineReport) -> None:
+    inputs = report.inputs
+    shape = f"{inputs.batches} batches, seed {inputs.seed}, k={inputs.k}"
+    print(f"\n{name}: {inputs.runs} runs, {shape}")
     print(
         f"{'batch':>5}{'stored':>7}" + "".join(f"{header:>16}" for _, header in COLUMNS) + "   (flowmem/raw)"
     )
-    for b in report["batches"]:
-        cells = "".join(f"{str(b['flowmem'][key]) + '/' + str(b['raw'][key]):>16}" for key, _ in COLUMNS)
-        print(f"{b['batch']:>5}{b['memory_runs']:>7}{cells}")
+    for b in report.batches:
+        cells = "".join(
+            f"{str(getattr(b.flowmem, key)) + '/' + str(getattr(b.raw, key)):>16}" for key, _ in COLUMNS
+        )
+        print(f"{b.batch:>5}{b.memory_runs:>7}{cells}")
     misses = verdict(report)
-    print(
-        f"batches {JUDGED_FROM}-{inputs['batches']}: " + ("; ".join(misses) or f"within {TOLERANCE} of raw")
-    )
-    print(f"timing (s): {report['timing']}, total {sum(report['timing'].values()):.1f}")
+    print(f"batches {JUDGED_FROM}-{inputs.batches}: " + ("; ".join(misses) or f"within {TOLERANCE} of raw"))
+    print(f"timing (s): {report.timing.model_dump()}, total {report.timing.total:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     settings = Settings()
-    results = {}
+    results: dict[str, OnlineReport] = {}
     for name, runs in sets(args.data, settings).items():
         print(f"{name}: replaying {len(runs)} runs ...", file=sys.stderr)
         results[name] = evaluate_online(
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"{name}: curve {png}" if png else "no curve: matplotlib is not installed", file=sys.stderr)
     if args.json:
-        print(json.dumps(results))
+        print(json.dumps({name: report.model_dump(mode="json") for name, report in results.items()}))
         return 0
     for name, report in results.items():
         show(name, report)

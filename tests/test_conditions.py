@@ -259,13 +259,13 @@ def test_eval_reports_warned_and_false_alarms_next_to_the_contrast_baseline() ->
     test = lookup_runs(6, skip=False, success=True, start=40)
     test += lookup_runs(4, skip=True, success=False, start=46)
     report = evaluate(train, test, RuleInducer(), settings=Settings(db="unused"), k=3)
-    flow, raw = report["flowmem"], report["raw"]
-    assert flow["pitfalls"] >= 1
-    assert (flow["warned"], flow["false_alarms"]) == (1.0, 0.0)  # every failure skips the look-up
-    assert (flow["failed_test_runs"], flow["successful_test_runs"]) == (4, 6)
+    flow, raw = report.flowmem, report.raw
+    assert flow.pitfalls >= 1
+    assert (flow.warned, flow.false_alarms) == (1.0, 0.0)  # every failure skips the look-up
+    assert (flow.failed_test_runs, flow.successful_test_runs) == (4, 6)
     # the baseline: "skips contacts.lookup" (every successful neighbour takes it)
-    assert (flow["contrast_warned"], flow["contrast_false_alarms"]) == (1.0, 0.0)
-    assert (raw["warned"], raw["false_alarms"]) == (flow["contrast_warned"], flow["contrast_false_alarms"])
+    assert (flow.contrast_warned, flow.contrast_false_alarms) == (1.0, 0.0)
+    assert (raw.warned, raw.false_alarms) == (flow.contrast_warned, flow.contrast_false_alarms)
 
 
 # -- the induce summary --------------------------------------------------------------------

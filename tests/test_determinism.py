@@ -97,7 +97,7 @@ def _outcome(path: Path, split: Callable[[Trajectory], bool | None]) -> dict[str
         "workflows": {w.id: w.model_dump(mode="json", exclude={"created_at"}) for w in result.workflows},
         "keys": result.keys,
         "clusters": {a: {str(c): sorted(k) for c, k in m.items()} for a, m in result.memberships.items()},
-        "eval": {part: report[part] for part in ("flowmem", "raw", "inputs")},
+        "eval": report.model_dump(mode="json", include={"flowmem", "raw", "inputs"}),
     }
 
 

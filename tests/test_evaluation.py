@@ -22,6 +22,7 @@ from flowmem.induction.render.metrics import (
     slot_literals,
 )
 from flowmem.interchange import write_jsonl
+from flowmem.jobs.evaluate import EvalReport
 from flowmem.retrieval.align import lcs_len
 from tests.factories import WORKBENCH
 
@@ -182,6 +183,14 @@ def test_eval_command_on_simulated_runs(tmp_path: Path) -> None:
     assert flow["joint_coverage"] >= flow["coverage"] and raw["joint_coverage"] >= raw["coverage"]
     assert raw["leakage"] > 0.5 and raw["slot_leakage"] > 0.5  # raw runs carry their names and ids
     assert flow["coverage"] > 0.5 and flow["utility_rate"] > 0.5
+    # The JSON is `EvalReport`'s, key for key and in order; the LLM's usage only for the LLM inducer.
+    typed = EvalReport.model_validate(report)
+    assert json.dumps(typed.model_dump(mode="json")) == json.dumps(report)
+    assert not any(key.startswith("llm_") for key in flow)
+    with_llm = typed.flowmem.model_copy(
+        update={"llm_calls": 2, "llm_retries": 0, "llm_rejected": 0, "llm_tokens": 9}
+    )
+    assert list(with_llm.model_dump())[-4:] == ["llm_calls", "llm_retries", "llm_rejected", "llm_tokens"]
 
 
 def test_eval_demonstrations_are_training_runs_marked_as_induce_from_marks_them(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_eval_scores_the_workflows_flowmem_induce_stores_past_the_clustering_sam
     (report,) = reports
     fitted = [len(c.texts) for c in report.plan.clusters.clusterings.values()]
     assert SAMPLE in fitted and max(fitted) == SAMPLE  # fitted on a sample, the other texts placed
-    assert figures["flowmem"]["memories"] == len(report.versions) > 10
+    assert figures.flowmem.memories == len(report.versions) > 10
 
     data = tmp_path / "train.jsonl"
     data.write_text("".join(t.model_dump_json() + "\n" for t in train), encoding="utf-8")

@@ -13,7 +13,7 @@ from flowmem.cli import app
 from flowmem.demo import simulate
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.interchange import write_jsonl
-from flowmem.jobs.evaluate import evaluate
+from flowmem.jobs.evaluate import Figures, evaluate
 from flowmem.jobs.online import Batch, evaluate_online, replay, split_batches
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
@@ -84,7 +84,7 @@ def test_each_batch_is_served_by_exactly_the_runs_of_the_batches_before_it(
         assert (len(b.served.workflows) > 0) == (b.index > 1)
         assert len(b.served.flowmem) == len(b.served.raw) == len(b.runs)
     first = replayed[0]
-    assert first.induction is None and first.figures["flowmem"]["memories"] == 0
+    assert first.induction is None and first.figures.flowmem.memories == 0
     assert all(not r.memories for r in first.served.flowmem + first.served.raw)
     # Later batches are served after the production induction run over the store: the first
     # fits the clusters, the next runs on a store that already has a fit.
@@ -98,21 +98,20 @@ def test_the_figures_are_those_of_the_offline_evaluation(
     """Batch 2's memory is one induction run over batch 1: the offline `flowmem eval` trained
     on batch 1 and tested on batch 2 gives the same figures; raw memory's agree at every batch."""
     order = split_batches(runs, 3, seed=0)
+    scored = set(Figures.model_fields)  # the offline report's figures that `score` gives
     offline = evaluate(order[0], order[1], RuleInducer(), settings=settings)
-    for system in ("flowmem", "raw"):
-        assert replayed[1].figures[system] == {
-            key: offline[system][key] for key in replayed[1].figures[system]
-        }
+    assert replayed[1].figures.flowmem.model_dump() == offline.flowmem.model_dump(include=scored)
+    assert replayed[1].figures.raw.model_dump() == offline.raw.model_dump(include=scored)
     later = evaluate(order[0] + order[1], order[2], RuleInducer(), settings=settings)
-    assert replayed[2].figures["raw"] == {key: later["raw"][key] for key in replayed[2].figures["raw"]}
+    assert replayed[2].figures.raw.model_dump() == later.raw.model_dump(include=scored)
 
 
 def test_the_same_seed_gives_the_same_report(
     runs: list[Trajectory], settings: Settings, replayed: list[Batch]
 ) -> None:
     again = evaluate_online(list(reversed(runs)), RuleInducer(), settings=settings, batches=3, seed=0)
-    assert again["batches"] == [b.to_json() for b in replayed]
-    assert again["inputs"]["runs"] == len(runs) and again["inputs"]["seed"] == 0
+    assert again.batches == [b.report() for b in replayed]
+    assert again.inputs.runs == len(runs) and again.inputs.seed == 0
 
 
 def test_the_cli_prints_every_batch_as_json_and_saves_the_curve(

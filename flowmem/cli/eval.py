@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -15,6 +15,9 @@ from flowmem.settings import Settings
 
 if TYPE_CHECKING:
     from flowmem.induction.base import Inducer
+    from flowmem.jobs.evaluate import EvalReport
+    from flowmem.jobs.online import Batch, OnlineReport
+    from flowmem.models import Trajectory
 
 __all__ = ["eval_command", "offline_table", "online_table"]
 
@@ -134,14 +137,15 @@ def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, 
             k=k,
             progress=phase,
         )
-    show(report, as_json, lambda r: offline_table(r, k), payload=lambda r: r)
+    show(report, as_json, lambda r: offline_table(r, k))
 
 
-def offline_table(report: dict[str, Any], k: int) -> Table:
-    """Each metric, flowmem beside raw (`--json` has them too)."""
+def offline_table(report: EvalReport, k: int) -> Table:
+    """Each of flowmem's figures, raw memory's beside it where it has one (`--json` has them too)."""
     table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
-    for key in report["flowmem"]:
-        table.add_row(key, str(report["flowmem"][key]), str(report["raw"].get(key, "")))
+    raw = report.raw.model_dump()
+    for key, value in report.flowmem.model_dump().items():
+        table.add_row(key, str(value), str(raw.get(key, "")))
     return table
 
 
@@ -169,14 +173,19 @@ def _online(
         k=k,
     )
     png = plot_curve(report, plot)
-    show(report, as_json, online_table, payload=lambda r: {**r, "plot": str(png) if png else None})
+    show(
+        report,
+        as_json,
+        online_table,
+        payload=lambda r: {**r.model_dump(mode="json"), "plot": str(png) if png else None},
+    )
     if not as_json:
         out.print(f"curve: {png}" if png else "no curve: install matplotlib (pip install 'flowmem[plot]')")
 
 
 def _replayed(
-    runs: list[Any], inducer: Inducer, settings: Settings, n: int, seed: int, k: int, quiet: bool
-) -> list[Any]:
+    runs: list[Trajectory], inducer: Inducer, settings: Settings, n: int, seed: int, k: int, quiet: bool
+) -> list[Batch]:
     """Every batch of the replay, with a progress bar on stderr."""
     from flowmem.jobs.online import replay
 
@@ -192,25 +201,27 @@ def _replayed(
         current = bar.add_task("batches", total=n, last="")
         for batch in replay(runs, inducer, settings=settings, batches=n, seed=seed, k=k):
             done.append(batch)
-            flow, raw = (batch.figures[s]["joint_coverage"] for s in ("flowmem", "raw"))
+            flow, raw = batch.figures.flowmem.joint_coverage, batch.figures.raw.joint_coverage
             last = f"(batch {batch.index}: joint coverage {flow:.2f}, raw {raw:.2f})"
             bar.update(current, completed=batch.index, last=last if batch.index > 1 else "")
     return done
 
 
-def online_table(report: dict[str, Any]) -> Table:
+def online_table(report: OnlineReport) -> Table:
     """The per-batch figures, flowmem / raw, to two decimals (`--json` has them all)."""
-    inputs = report["inputs"]
+    inputs = report.inputs
     table = Table(
         "batch",
         "stored",
         *(header for _, header, _ in ONLINE_COLUMNS),
-        title=f"eval --online: {inputs['runs']} runs in {inputs['batches']} batches, seed {inputs['seed']}, "
-        f"k={inputs['k']}; flowmem/raw",
+        title=f"eval --online: {inputs.runs} runs in {inputs.batches} batches, seed {inputs.seed}, "
+        f"k={inputs.k}; flowmem/raw",
         caption="stored: the runs in the store when the batch was served (batch 1: none, not judged)",
     )
-    for b in report["batches"]:
-        f, r = b["flowmem"], b["raw"]
-        cells = [f"{f[key]:.{digits}f}/{r[key]:.{digits}f}" for key, _, digits in ONLINE_COLUMNS]
-        table.add_row(str(b["batch"]), str(b["memory_runs"]), *cells)
+    for b in report.batches:
+        cells = [
+            f"{getattr(b.flowmem, key):.{digits}f}/{getattr(b.raw, key):.{digits}f}"
+            for key, _, digits in ONLINE_COLUMNS
+        ]
+        table.add_row(str(b.batch), str(b.memory_runs), *cells)
     return table

@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowmem.induction.base import Inducer
 from flowmem.induction.literals import LiteralIndex
 from flowmem.induction.pitfalls.conditions import any_holds
+from flowmem.induction.plan.orchestrate import InductionResult
 from flowmem.induction.render.metrics import (
     LeakChecker,
     Retrieval,
@@ -40,7 +42,212 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.evidence import evidence_of
 
-__all__ = ["Served", "evaluate", "induced_store", "load", "retrieve", "score", "warnings"]
+__all__ = [
+    "EvalInputs",
+    "EvalReport",
+    "Figures",
+    "FlowmemFigures",
+    "RawFigures",
+    "Scores",
+    "Served",
+    "Timing",
+    "WarningFigures",
+    "evaluate",
+    "induced_store",
+    "load",
+    "retrieve",
+    "score",
+    "warnings",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+def _absent(value: object) -> bool:
+    """A figure left out of the JSON when it is None (it does not apply: no groups, no LLM)."""
+    return value is None
+
+
+class Figures(BaseModel):
+    """One system's figures on a set of test runs (definitions: docs/metrics.md): what
+    `score` gives flowmem and raw memory alike, offline and per batch of `eval --online`."""
+
+    model_config = _FROZEN
+
+    coverage: float | None
+    """Mean over scored test runs of the best memory's LCS with the run / the run's length."""
+    step_precision: float | None
+    """Mean over scored test runs of the best memory's matched steps / its length."""
+    joint_coverage: float | None
+    """Mean share of a run's steps that any served memory matches."""
+    joint_precision: float | None
+    """Mean share of the served memories' steps that match the run."""
+    utility_rate: float | None
+    """Share of scored test runs whose best memory matches at least two of their steps."""
+    leakage: float
+    """Share of served (run, memory) pairs whose text holds a rare literal of the training runs."""
+    slot_leakage: float | None
+    """The same for the training runs' slot values; None without slots."""
+    tokens_per_prompt: float
+    """Mean whitespace tokens of the memories served for one test run."""
+    memories: int
+    """Memories the system serves from."""
+    scored_test_runs: int
+    """Successful test runs with at least one step: what the means are over."""
+    served_nothing: float
+    """Share of test runs served no memory."""
+    redundancy: float | None
+    """Mean LCS overlap of pairs of memories (AWM's function overlap); None below two."""
+    redundancy_pairs: int
+    """How many pairs `redundancy` is over."""
+    slot_values_checked: int | None
+    """Example-specific slot values `slot_leakage` looks for; None without slots."""
+    described: float | None
+    """Share of workflows whose description says when to use them; None for raw memory."""
+
+
+class WarningFigures(BaseModel):
+    """Whether the served pitfalls' conditions hold on the test runs (`metrics.warning_metrics`)."""
+
+    model_config = _FROZEN
+
+    warned: float | None
+    """Share of failed test runs on which a served pitfall's condition holds (None without any)."""
+    false_alarms: float | None
+    """The same share of successful test runs (None without any)."""
+    failed_test_runs: int
+    """Failed test runs (`warned`'s denominator)."""
+    successful_test_runs: int
+    """Successful test runs (`false_alarms`' denominator)."""
+
+
+class FlowmemFigures(Figures):
+    """flowmem's figures in `flowmem eval`: `Figures`, then how it clustered, its pitfalls and
+    their warnings beside the contrast baseline's, its failed clusters and the LLM's usage."""
+
+    cluster_ari: float | None = Field(default=None, exclude_if=_absent)
+    """ARI of the clusters against the runs' known groups; absent when no run has a group."""
+    cluster_nmi: float | None = Field(default=None, exclude_if=_absent)
+    """NMI of the same; absent when no run has a group."""
+    noise_fraction: float | None = Field(default=None, exclude_if=_absent)
+    """Share of grouped training runs left out of every cluster; absent when no run has a group."""
+    pitfall_notes: int
+    """Clusters of failed runs only, given pitfall notes instead of a workflow."""
+    pitfalls: int
+    """Pitfalls of the induced workflows."""
+    warned: float | None
+    """`WarningFigures.warned` of the pitfalls of the workflows served."""
+    false_alarms: float | None
+    """`WarningFigures.false_alarms` of the same."""
+    failed_test_runs: int
+    """Failed test runs."""
+    successful_test_runs: int
+    """Successful test runs."""
+    contrast_warned: float | None
+    """`warned` of the contrast baseline (the nearest failed and successful training runs)."""
+    contrast_false_alarms: float | None
+    """`false_alarms` of the contrast baseline."""
+    failed_clusters: int
+    """Clusters whose induction failed."""
+    rejected_clusters: dict[str, int]
+    """Failed clusters counted by reason, most frequent first."""
+    llm_calls: int | None = Field(default=None, exclude_if=_absent)
+    """LLM calls made; only for the LLM inducer."""
+    llm_retries: int | None = Field(default=None, exclude_if=_absent)
+    """LLM calls retried; only for the LLM inducer."""
+    llm_rejected: int | None = Field(default=None, exclude_if=_absent)
+    """LLM outputs dropped for good; only for the LLM inducer."""
+    llm_tokens: int | None = Field(default=None, exclude_if=_absent)
+    """LLM tokens used; only for the LLM inducer."""
+
+
+class RawFigures(Figures):
+    """Raw memory's figures in `flowmem eval`: `Figures`, with the contrast baseline's warnings."""
+
+    warned: float | None
+    """`FlowmemFigures.contrast_warned`: raw runs warn by the contrast of the nearest ones."""
+    false_alarms: float | None
+    """`FlowmemFigures.contrast_false_alarms`."""
+    rejected_clusters: dict[str, int]
+    """Always empty (raw memory has no clusters): the row `FlowmemFigures` has, for the table."""
+
+
+class Scores(BaseModel):
+    """Both systems' figures on one set of test runs (`score`)."""
+
+    model_config = _FROZEN
+
+    flowmem: Figures
+    """flowmem's workflows, served as `memory.search` serves them."""
+    raw: Figures
+    """The k successful stored runs whose task is nearest."""
+
+
+class Timing(BaseModel):
+    """Seconds spent in each phase of an evaluation (rounded to 0.01 in a report)."""
+
+    model_config = _FROZEN
+
+    store_s: float = 0.0
+    """Storing the training runs."""
+    induce_s: float = 0.0
+    """Inducing from them."""
+    retrieve_s: float = 0.0
+    """Serving the test tasks (and checking the pitfalls' warnings)."""
+    score_s: float = 0.0
+    """Scoring what was served."""
+
+    def __add__(self, other: Timing) -> Timing:
+        return Timing(
+            store_s=self.store_s + other.store_s,
+            induce_s=self.induce_s + other.induce_s,
+            retrieve_s=self.retrieve_s + other.retrieve_s,
+            score_s=self.score_s + other.score_s,
+        )
+
+    def rounded(self) -> Timing:
+        """The same, each to 0.01 s."""
+        return Timing(
+            store_s=round(self.store_s, 2),
+            induce_s=round(self.induce_s, 2),
+            retrieve_s=round(self.retrieve_s, 2),
+            score_s=round(self.score_s, 2),
+        )
+
+    @property
+    def total(self) -> float:
+        """Every phase's seconds."""
+        return self.store_s + self.induce_s + self.retrieve_s + self.score_s
+
+
+class EvalInputs(BaseModel):
+    """What an offline evaluation ran on."""
+
+    model_config = _FROZEN
+
+    train: int
+    """Training runs (demonstrations included)."""
+    test: int
+    """Test runs."""
+    k: int
+    """Memories retrieved per test task."""
+    inducer: str
+    """The inducer's kind (`rule`, `llm`)."""
+
+
+class EvalReport(BaseModel):
+    """`flowmem eval`'s report (`evaluate`): `--json` prints this model's JSON."""
+
+    model_config = _FROZEN
+
+    flowmem: FlowmemFigures
+    """flowmem's figures."""
+    raw: RawFigures
+    """The raw-trajectory baseline's figures."""
+    timing: Timing
+    """Seconds per phase."""
+    inputs: EvalInputs
+    """What was evaluated."""
 
 
 def load(path: Path, settings: Settings) -> list[Trajectory]:
@@ -120,31 +327,37 @@ def retrieve(
     return Served(flow, raw, workflows, examples)
 
 
-def score(
-    served: Served, train: Sequence[Trajectory], settings: Settings, *, memories: int
-) -> dict[str, Any]:
-    """Both systems' figures (docs/metrics.md): {"flowmem": {...}, "raw": {...}}. `train` is
-    what the memories were made from (its rare literals and slot values are the leaks);
-    `memories` is flowmem's count (raw's is the successful runs of `train`)."""
+def score(served: Served, train: Sequence[Trajectory], settings: Settings, *, memories: int) -> Scores:
+    """Both systems' figures (docs/metrics.md). `train` is what the memories were made from (its
+    rare literals and slot values are the leaks); `memories` is flowmem's count (raw's is the
+    successful runs of `train`)."""
     literal_index = LiteralIndex.build(train, max_share=settings.literal_share)
     leak = LeakChecker(literal_index.rare_values())
     slots = [t.meta["slots"] for t in train if isinstance(t.meta.get("slots"), dict)]
     slot_values = slot_literals(slots, [t.task for t in train], max_share=settings.literal_share)
     slot_leak = LeakChecker(slot_values) if slots else None
+    checked = len(slot_values) if slots else None
     n_raw = sum(1 for t in train if t.success is True)
-    report: dict[str, Any] = {
-        "flowmem": memory_metrics(served.flowmem, leak, slot_leak, memories),
-        "raw": memory_metrics(served.raw, leak, slot_leak, n_raw),
-    }
     workflows = sorted(served.workflows, key=lambda w: w.id)  # a fixed order, so a sample is reproducible
-    # A sub-routine a workflow is composed of counts as one step of it (docs/metrics.md).
-    report["flowmem"].update(redundancy([w.composed_actions for w in workflows]))
-    report["raw"].update(redundancy([m.actions for m in sorted(served.examples, key=lambda m: m.id)]))
-    for system in ("flowmem", "raw"):
-        report[system]["slot_values_checked"] = len(slot_values) if slots else None
-    report["flowmem"]["described"] = described([w.description for w in served.workflows])
-    report["raw"]["described"] = None
-    return report
+    examples = sorted(served.examples, key=lambda m: m.id)
+    flowmem = Figures.model_validate(
+        {
+            **memory_metrics(served.flowmem, leak, slot_leak, memories),
+            # A sub-routine a workflow is composed of counts as one step of it (docs/metrics.md).
+            **redundancy([w.composed_actions for w in workflows]),
+            "slot_values_checked": checked,
+            "described": described([w.description for w in served.workflows]),
+        }
+    )
+    raw = Figures.model_validate(
+        {
+            **memory_metrics(served.raw, leak, slot_leak, n_raw),
+            **redundancy([m.actions for m in examples]),
+            "slot_values_checked": checked,
+            "described": None,
+        }
+    )
+    return Scores(flowmem=flowmem, raw=raw)
 
 
 def warnings(
@@ -154,10 +367,10 @@ def warnings(
     embedder: Embedder,
     *,
     k: int = 3,
-) -> dict[str, dict[str, float | int | None]]:
+) -> tuple[WarningFigures, WarningFigures]:
     """Whether the served pitfalls' conditions hold on each test run (`warned`,
-    `false_alarms`, docs/metrics.md), for flowmem (the pitfalls of the workflows it served the
-    run's task) and for the contrast baseline (the pitfalls of the `k` nearest failed and `k`
+    `false_alarms`, docs/metrics.md): for flowmem (the pitfalls of the workflows it served the
+    run's task), then for the contrast baseline (the pitfalls of the `k` nearest failed and `k`
     nearest successful training runs by task, `metrics.contrast_conditions`)."""
     by_id = {w.id: w for w in served.workflows}
     outcomes = [t.success for t in test]
@@ -176,7 +389,10 @@ def warnings(
             near_failed = [failed[j].actions for j in nearest(snap_cosines(f_vectors @ q), k)[:k]]
             near_ok = [ok[j].actions for j in nearest(snap_cosines(o_vectors @ q), k)[:k]] if ok else []
             contrast[i] = any_holds(contrast_conditions(near_failed, near_ok), t)
-    return {"flowmem": warning_metrics(outcomes, flow), "contrast": warning_metrics(outcomes, contrast)}
+    return (
+        WarningFigures.model_validate(warning_metrics(outcomes, flow)),
+        WarningFigures.model_validate(warning_metrics(outcomes, contrast)),
+    )
 
 
 @contextmanager
@@ -218,8 +434,8 @@ def evaluate(
     settings: Settings,
     k: int = 3,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Run the evaluation; returns {"flowmem": {...}, "raw": {...}, "timing": {...}}.
+) -> EvalReport:
+    """Run the evaluation: both systems' figures, the time each phase took, and the inputs.
 
     `progress(phase)` is called as each of its four phases starts (storing, inducing,
     retrieving, scoring), with what it works on."""
@@ -238,12 +454,43 @@ def evaluate(
             k=k,
             settings=settings,
         )
-        warned = warnings(served, train, test, store.embedder, k=3)
+        warned, contrast = warnings(served, train, test, store.embedder, k=3)
         timing["retrieve_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
     say("scoring")
-    report = score(served, train, settings, memories=len(versions))
+    scores = score(served, train, settings, memories=len(versions))
+    flowmem = FlowmemFigures(
+        **scores.flowmem.model_dump(),
+        **_clustering(train, result),
+        pitfall_notes=len(result.notes),
+        pitfalls=sum(len(w.pitfalls) for w in result.workflows),
+        **warned.model_dump(),
+        # Raw runs warn by the contrast of the nearest failed and successful ones: the baseline.
+        contrast_warned=contrast.warned,
+        contrast_false_alarms=contrast.false_alarms,
+        failed_clusters=len(result.failed),
+        rejected_clusters=rejected_clusters(result.failed_reasons),
+        **(_llm_usage(result) if inducer.kind == "llm" else {}),
+    )
+    raw = RawFigures(
+        **scores.raw.model_dump(),
+        warned=contrast.warned,
+        false_alarms=contrast.false_alarms,
+        rejected_clusters={},
+    )
+    timing["score_s"] = time.perf_counter() - t3
+    return EvalReport(
+        flowmem=flowmem,
+        raw=raw,
+        timing=Timing.model_validate(timing).rounded(),
+        inputs=EvalInputs(train=len(train), test=len(test), k=k, inducer=inducer.kind),
+    )
+
+
+def _clustering(train: Sequence[Trajectory], result: InductionResult) -> dict[str, float]:
+    """ARI, NMI and noise of the clusters against the training runs' known groups
+    (`metrics.clustering_scores`); empty when no run has a group."""
     labels: list[str | None] = []
     groups: list[str] = []
     label_of = {agent: c.label_of() for agent, c in result.clusterings.items()}
@@ -253,25 +500,15 @@ def evaluate(
         label = label_of[t.agent].get(t.task, -1)
         labels.append(f"{t.agent}/{label}" if label >= 0 else None)
         groups.append(t.group)
-    if groups:
-        report["flowmem"].update(clustering_scores(groups, labels))
-    report["flowmem"]["pitfall_notes"] = len(result.notes)
-    report["flowmem"]["pitfalls"] = sum(len(w.pitfalls) for w in result.workflows)
-    report["flowmem"].update(warned["flowmem"])
-    # Raw runs warn by the contrast of the nearest failed and successful ones: the baseline.
-    contrast = {key: warned["contrast"][key] for key in ("warned", "false_alarms")}
-    report["flowmem"].update({f"contrast_{key}": value for key, value in contrast.items()})
-    report["raw"].update(contrast)
-    report["flowmem"]["failed_clusters"] = len(result.failed)
-    report["flowmem"]["rejected_clusters"] = rejected_clusters(result.failed_reasons)
-    report["raw"]["rejected_clusters"] = {}
-    timing["score_s"] = time.perf_counter() - t3
-    report["timing"] = {key: round(v, 2) for key, v in timing.items()}
-    report["inputs"] = {"train": len(train), "test": len(test), "k": k, "inducer": inducer.kind}
-    if inducer.kind == "llm":
-        usage = result.usage  # every cluster's, failed ones included
-        report["flowmem"]["llm_calls"] = usage.calls
-        report["flowmem"]["llm_retries"] = usage.retries
-        report["flowmem"]["llm_rejected"] = len(usage.dropped)  # outputs dropped for good
-        report["flowmem"]["llm_tokens"] = usage.tokens
-    return report
+    return clustering_scores(groups, labels) if groups else {}
+
+
+def _llm_usage(result: InductionResult) -> dict[str, int]:
+    """The LLM's usage over every cluster, failed ones included."""
+    usage = result.usage
+    return {
+        "llm_calls": usage.calls,
+        "llm_retries": usage.retries,
+        "llm_rejected": len(usage.dropped),  # outputs dropped for good
+        "llm_tokens": usage.tokens,
+    }

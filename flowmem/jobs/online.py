@@ -18,10 +18,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.base import Inducer
-from flowmem.jobs.evaluate import Served, retrieve, score
+from flowmem.jobs.evaluate import Figures, Scores, Served, Timing, retrieve, score
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.induce import RunSummary, run_induction
 from flowmem.jobs.ingest import store_trajectories
@@ -32,6 +33,10 @@ __all__ = [
     "CURVE_KEYS",
     "ORDER",
     "Batch",
+    "BatchInduction",
+    "BatchReport",
+    "OnlineReport",
+    "ReplayInputs",
     "evaluate_online",
     "plot_curve",
     "replay",
@@ -45,9 +50,90 @@ ORDER = "sorted by id, then random.Random(seed).shuffle; cut into consecutive ba
 CURVE_KEYS = ("joint_coverage", "joint_precision")
 """The figures the curve shows, per batch, for both systems."""
 
-_INDUCTION_KEYS = ("refit", "clusters", "clusters_changed", "clusters_deferred", "versions_created")
-"""What a batch's JSON reports of the induction run that made its memory (no run ids: they
-differ from one replay to the next)."""
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class BatchInduction(BaseModel):
+    """What a batch's report tells of the induction run that made its memory (`RunSummary`'s
+    figures, without run ids: they differ from one replay to the next)."""
+
+    model_config = _FROZEN
+
+    clusters: int
+    """Clusters of the namespace after the run."""
+    clusters_changed: int
+    """Clusters induced by the run."""
+    clusters_deferred: int
+    """Clusters whose new runs wait until they change the cluster materially."""
+    refit: str | None
+    """Why the clusters were fitted again; None when the new runs were placed in the stored ones."""
+    versions_created: int
+    """New workflow versions stored."""
+
+    @classmethod
+    def of(cls, summary: RunSummary) -> BatchInduction:
+        """The figures of an induction run's summary."""
+        return cls(
+            clusters=summary.clusters,
+            clusters_changed=summary.clusters_changed,
+            clusters_deferred=summary.clusters_deferred,
+            refit=summary.refit,
+            versions_created=summary.versions_created,
+        )
+
+
+class BatchReport(BaseModel):
+    """One batch of `flowmem eval --online`'s report."""
+
+    model_config = _FROZEN
+
+    batch: int
+    """1-based position of the batch in the replay."""
+    runs: int
+    """The batch's runs (its test runs)."""
+    memory_runs: int
+    """Runs the store held when the batch was served: those of the batches before it."""
+    judged: bool
+    """Whether the batch counts in a judgement (batch 1 is served by an empty memory)."""
+    induction: BatchInduction | None
+    """The induction run that made the memory; None for batch 1."""
+    flowmem: Figures
+    """flowmem's figures on the batch (`jobs.evaluate.score`)."""
+    raw: Figures
+    """Raw memory's figures on the batch."""
+
+
+class ReplayInputs(BaseModel):
+    """What a replay ran on."""
+
+    model_config = _FROZEN
+
+    runs: int
+    """Runs replayed (distinct ids)."""
+    batches: int
+    """Batches they were cut into."""
+    seed: int
+    """The shuffle's seed."""
+    k: int
+    """Memories retrieved per task."""
+    inducer: str
+    """The inducer's kind (`rule`, `llm`)."""
+    order: str
+    """How the runs were ordered (`ORDER`)."""
+
+
+class OnlineReport(BaseModel):
+    """`flowmem eval --online`'s report (`report_of`): `--json` prints this model's JSON, with
+    the curve's path."""
+
+    model_config = _FROZEN
+
+    batches: list[BatchReport]
+    """Every batch, in replay order."""
+    inputs: ReplayInputs
+    """What was replayed."""
+    timing: Timing
+    """Seconds per phase, every batch together."""
 
 
 def split_batches(runs: Sequence[Trajectory], batches: int, *, seed: int) -> list[list[Trajectory]]:
@@ -87,25 +173,24 @@ class Batch:
     """Ids of the runs the store held when the batch was served: those of batches < index."""
     served: Served
     """What both systems served for each run, and what they served from."""
-    figures: dict[str, Any]
-    """`jobs.evaluate.score`: {"flowmem": {...}, "raw": {...}}."""
+    figures: Scores
+    """Both systems' figures on the batch (`jobs.evaluate.score`)."""
     induction: RunSummary | None
     """The induction run that made the memory (`RunReport.summary`); None for batch 1."""
-    timing: dict[str, float]
+    timing: Timing
     """Seconds spent storing, inducing, retrieving and scoring for this batch."""
 
-    def to_json(self) -> dict[str, Any]:
-        """The batch's figures as JSON-ready data."""
-        return {
-            "batch": self.index,
-            "runs": len(self.runs),
-            "memory_runs": len(self.memory),
-            "judged": self.index > 1,
-            "induction": None
-            if self.induction is None
-            else self.induction.model_dump(mode="json", include=set(_INDUCTION_KEYS)),
-            **self.figures,
-        }
+    def report(self) -> BatchReport:
+        """The batch's figures, as the online report shows them."""
+        return BatchReport(
+            batch=self.index,
+            runs=len(self.runs),
+            memory_runs=len(self.memory),
+            judged=self.index > 1,
+            induction=None if self.induction is None else BatchInduction.of(self.induction),
+            flowmem=self.figures.flowmem,
+            raw=self.figures.raw,
+        )
 
 
 def replay(
@@ -127,7 +212,7 @@ def replay(
         stored: list[Trajectory] = []
         induction: RunSummary | None = None
         for b, batch in enumerate(order, 1):
-            timing: dict[str, float] = {}
+            store_s = induce_s = 0.0
             if b > 1:
                 t0 = time.perf_counter()
                 joining = [t.model_copy(update={"namespace": ns}) for t in order[b - 2]]
@@ -135,12 +220,14 @@ def replay(
                 stored += order[b - 2]
                 t1 = time.perf_counter()
                 induction = run_induction(store, run_settings, inducer, namespace=ns).summary()
-                timing["store_s"], timing["induce_s"] = t1 - t0, time.perf_counter() - t1
+                store_s, induce_s = t1 - t0, time.perf_counter() - t1
             t2 = time.perf_counter()
             served = retrieve(store, batch, namespace=ns, k=k, settings=settings)
             t3 = time.perf_counter()
             figures = score(served, stored, settings, memories=len(served.workflows))
-            timing["retrieve_s"], timing["score_s"] = t3 - t2, time.perf_counter() - t3
+            timing = Timing(
+                store_s=store_s, induce_s=induce_s, retrieve_s=t3 - t2, score_s=time.perf_counter() - t3
+            )
             yield Batch(b, batch, [t.id for t in stored], served, figures, induction, timing)
 
 
@@ -152,33 +239,29 @@ def evaluate_online(
     batches: int = 6,
     seed: int = 0,
     k: int = 3,
-) -> dict[str, Any]:
-    """The whole replay as one report: {"batches": [...], "inputs": {...}, "timing": {...}}."""
+) -> OnlineReport:
+    """The whole replay as one report."""
     done = list(replay(runs, inducer, settings=settings, batches=batches, seed=seed, k=k))
     return report_of(done, inducer_kind=inducer.kind, batches=batches, seed=seed, k=k)
 
 
-def report_of(done: Sequence[Batch], *, inducer_kind: str, batches: int, seed: int, k: int) -> dict[str, Any]:
+def report_of(done: Sequence[Batch], *, inducer_kind: str, batches: int, seed: int, k: int) -> OnlineReport:
     """The report of a replay's batches (what `flowmem eval --online --json` prints)."""
-    timing: dict[str, float] = {}
-    for batch in done:
-        for key, seconds in batch.timing.items():
-            timing[key] = timing.get(key, 0.0) + seconds
-    return {
-        "batches": [b.to_json() for b in done],
-        "inputs": {
-            "runs": sum(len(b.runs) for b in done),
-            "batches": batches,
-            "seed": seed,
-            "k": k,
-            "inducer": inducer_kind,
-            "order": ORDER,
-        },
-        "timing": {key: round(v, 2) for key, v in timing.items()},
-    }
+    return OnlineReport(
+        batches=[b.report() for b in done],
+        inputs=ReplayInputs(
+            runs=sum(len(b.runs) for b in done),
+            batches=batches,
+            seed=seed,
+            k=k,
+            inducer=inducer_kind,
+            order=ORDER,
+        ),
+        timing=sum((b.timing for b in done), Timing()).rounded(),
+    )
 
 
-def plot_curve(report: dict[str, Any], path: Path, *, title: str = "flowmem eval --online") -> Path | None:
+def plot_curve(report: OnlineReport, path: Path, *, title: str = "flowmem eval --online") -> Path | None:
     """Save the per-batch curve of `CURVE_KEYS` (flowmem against raw memory, batches 2 on) as
     a PNG; None when matplotlib is not installed (`pip install 'flowmem[plot]'`)."""
     try:
@@ -188,20 +271,20 @@ def plot_curve(report: dict[str, Any], path: Path, *, title: str = "flowmem eval
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    judged = [b for b in report["batches"] if b["judged"]]
-    xs = [b["batch"] for b in judged]
+    judged = [b for b in report.batches if b.judged]
+    xs = [b.batch for b in judged]
     fig, axes = plt.subplots(1, len(CURVE_KEYS), figsize=(9, 3.6), constrained_layout=True)
     for ax, key in zip(axes, CURVE_KEYS, strict=True):
-        ax.plot(xs, [b["flowmem"][key] for b in judged], "o-", label="flowmem")
-        ax.plot(xs, [b["raw"][key] for b in judged], "s--", label="raw runs")
+        ax.plot(xs, [getattr(b.flowmem, key) for b in judged], "o-", label="flowmem")
+        ax.plot(xs, [getattr(b.raw, key) for b in judged], "s--", label="raw runs")
         ax.set_xlabel("batch (served by the memory of the batches before it)")
         ax.set_ylabel(key.replace("_", " "))
         ax.set_xticks(xs)
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="lower right")
-    inputs = report["inputs"]
-    fig.suptitle(f"{title}: {inputs['runs']} runs, {inputs['batches']} batches, seed {inputs['seed']}")
+    inputs = report.inputs
+    fig.suptitle(f"{title}: {inputs.runs} runs, {inputs.batches} batches, seed {inputs.seed}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
