@@ -148,7 +148,7 @@ class World:
         unexpected = sorted(set(args) - set(params))
         if unexpected:
             raise ToolError(f"{action}: unexpected argument '{unexpected[0]}'.")
-        clean: dict[str, Any] = {}
+        clean: dict[str, str | int] = {}
         for name, kind in params.items():
             if name not in args or args[name] is None:
                 raise ToolError(f"{action}: missing argument '{name}'.")
