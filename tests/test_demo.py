@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from flowmem.cli import app
 from flowmem.demo.follower import bind
+from flowmem.demo.listings import ContactHit, MailHit, render
 from flowmem.jobs.factories import store_from
 from flowmem.models import Workflow, WorkflowStep
 from flowmem.settings import Settings
@@ -42,8 +43,13 @@ def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
     )
     slots = {"subject": "Q2 budget", "name": "Olga", "date": "2026-03-05", "time": "14:00", "kind": "x"}
     results = {
-        "mail.search": '[{"id": "em-1"}, {"id": "em-2"}]',
-        "contacts.lookup": '[{"name": "Olga", "email": "olga@corp.test"}]',
+        "mail.search": render(
+            [
+                MailHit(id=f"em-{i}", sender="kai@corp.test", subject="Q2 budget", date=f"2026-03-0{i} 09:00")
+                for i in (1, 2)
+            ]
+        ),
+        "contacts.lookup": render([ContactHit(name="Olga", email="olga@corp.test", company="Corp")]),
     }
     assert bind(w, 0, slots, results) == {"query": "Q2 budget"}
     assert bind(w, 1, slots, results) == {"email_id": "em-2", "to": "olga@corp.test"}

@@ -24,6 +24,7 @@ from flowmem.demo import (
     make_tasks,
     simulate,
 )
+from flowmem.demo.listings import LISTINGS, MailHit, listing, listing_of, render
 from flowmem.models import Trajectory, placeholders_in
 
 
@@ -79,6 +80,21 @@ def test_search_lists_matches_newest_first(world: World) -> None:
     assert len(hits) >= 3 and all(topic in h["subject"] for h in hits)
     assert [h["date"] for h in hits] == sorted((h["date"] for h in hits), reverse=True)
     assert world.call("mail.search", {"query": "no such subject"}).startswith("No emails match")
+
+
+def test_every_listing_reads_back_as_its_records_and_prints_the_same(world: World) -> None:
+    """What a listing tool prints parses into its record type, and those records print the same
+    text, so the agents read exactly the fields the tools write (for every listing tool)."""
+    assert set(LISTINGS) <= set(TOOLS)
+    queries = {"contacts.lookup": {"name": "a"}}
+    for action, kind in LISTINGS.items():
+        observation = world.call(action, queries.get(action, {"query": "e"}))
+        records = listing(observation, kind)
+        assert records and all(type(r) is kind for r in records)
+        assert render(records) == observation
+        assert json.loads(observation)[0] == records[0].model_dump(mode="json", by_alias=True)
+    assert listing(world.call("mail.search", {"query": "no such subject"}), MailHit) == []
+    assert listing_of("mail.read", world.call("mail.read", {"email_id": "em-001"})) == []
 
 
 def test_tools_mutate_the_world(world: World) -> None:

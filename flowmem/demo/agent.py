@@ -11,6 +11,8 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from flowmem.demo.families import Task, make_tasks
 from flowmem.demo.records import NOW
 from flowmem.demo.runner import GiveUp, Run
@@ -18,10 +20,35 @@ from flowmem.demo.scripted import PROCEDURES
 from flowmem.demo.world import World
 from flowmem.models import Step, Trajectory
 
-__all__ = ["SOURCE", "ScriptedAgent", "simulate"]
+__all__ = ["SOURCE", "ScriptedAgent", "SimulatedMeta", "simulate"]
 
 SOURCE = "flowmem-sim"
 """The `source` of every simulated trajectory."""
+
+
+class SimulatedMeta(BaseModel):
+    """What a simulated trajectory's `meta` records: the task it solved and the agent that ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slots: dict[str, str]
+    """The task's slot values (names, subjects, dates ...)."""
+    family: str
+    """The task's family."""
+    seed: int
+    """The agent's seed."""
+    skill: float
+    """The agent's skill."""
+    task_id: str
+    """The task's id."""
+    attempt: int | None = None
+    """A delegated run's attempt at its subtask (0 for the first); None for a top-level run."""
+    subtasks: list[str] | None = None
+    """An orchestrator's subtasks, in order; None for a single agent's run."""
+
+    def to_meta(self) -> dict[str, Any]:
+        """The trajectory's `meta` (JSON, stored with the run): the fields that are set."""
+        return self.model_dump(exclude_none=True)
 
 
 class ScriptedAgent:
@@ -99,15 +126,18 @@ class ScriptedAgent:
         # String seeds hash deterministically (unlike hash()), independent of PYTHONHASHSEED.
         return random.Random(f"flowmem-sim-{kind}:{self.seed}:{task_id}:{attempt}")
 
-    def _meta(self, task: Task, **extra: Any) -> dict[str, Any]:
-        return {
-            "slots": dict(task.slots),
-            "family": task.family,
-            "seed": self.seed,
-            "skill": self.skill,
-            "task_id": task.id,
-            **extra,
-        }
+    def _meta(
+        self, task: Task, *, attempt: int | None = None, subtasks: list[str] | None = None
+    ) -> SimulatedMeta:
+        return SimulatedMeta(
+            slots=dict(task.slots),
+            family=task.family,
+            seed=self.seed,
+            skill=self.skill,
+            task_id=task.id,
+            attempt=attempt,
+            subtasks=subtasks,
+        )
 
     def _run(
         self,
@@ -158,7 +188,7 @@ class ScriptedAgent:
             feedback=reason,
             source=SOURCE,
             group=task.family,
-            meta=self._meta(task, attempt=attempt) if parent_id else self._meta(task),
+            meta=(self._meta(task, attempt=attempt) if parent_id else self._meta(task)).to_meta(),
             created_at=start,
         )
 
@@ -229,7 +259,7 @@ class ScriptedAgent:
             feedback=reason,
             source=SOURCE,
             group=task.family,
-            meta=self._meta(task, subtasks=[s.text for s in task.subtasks]),
+            meta=self._meta(task, subtasks=[s.text for s in task.subtasks]).to_meta(),
             created_at=start,
         )
         return [top, *subs]

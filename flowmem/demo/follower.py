@@ -25,7 +25,8 @@ from typing import Any
 
 from flowmem.demo.agent import ScriptedAgent
 from flowmem.demo.families import Task
-from flowmem.demo.runner import Run, listing
+from flowmem.demo.listings import ContactHit, listing_of
+from flowmem.demo.runner import Run
 from flowmem.demo.world import World
 from flowmem.models import Repeat, Trajectory, Workflow, WorkflowRef
 
@@ -66,15 +67,19 @@ def _from_task(key: str, slots: Mapping[str, str]) -> str:
     raise _Unbound(key)
 
 
-def _from_result(key: str, n: int, observation: str | None) -> str:
-    records = listing(observation)
+def _from_result(key: str, n: int, action: str, observation: str | None) -> str:
+    records = listing_of(action, observation)
     if len(records) < n:
         raise _Unbound(key)
     record = records[n - 1]
-    field = "id" if key.endswith("id") else "email"
-    if field not in record:
+    # An `..._id` takes the record's id, anything else a contact's address.
+    if key.endswith("id"):
+        found = None if isinstance(record, ContactHit) else record.id
+    else:
+        found = record.email if isinstance(record, ContactHit) else None
+    if found is None:
         raise _Unbound(key)
-    return str(record[field])
+    return found
 
 
 def bind(
@@ -98,19 +103,19 @@ def bind(
         n = nth.get(name, n)
         source = workflow.parameters.get(name, "task")
         if source.startswith("result of "):
-            return _from_result(key, n, results.get(source.removeprefix("result of ")))
+            action = source.removeprefix("result of ")
+            return _from_result(key, n, action, results.get(action))
         return _from_task(key, slots)
 
-    args: dict[str, Any] = {}
-    for key, raw in step.args.items():
+    def argument(key: str, raw: Any) -> Any:
         if isinstance(raw, str) and _PLACEHOLDER.search(raw):
             whole = _PLACEHOLDER.fullmatch(raw)
-            args[key] = value(whole.group(1)) if whole else _PLACEHOLDER.sub(lambda m: value(m.group(1)), raw)
-        elif key in slots:  # the task's own value beats an example's constant
-            args[key] = slots[key]
-        else:
-            args[key] = raw
-    return args
+            return value(whole.group(1)) if whole else _PLACEHOLDER.sub(lambda m: value(m.group(1)), raw)
+        if key in slots:  # the task's own value beats an example's constant
+            return slots[key]
+        return raw
+
+    return {key: argument(key, raw) for key, raw in step.args.items()}
 
 
 def _applicable(workflow: Workflow, slots: Mapping[str, str]) -> bool:
@@ -221,5 +226,6 @@ def _passes(repeat: Repeat | None, results: Mapping[str, str | None]) -> list[di
     items come from; a single pass for a step, or for items from the task."""
     if repeat is None or not repeat.source.startswith("result of "):
         return [{}]
-    records = listing(results.get(repeat.source.removeprefix("result of ")))
+    action = repeat.source.removeprefix("result of ")
+    records = listing_of(action, results.get(action))
     return [{repeat.over: n} for n in range(1, len(records) + 1)] or [{}]

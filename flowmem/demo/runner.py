@@ -9,12 +9,12 @@ tool observations, never the world's internals.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from flowmem.demo.listings import ContactHit, Hit, listing
 from flowmem.demo.records import ToolError
 from flowmem.demo.world import World
 from flowmem.models import Step
@@ -27,7 +27,6 @@ __all__ = [
     "address",
     "find",
     "find_address_or_search",
-    "listing",
     "lookup",
     "newest",
 ]
@@ -97,21 +96,18 @@ Procedure = Callable[[Run, Mapping[str, str]], str]
 """A family's procedure: (run, task slots) -> final answer; raises `GiveUp` to stop."""
 
 
-def listing(observation: str | None) -> list[dict[str, Any]]:
-    """The records of a JSON listing observation ([] for a "No ... match" sentence)."""
-    if observation is None or not observation.startswith("["):
-        return []
-    records: list[dict[str, Any]] = json.loads(observation)
-    return records
+H = TypeVar("H")
+S = TypeVar("S", bound=Hit)
 
 
 def lookup(run: Run, name: str, thought: str | None = None) -> str:
     """Look a person up in the contacts directory and return their address."""
-    hits = listing(run.call("contacts.lookup", {"name": name}, thought or f"I need {name}'s email address."))
-    exact = [h for h in hits if str(h["name"]).casefold() == name.casefold()] or hits
+    observation = run.call(ContactHit.action, {"name": name}, thought or f"I need {name}'s email address.")
+    hits = listing(observation, ContactHit)
+    exact = [h for h in hits if h.name.casefold() == name.casefold()] or hits
     if not exact:
         raise GiveUp(f"there is no contact named {name}")
-    return str(exact[0]["email"])
+    return exact[0].email
 
 
 def address(run: Run, name: str, weight: float = 1.0) -> str:
@@ -122,10 +118,10 @@ def address(run: Run, name: str, weight: float = 1.0) -> str:
 def act(
     run: Run,
     action: str,
-    args: dict[str, Any],
+    args: Mapping[str, str | int],
     thought: str,
     *,
-    correct: Mapping[str, Any] | None = None,
+    correct: Mapping[str, str] | None = None,
     people: Mapping[str, str] | None = None,
 ) -> str:
     """Call a mutating tool; after an error, maybe fix the argument it names and retry.
@@ -145,32 +141,31 @@ def act(
         GiveUp: The agent did not recover.
     """
     correct, people = dict(correct or {}), dict(people or {})
+    given = dict(args)  # corrected in place; each call's step keeps a copy of what it was given
     for _ in range(3):
-        observation = run.call(action, args, thought)
+        observation = run.call(action, given, thought)
         if observation is not None:
             return observation
         error = run.last_error or "unknown error"
         # The error names the bad argument (`'due'`) or echoes its bad value (`'March 5'`).
-        keys = list(dict.fromkeys([*args, *correct, *people]))
-        wrong = [k for k in keys if f"'{k}'" in error or (k in args and f"'{args[k]}'" in error)]
+        keys = list(dict.fromkeys([*given, *correct, *people]))
+        wrong = [k for k in keys if f"'{k}'" in error or (k in given and f"'{given[k]}'" in error)]
         if not wrong or not all(k in correct or k in people for k in wrong) or not run.recovers():
             raise GiveUp(error)
-        args = dict(args)
         for k in wrong:
             if k in people:
-                args[k] = lookup(run, people[k], f"It needs an address; look up {people[k]}.")
+                given[k] = lookup(run, people[k], f"It needs an address; look up {people[k]}.")
             else:
-                args[k] = correct[k]
+                given[k] = correct[k]
         thought = f"That failed; retry with a corrected {' and '.join(wrong)}."
     raise GiveUp(f"{action} kept failing")
 
 
-def find(
-    run: Run, action: str, query: str, what: str, narrow: list[str], weight: float = 1.0
-) -> list[dict[str, Any]]:
-    """Search; a slip searches too narrowly first, finds nothing and maybe retries."""
+def find(run: Run, kind: type[S], query: str, what: str, narrow: list[str], weight: float = 1.0) -> list[S]:
+    """Search with the tool that lists `kind`; a slip searches too narrowly first, finds
+    nothing and maybe retries."""
     if run.slip(weight):
-        hits = listing(run.call(action, {"query": run.rng.choice(narrow)}, f"Search for {what}."))
+        hits = listing(run.call(kind.action, {"query": run.rng.choice(narrow)}, f"Search for {what}."), kind)
         if hits:
             return hits
         if not run.recovers():
@@ -178,7 +173,7 @@ def find(
         thought = "Nothing found; the query was too narrow, try a shorter one."
     else:
         thought = f"Search for {what}."
-    hits = listing(run.call(action, {"query": query}, thought))
+    hits = listing(run.call(kind.action, {"query": query}, thought), kind)
     if not hits:
         raise GiveUp(f"I found no {what}")
     return hits
@@ -194,7 +189,7 @@ def find_address_or_search(run: Run, name: str, action: str, what: str) -> str:
     return lookup(run, name)
 
 
-def newest(run: Run, hits: list[dict[str, Any]]) -> dict[str, Any]:
+def newest(run: Run, hits: list[H]) -> H:
     """The first (newest) hit; a slip picks an older one instead."""
     if len(hits) > 1 and run.slip(0.9):
         return run.rng.choice(hits[1:])

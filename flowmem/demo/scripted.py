@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
+from flowmem.demo.listings import CustomerHit, EventHit, MailHit, TaskHit, listing
 from flowmem.demo.records import DATETIME_FORMAT, NOW
 from flowmem.demo.runner import (
     GiveUp,
@@ -20,7 +20,6 @@ from flowmem.demo.runner import (
     address,
     find,
     find_address_or_search,
-    listing,
     lookup,
     newest,
 )
@@ -36,52 +35,49 @@ def forward_latest(run: Run, s: Mapping[str, str]) -> str:
     subject, name = s["subject"], s["name"]
     hits = find(
         run,
-        "mail.search",
+        MailHit,
         subject,
         f"emails about '{subject}'",
         [f"{subject} final", f"'{subject}'", f"Fwd: {subject}"],
     )
     if len(hits) > 1 and run.slip(0.9):  # harmless detour: reads an email it does not need
-        run.call("mail.read", {"email_id": hits[-1]["id"]}, "Read the oldest one for context.")
+        run.call("mail.read", {"email_id": hits[-1].id}, "Read the oldest one for context.")
     pick = newest(run, hits)  # silent: a slip picks an older email
     if run.maybe(0.4):
-        run.call("mail.read", {"email_id": pick["id"]}, "Check it before forwarding.")
+        run.call("mail.read", {"email_id": pick.id}, "Check it before forwarding.")
     to = address(run, name)  # recoverable: a bare name is rejected by the tool
     act(
         run,
         "mail.forward",
-        {"email_id": pick["id"], "to": to},
-        f"Forward {pick['id']} ({pick['date']}) to {name}.",
+        {"email_id": pick.id, "to": to},
+        f"Forward {pick.id} ({pick.date}) to {name}.",
         people={"to": name},
     )
-    return f"Forwarded '{pick['subject']}' from {pick['date']} to {name}."
+    return f"Forwarded '{pick.subject}' from {pick.date} to {name}."
 
 
 def reply_latest(run: Run, s: Mapping[str, str]) -> str:
     """Look the sender up, search their emails, reply to the newest."""
     name = s["name"]
     sender = find_address_or_search(run, name, "mail.search", "emails from")
-    hits = [
-        h
-        for h in listing(run.call("mail.search", {"query": sender}, f"List the emails from {sender}."))
-        if h["from"] == sender
-    ]
+    listed = run.call("mail.search", {"query": sender}, f"List the emails from {sender}.")
+    hits = [h for h in listing(listed, MailHit) if h.sender == sender]
     if not hits:
         raise GiveUp(f"I found no emails from {name}")
     pick = newest(run, hits)
     if run.maybe(0.5):
-        run.call("mail.read", {"email_id": pick["id"]}, "Read it before replying.")
+        run.call("mail.read", {"email_id": pick.id}, "Read it before replying.")
     body = s["message"]
     if run.slip(0.5):
         body = "Thanks, noted. I will get back to you."  # paraphrased away the asked-for text
-    act(run, "mail.reply", {"email_id": pick["id"], "body": body}, f"Reply to {pick['id']}.")
-    return f"Replied to {name}'s email '{pick['subject']}' from {pick['date']}."
+    act(run, "mail.reply", {"email_id": pick.id, "body": body}, f"Reply to {pick.id}.")
+    return f"Replied to {name}'s email '{pick.subject}' from {pick.date}."
 
 
 def send_email(run: Run, s: Mapping[str, str]) -> str:
     """Look the person up and send the email."""
     name, subject, message = s["name"], s["subject"], s["message"]
-    args: dict[str, Any] = {"to": address(run, name), "subject": subject, "body": message}
+    args = {"to": address(run, name), "subject": subject, "body": message}
     if run.slip(0.5):
         del args["subject"]  # recoverable: forgot the subject, which the tool insists on
     if run.slip(0.5):
@@ -107,24 +103,21 @@ def delete_from(run: Run, s: Mapping[str, str]) -> str:
         sender = lookup(run, name, f"Nothing under the name; look up {name}'s address.")
     else:
         sender = lookup(run, name)
-    hits = [
-        h
-        for h in listing(run.call("mail.search", {"query": sender}, f"List the emails from {sender}."))
-        if h["from"] == sender
-    ]
+    listed = run.call("mail.search", {"query": sender}, f"List the emails from {sender}.")
+    hits = [h for h in listing(listed, MailHit) if h.sender == sender]
     if len(hits) > 1 and run.slip(0.9):
         hits = hits[:1]  # silent: deletes the first match only, as if asked for "the email"
     for h in hits:
-        act(run, "mail.delete", {"email_id": h["id"]}, f"Delete {h['id']} ('{h['subject']}').")
+        act(run, "mail.delete", {"email_id": h.id}, f"Delete {h.id} ('{h.subject}').")
     if run.maybe(0.4):
         left = [
             h
-            for h in listing(run.call("mail.search", {"query": sender}, "Check that none are left."))
-            if h["from"] == sender
+            for h in listing(run.call("mail.search", {"query": sender}, "Check that none are left."), MailHit)
+            if h.sender == sender
         ]
         if left and run.recovers():
             for h in left:
-                act(run, "mail.delete", {"email_id": h["id"]}, f"One more left: delete {h['id']}.")
+                act(run, "mail.delete", {"email_id": h.id}, f"One more left: delete {h.id}.")
     return f"Deleted all emails from {name}."
 
 
@@ -161,9 +154,10 @@ def cancel_next(run: Run, s: Mapping[str, str]) -> str:
     """Look the person up, list their events, cancel the earliest one still ahead."""
     name = s["name"]
     who = find_address_or_search(run, name, "calendar.find_events", "meetings with")
-    events = listing(run.call("calendar.find_events", {"query": who}, f"List the meetings with {who}."))
+    listed = run.call("calendar.find_events", {"query": who}, f"List the meetings with {who}.")
+    events = listing(listed, EventHit)
     ahead = [
-        e for e in events if datetime.strptime(e["start"], DATETIME_FORMAT).replace(tzinfo=NOW.tzinfo) > NOW
+        e for e in events if datetime.strptime(e.start, DATETIME_FORMAT).replace(tzinfo=NOW.tzinfo) > NOW
     ]
     if not ahead:
         raise GiveUp(f"there is no upcoming meeting with {name}")
@@ -173,10 +167,10 @@ def cancel_next(run: Run, s: Mapping[str, str]) -> str:
     act(
         run,
         "calendar.cancel_event",
-        {"event_id": pick["id"]},
-        f"The next one is {pick['id']} on {pick['start']}; cancel it.",
+        {"event_id": pick.id},
+        f"The next one is {pick.id} on {pick.start}; cancel it.",
     )
-    return f"Cancelled '{pick['title']}' with {name} on {pick['start']}."
+    return f"Cancelled '{pick.title}' with {name} on {pick.start}."
 
 
 # -- CRM -------------------------------------------------------------------------------------
@@ -189,16 +183,16 @@ _STATUS_WORDS = {
 }
 
 
-def _customer(run: Run, name: str) -> dict[str, Any]:
+def _customer(run: Run, name: str) -> CustomerHit:
     first, _, last = name.partition(" ")
     hits = find(
         run,
-        "crm.find_customer",
+        CustomerHit,
         name,
         f"the customer {name}",
         [f"{last}, {first}", f"{name} account", f"{name} Inc"],
     )
-    return next((h for h in hits if str(h["name"]).casefold() == name.casefold()), hits[0])
+    return next((h for h in hits if h.name.casefold() == name.casefold()), hits[0])
 
 
 def update_status(run: Run, s: Mapping[str, str]) -> str:
@@ -209,8 +203,8 @@ def update_status(run: Run, s: Mapping[str, str]) -> str:
     act(
         run,
         "crm.update_status",
-        {"customer_id": row["id"], "status": given},
-        f"Set {row['id']} to {status}.",
+        {"customer_id": row.id, "status": given},
+        f"Set {row.id} to {status}.",
         correct={"status": status},
     )
     return f"{customer} is now {status}."
@@ -224,8 +218,8 @@ def assign_rep(run: Run, s: Mapping[str, str]) -> str:
     act(
         run,
         "crm.assign_rep",
-        {"customer_id": row["id"], "rep": rep},
-        f"Assign {row['id']} to {name}.",
+        {"customer_id": row.id, "rep": rep},
+        f"Assign {row.id} to {name}.",
         people={"rep": name},
     )
     if run.maybe(0.3):
@@ -264,19 +258,19 @@ def complete_task(run: Run, s: Mapping[str, str]) -> str:
         run.call("board.find_tasks", {"query": board}, f"Look at the {board} board first.")
     hits = [
         h
-        for h in listing(run.call("board.find_tasks", {"query": title}, f"Find the task '{title}'."))
-        if str(h["title"]).casefold() == title.casefold()
+        for h in listing(run.call("board.find_tasks", {"query": title}, f"Find the task '{title}'."), TaskHit)
+        if h.title.casefold() == title.casefold()
     ]
-    right = next((h for h in hits if h["board"] == board), None)
+    right = next((h for h in hits if h.board == board), None)
     if right is None:
         raise GiveUp(f"there is no task '{title}' on the {board} board")
     pick = hits[0] if run.slip(1.0) else right  # silent (or an error if done): ignores the board
     act(
         run,
         "board.complete_task",
-        {"task_id": pick["id"]},
-        f"Mark {pick['id']} ({pick['board']}) as done.",
-        correct={"task_id": right["id"]},
+        {"task_id": pick.id},
+        f"Mark {pick.id} ({pick.board}) as done.",
+        correct={"task_id": right.id},
     )
     return f"Marked '{title}' on the {board} board as done."
 

@@ -50,7 +50,7 @@ def require_address(value: str, role: str) -> str:
     return value.lower()
 
 
-def coerce(action: str, name: str, value: Any, kind: type) -> Any:
+def coerce(action: str, name: str, value: Any, kind: type) -> str | int:
     """The argument as `kind`, or a `ToolError` naming the argument."""
     # LLM tool calls often pass numbers as strings; accept digit strings for int parameters.
     if kind is int:

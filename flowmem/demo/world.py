@@ -12,6 +12,7 @@ from typing import Any
 
 from flowmem.demo import data
 from flowmem.demo.generate import build_office
+from flowmem.demo.listings import ContactHit, CustomerHit, EventHit, MailHit, TaskHit, render
 from flowmem.demo.records import (
     CRM_STATUSES,
     DATE_FORMAT,
@@ -147,7 +148,7 @@ class World:
         unexpected = sorted(set(args) - set(params))
         if unexpected:
             raise ToolError(f"{action}: unexpected argument '{unexpected[0]}'.")
-        clean: dict[str, Any] = {}
+        clean: dict[str, str | int] = {}
         for name, kind in params.items():
             if name not in args or args[name] is None:
                 raise ToolError(f"{action}: missing argument '{name}'.")
@@ -162,7 +163,7 @@ class World:
         hits = [c for c in self.contacts if q and (q in c.name.casefold() or q == c.email)]
         if not hits:
             return f"No contacts match '{name}'."
-        return dumps([{"name": c.name, "email": c.email, "company": c.company} for c in hits])
+        return render([ContactHit(name=c.name, email=c.email, company=c.company) for c in hits])
 
     def _mail_search(self, query: str) -> str:
         q = query_text(query)
@@ -170,9 +171,9 @@ class World:
         if not hits:
             return f"No emails match '{query}'."
         hits.sort(key=lambda e: e.timestamp, reverse=True)
-        return dumps(
+        return render(
             [
-                {"id": e.id, "from": e.sender, "subject": e.subject, "date": fmt_datetime(e.timestamp)}
+                MailHit(id=e.id, sender=e.sender, subject=e.subject, date=fmt_datetime(e.timestamp))
                 for e in hits
             ]
         )
@@ -226,15 +227,15 @@ class World:
         if not hits:
             return f"No events match '{query}'."
         hits.sort(key=lambda e: e.start)
-        return dumps(
+        return render(
             [
-                {
-                    "id": e.id,
-                    "title": e.title,
-                    "start": fmt_datetime(e.start),
-                    "duration_minutes": e.duration_minutes,
-                    "participants": list(e.participants),
-                }
+                EventHit(
+                    id=e.id,
+                    title=e.title,
+                    start=fmt_datetime(e.start),
+                    duration_minutes=e.duration_minutes,
+                    participants=e.participants,
+                )
                 for e in hits
             ]
         )
@@ -270,7 +271,9 @@ class World:
         hits = [c for c in self.customers.values() if q in c.name.casefold() or q in c.company.casefold()]
         if not hits:
             return f"No customers match '{query}'."
-        return dumps([c.model_dump() for c in hits])
+        return render(
+            [CustomerHit(id=c.id, name=c.name, company=c.company, status=c.status, rep=c.rep) for c in hits]
+        )
 
     def _crm_update_status(self, customer_id: str, status: str) -> str:
         c = self._customer(customer_id)
@@ -292,16 +295,16 @@ class World:
         hits = [t for t in self.tasks.values() if q in t.title.casefold() or q == t.board.casefold()]
         if not hits:
             return f"No tasks match '{query}'."
-        return dumps(
+        return render(
             [
-                {
-                    "id": t.id,
-                    "title": t.title,
-                    "board": t.board,
-                    "assignee": t.assignee,
-                    "due": fmt_date(t.due),
-                    "status": t.status,
-                }
+                TaskHit(
+                    id=t.id,
+                    title=t.title,
+                    board=t.board,
+                    assignee=t.assignee,
+                    due=fmt_date(t.due),
+                    status=t.status,
+                )
                 for t in hits
             ]
         )
