@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from flowmem.demo import simulate
@@ -25,11 +26,11 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import InductionRun
 from flowmem.settings import Settings
 from flowmem.storage import Store, scans
+from flowmem.storage.lance_ops import quote, select
 from tests.factories import cancel, forward
 from tests.processes import READY_LIMIT
 
 _WHOLE = (
-    "trajectory_columns",
     "trajectory_scan",
     "get_trajectories",
     "list_trajectories",
@@ -126,6 +127,23 @@ def test_a_run_reads_whole_trajectories_only_of_the_clusters_it_induces(
     assert changed.literals.total == store.count_trajectories()
 
 
+def _every_column(store: Store, columns: list[str], *, namespace: str) -> dict[str, Any]:
+    """Some columns of every trajectory of a namespace read at once, in `list_trajectories`
+    order: a list each, `vector` as one float32 matrix (what an incremental run read before
+    it read in batches)."""
+    where = f"namespace = {quote(namespace)}"
+    table = select(store._trajectories(), where, sorted({*columns, "created_at", "id"}))
+    table = table.sort_by([("created_at", "descending"), ("id", "ascending")])
+    out: dict[str, Any] = {}
+    for name in columns:
+        if name == "vector":
+            flat = table[name].combine_chunks().flatten().to_numpy() if table.num_rows else []
+            out[name] = np.asarray(flat, dtype=np.float32).reshape(table.num_rows, store.embedder.dim)
+        else:
+            out[name] = table[name].to_pylist()
+    return out
+
+
 def test_every_read_is_in_batches_and_places_as_every_vector_held_at_once(
     settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,7 +152,7 @@ def test_every_read_is_in_batches_and_places_as_every_vector_held_at_once(
     store_trajectories(store, simulate(12, seed=1), settings.scrub)  # new tasks to place
     ns, total = settings.namespace, store.count_trajectories()
     # What placing the new runs gives with every run's vector held at once (as it was read).
-    held = store.trajectory_columns(["id", "agent", "task", "success", "vector"], namespace=ns)
+    held = _every_column(store, ["id", "agent", "task", "success", "vector"], namespace=ns)
     last = store.list_runs(namespace=ns)[-1]
     opening = open_run(InductionRun(id="r", namespace=ns), last, total=total, reinduce=set(), force=False)
     limits = Limits(signature=settings_signature(settings), min_tasks=settings.min_cluster_size, min_change=0)
