@@ -192,8 +192,9 @@ def phrase_for(
     `cluster`'s successful runs' tasks too, none that is one example's in its namespace), the
     workflow's own verbs known; None when they share no verb, when their phrase reads as an
     instruction to the agent, and for a sub-routine. A phrase of a verb alone takes the
-    object of the step with that verb, else of the goal ("cancel" -> "cancel event" for
-    `delete_event`)."""
+    object of the step with that verb, else the goal's verb and object ("cancel" for
+    `delete_event` -> "delete event": a verb of the tasks that no step has is not put
+    before a step's object, which could make "refund human agents" of a transfer)."""
     if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
         return None  # a sub-routine's runs are segments: their tasks ask for more than it does
     goal = steps[goal_index(steps)]
@@ -209,8 +210,10 @@ def phrase_for(
         return None
     if not phrase.object:
         own = [verb_phrase(s.action, s.args) for s in steps]
+        # The step with the tasks' verb, else the goal with its own verb: a verb no step has
+        # joins no step's object ("refund" and `transfer_to_human_agents`).
         thing = next((p for p in reversed(own) if p.verb == phrase.verb), verb_phrase(goal.action, goal.args))
-        named = Phrase(phrase.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
+        named = Phrase(thing.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
         if not find_literals(named.text(), forbidden):
             return named
     return phrase
