@@ -314,11 +314,13 @@ def reads_child(db: str, how: str) -> dict[str, float]:
     else:
         with scans.spill_groups(store, groups, namespace=ns) as spill:
             out["pass_s"] = time.perf_counter() - start
+            out["spill_mb"] = spill.path.stat().st_size / 2**20 if spill.path.exists() else 0.0
             for g in range(len(groups)):
                 read += len(scans.spilled(spill, g))
     out["read_s"] = time.perf_counter() - start
     out["rows"] = float(read)
     out["trajectories"] = float(store.count_trajectories(namespace=ns))
+    out["peak_rss_mb"] = status_mb("VmHWM")
     return out
 
 
@@ -339,7 +341,8 @@ def reads_table(dbs: list[str], *, as_json: bool) -> None:
                 print(
                     f"{db}: {r['trajectories']:.0f} trajectories, {how:>5}: {r['read_s']:7.2f} s "
                     f"({r['rows']:.0f} rows in {r['groups']:.0f} groups; id index {r['index_s']:.2f} s"
-                    + (f"; the pass {r['pass_s']:.2f} s" if "pass_s" in r else "")
+                    + f"; peak RSS {r['peak_rss_mb']:.0f} MB"
+                    + (f"; the pass {r['pass_s']:.2f} s, {r['spill_mb']:.0f} MB" if "pass_s" in r else "")
                     + ")",
                     flush=True,
                 )
