@@ -324,7 +324,7 @@ def reads_child(db: str, how: str) -> dict[str, float]:
     return out
 
 
-def reads_table(dbs: list[str], *, as_json: bool) -> None:
+def reads_table(dbs: list[str], *, as_json: bool, ways: tuple[str, ...] = ("by_id", "pass")) -> None:
     """`--reads`: the plan of each store (cached), its reads by id and in one pass, the slopes."""
     found: dict[str, dict[str, dict[str, float]]] = {}
     for db in dbs:
@@ -333,7 +333,7 @@ def reads_table(dbs: list[str], *, as_json: bool) -> None:
             _, out = _wall([*script("scaling"), "--reads-child", f"plan:{db}"], db)
             cached.write_text(out.strip().splitlines()[-1])
         found[db] = {}
-        for how in ("by_id", "pass"):
+        for how in ways:
             _, out = _wall([*script("scaling"), "--reads-child", f"{how}:{db}"], db)
             found[db][how] = json.loads(out.strip().splitlines()[-1])
             if not as_json:
@@ -350,7 +350,7 @@ def reads_table(dbs: list[str], *, as_json: bool) -> None:
         f"{a}->{b}": {
             how: math.log(found[b][how]["read_s"] / found[a][how]["read_s"])
             / math.log(found[b][how]["trajectories"] / found[a][how]["trajectories"])
-            for how in ("by_id", "pass")
+            for how in ways
         }
         for a, b in zip(dbs, dbs[1:], strict=False)
     }
@@ -601,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--s3", action="store_true", help="the store in a directory and on moto's S3 server")
     parser.add_argument("--reads", default=None, help="stores kept (DB,DB,...): their full runs' reads")
+    parser.add_argument("--ways", default="by_id,pass", help="with --reads: by_id, pass or both")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--reads-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--flow-child", default=None, help=argparse.SUPPRESS)
@@ -610,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(read_plan(db) if how == "plan" else reads_child(db, how)))
         return 0
     if args.reads:
-        reads_table(args.reads.split(","), as_json=args.json)
+        reads_table(args.reads.split(","), as_json=args.json, ways=tuple(args.ways.split(",")))
         return 0
     if args.child or args.flow_child:
         print(json.dumps(child(args.child) if args.child else flow_child(args.flow_child)))

@@ -249,6 +249,7 @@ def spilled(spill: Spill, group: int) -> dict[str, Trajectory]:
     if not numbers:
         return {}
     if spill.reader is None:
-        spill.reader = pa.ipc.open_file(pa.memory_map(str(spill.path)))
+        # Read, not mapped: a mapped file's pages read stay in the process's RSS until it ends.
+        spill.reader = pa.ipc.open_file(pa.OSFile(str(spill.path)))
     table = pa.Table.from_batches([spill.reader.get_batch(n) for n in numbers])
     return {r["id"]: rows.trajectory_from_row(r) for r in rows.rows_of(table)}
