@@ -12,7 +12,9 @@ For each size (a number of trajectories), on a fresh store in a directory of its
     (`bounded.fit_namespace`);
   - contrast: each changed cluster's contrast runs, the plan's task texts embedded
     (`jobs.induce.with_contrast`);
-  - load: the clusters' runs read by id (`storage.scans.trajectories_by_id`);
+  - load: the clusters' runs read, in one pass over the namespace then a group at a time
+    (`storage.scans.spill_groups`, `spilled`), or by id when they are under half of it
+    (`storage.scans.trajectories_by_id`);
   - induce: the rule inducer over every cluster (`induce_cluster`);
   - commit: assembling the drafts and the one LanceDB commit of the run (`commit_outcomes`);
   and reports `peak_rss_growth_mb`: its peak RSS (VmHWM) less its RSS once imported;
@@ -34,6 +36,14 @@ whole, but for the times of day and the run ids: `committed`) and the same runs.
 directory and on `s3://` on moto's S3 server started in this process (the dev extra): every
 stage, the fill's included.
 
+`--reads DB,DB,...` instead times only the reads of what a full run induces, on stores kept
+(e.g. filled by `--dir`): for each store, the groups of ids its full run reads (the plan's
+clusters, a group at a time as `jobs.induce.induce_all` reads them, their contrast runs left
+out: planned without `with_contrast`; cached next to the store as DB.groups.json), then, each in
+a fresh process, those groups read by id (`trajectories_by_id`, after the id index is built,
+timed apart) and in one pass (`spill_groups`, then `spilled` per group); then the slope of each
+between consecutive stores.
+
 `--agreement FILE,... --samples 500,1000` instead measures what fitting on a sample changes
 (`induction.plan.bounded.fit_texts`): for each trajectory file (or `sim:N`, N simulated tasks) and
 each agent with more distinct task texts than a sample size, the adjusted Rand index between
@@ -41,6 +51,7 @@ each run's cluster fitted on every text and fitted on the sample (the others pla
 runs; and, where runs carry their group, each fit's ARI and NMI against the groups.
 
 Usage: python bench/scaling.py [--sizes 100000,300000] [--incremental] [--json] [--dir DIR]
+       python bench/scaling.py --reads DIR/db-100000,DIR/db-300000 [--json]
        python bench/scaling.py --dask --sizes 30000 [--json]
        python bench/scaling.py --s3 --sizes 30000 [--json]
        python bench/scaling.py --agreement ../shared/data/workbench_trajectories.jsonl.gz,sim:20000
@@ -74,6 +85,8 @@ TIMED = {
     "fit_namespace": "cluster",
     "with_contrast": "contrast",
     "trajectories_by_id": "load",
+    "spill_groups": "load",
+    "spilled": "load",
     "induce_cluster": "induce",
     "commit_outcomes": "commit",
 }
@@ -260,6 +273,92 @@ def agreement(source: str, samples: list[int]) -> dict[str, dict[str, float]]:
             row.update(clustering_scores([g for g, _ in grouped], [lab for _, lab in grouped]))
         out["all" if not out else str(size)] = row
     return out
+
+
+def read_plan(db: str) -> list[list[str]]:
+    """The groups of ids the full run of the store at `db` reads (see the module doc)."""
+    from flowmem.jobs import induce as induce_job
+    from flowmem.jobs.factories import store_from
+    from flowmem.settings import Settings
+
+    settings = Settings(db=db)
+    store = store_from(settings)
+    # Planned without the contrast: the groups are the clusters' own runs (the contrast over
+    # 1M runs held more memory than the machine has, when first tried).
+    induce_job.with_contrast = lambda store, plan, cap: plan  # type: ignore[assignment]
+    plan = induce_job.prepare_run(store, settings, namespace=settings.namespace, force=True)
+    groups = induce_job._read_groups(plan.changed, induce_job.scans.READ_CHUNK)
+    return [list(dict.fromkeys(i for c in g if hasattr(c, "runs") for i in c.runs())) for g in groups]
+
+
+def reads_child(db: str, how: str) -> dict[str, float]:
+    """The groups of DB.groups.json read from the store at `db` `how` ("by_id" or "pass"),
+    in this (fresh) process: seconds, rows read."""
+    from flowmem.jobs.factories import store_from
+    from flowmem.settings import Settings
+    from flowmem.storage import scans
+
+    settings = Settings(db=db)
+    store = store_from(settings)
+    groups = json.loads(Path(db + ".groups.json").read_text())
+    ns = settings.namespace
+    out = {"groups": float(len(groups)), "ids": float(sum(map(len, groups)))}
+    start = time.perf_counter()
+    scans.index_ids(store)
+    out["index_s"] = time.perf_counter() - start
+    read = 0
+    start = time.perf_counter()
+    if how == "by_id":
+        for ids in groups:
+            read += len(scans.trajectories_by_id(store, ids, namespace=ns))
+    else:
+        with scans.spill_groups(store, groups, namespace=ns) as spill:
+            out["pass_s"] = time.perf_counter() - start
+            out["spill_mb"] = spill.path.stat().st_size / 2**20 if spill.path.exists() else 0.0
+            for g in range(len(groups)):
+                read += len(scans.spilled(spill, g))
+    out["read_s"] = time.perf_counter() - start
+    out["rows"] = float(read)
+    out["trajectories"] = float(store.count_trajectories(namespace=ns))
+    out["peak_rss_mb"] = status_mb("VmHWM")
+    return out
+
+
+def reads_table(dbs: list[str], *, as_json: bool, ways: tuple[str, ...] = ("by_id", "pass")) -> None:
+    """`--reads`: the plan of each store (cached), its reads by id and in one pass, the slopes."""
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for db in dbs:
+        cached = Path(db + ".groups.json")
+        if not cached.exists():
+            _, out = _wall([*script("scaling"), "--reads-child", f"plan:{db}"], db)
+            cached.write_text(out.strip().splitlines()[-1])
+        found[db] = {}
+        for how in ways:
+            _, out = _wall([*script("scaling"), "--reads-child", f"{how}:{db}"], db)
+            found[db][how] = json.loads(out.strip().splitlines()[-1])
+            if not as_json:
+                r = found[db][how]
+                print(
+                    f"{db}: {r['trajectories']:.0f} trajectories, {how:>5}: {r['read_s']:7.2f} s "
+                    f"({r['rows']:.0f} rows in {r['groups']:.0f} groups; id index {r['index_s']:.2f} s"
+                    + f"; peak RSS {r['peak_rss_mb']:.0f} MB"
+                    + (f"; the pass {r['pass_s']:.2f} s, {r['spill_mb']:.0f} MB" if "pass_s" in r else "")
+                    + ")",
+                    flush=True,
+                )
+    slopes = {
+        f"{a}->{b}": {
+            how: math.log(found[b][how]["read_s"] / found[a][how]["read_s"])
+            / math.log(found[b][how]["trajectories"] / found[a][how]["trajectories"])
+            for how in ways
+        }
+        for a, b in zip(dbs, dbs[1:], strict=False)
+    }
+    if as_json:
+        print(json.dumps({"reads": found, "slopes": slopes}, indent=1))
+        return
+    for pair, by_how in slopes.items():
+        print(f"slope {pair}: " + "  ".join(f"{how} {b:.2f}" for how, b in by_how.items()))
 
 
 FLOW_RUNNERS: dict[str, str | None] = {"in-process": None, "dask-1": "local:1", "dask-2": "local:2"}
@@ -501,9 +600,19 @@ def main(argv: list[str] | None = None) -> int:
         "--dask", action="store_true", help="the induce flow in process, on 1 and on 2 Dask workers"
     )
     parser.add_argument("--s3", action="store_true", help="the store in a directory and on moto's S3 server")
+    parser.add_argument("--reads", default=None, help="stores kept (DB,DB,...): their full runs' reads")
+    parser.add_argument("--ways", default="by_id,pass", help="with --reads: by_id, pass or both")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--reads-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--flow-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.reads_child:
+        how, db = args.reads_child.split(":", 1)
+        print(json.dumps(read_plan(db) if how == "plan" else reads_child(db, how)))
+        return 0
+    if args.reads:
+        reads_table(args.reads.split(","), as_json=args.json, ways=tuple(args.ways.split(",")))
+        return 0
     if args.child or args.flow_child:
         print(json.dumps(child(args.child) if args.child else flow_child(args.flow_child)))
         return 0

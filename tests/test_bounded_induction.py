@@ -45,6 +45,7 @@ def _reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int
     for name in ("get_trajectories", "list_trajectories"):
         monkeypatch.setattr(store, name, wrap(name, getattr(store, name)))
     monkeypatch.setattr(induce_job, "trajectories_by_id", wrap("by_id", scans.trajectories_by_id))
+    monkeypatch.setattr(induce_job, "spilled", wrap("spilled", scans.spilled))  # a group of one pass
     return calls
 
 
@@ -115,8 +116,10 @@ def test_past_the_sample_every_run_is_placed_and_each_cluster_is_read_by_id(
     assert len(chosen) == 30 and set(chosen) <= {*big.successes, *big.failures}
     assert [i for i in big.successes if i in set(chosen)] == [t.id for t in given.successes]
 
+    reads.clear()
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
-    assert report.versions and reads and all(name == "by_id" for name, _ in reads)
+    # Every cluster read: in one pass over the namespace, then a group at a time (`scans.one_pass`).
+    assert report.versions and reads and all(name == "spilled" for name, _ in reads)
     # A group of clusters, or one larger: its sample of 30 and a contrast of 30 at most.
     assert max(n for _, n in reads) <= 2 * 30
     to_read = {i for c in plan.changed if isinstance(c, ClusterMembers) for i in c.runs()}
@@ -149,7 +152,7 @@ def test_the_full_read_is_batched_and_never_builds_every_trajectory(
     report = run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     assert report.versions and reads
     assert max(batches) == 64 and sum(batches) == len(RUNS)
-    assert all(name == "by_id" for name, _ in reads)
+    assert all(name == "spilled" for name, _ in reads)  # one pass, then a group at a time
     # Never the namespace: a group of clusters, or one larger with its contrast
     # (`induction.pitfalls.contrast`).
     assert max(n for _, n in reads) < len(RUNS) / 2

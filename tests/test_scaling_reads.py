@@ -7,10 +7,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 from flowmem.induction.literals import LiteralIndex, LiteralSet, find_literals, mask
+from flowmem.jobs.factories import store_from
 from flowmem.models import Trajectory
 from flowmem.settings import Settings
 from flowmem.storage import Store, scans
 from flowmem.storage.base import TRAJECTORIES
+from tests import s3_server
+from tests.s3_server import S3Server
+
+s3, prefix = s3_server.s3, s3_server.prefix
+"""The session's S3 server and a fresh key prefix per test (tests/s3_server.py)."""
 
 
 def _run(i: int, name: str, *, namespace: str = "default") -> Trajectory:
@@ -103,3 +109,40 @@ def test_a_set_over_a_base_is_the_union_whatever_they_share() -> None:
     assert sorted(both) == sorted({"olga", "W1000", "a.b", "bo", "..."})
     assert find_literals("olga and bo saw W1000 ... a.b", both) == ["W1000", "olga", "...", "a.b", "bo"]
     assert not LiteralSet() and LiteralSet(base=base)
+
+
+def _by_pass_and_by_id(store: Store, groups: list[list[str]], namespace: str = "default") -> None:
+    with scans.spill_groups(store, groups, namespace=namespace, batch_size=7) as spill:
+        for g, ids in enumerate(groups):
+            assert scans.spilled(spill, g) == scans.trajectories_by_id(store, ids, namespace=namespace)
+        path = spill.path
+    assert not path.exists()  # the local file goes with the pass
+
+
+def test_one_pass_reads_each_group_as_reads_by_id_do(store: Store) -> None:
+    store.insert_trajectories([_run(i, "olga") for i in range(30)])
+    store.insert_trajectories([_run(i, "bo", namespace="other") for i in range(5)])
+    store.insert_trajectories([_run(i, "dana") for i in range(30, 40)])  # a fragment of its own
+    store.set_outcome("t4", success=False)  # moved by the update
+    # Groups that share runs (a cluster's contrast), ids not stored, one group of none found.
+    groups = [["t1", "t7", "missing", "t29", "t35"], ["t4", "t7", "t38"], ["nope"], [], ["t7", "t0", "t1"]]
+    _by_pass_and_by_id(store, groups)
+    _by_pass_and_by_id(store, [["t1", "t3"], ["t2"]], namespace="other")  # its own t1, not the default's
+    with scans.spill_groups(store, groups, namespace="default") as spill:
+        assert scans.spilled(spill, 1)["t4"].success is False and scans.spilled(spill, 2) == {}
+
+
+def test_one_pass_when_the_groups_read_most_of_the_namespace(store: Store) -> None:
+    store.insert_trajectories([_run(i, "olga") for i in range(10)])
+    half = [[f"t{i}" for i in range(3)], [f"t{i}" for i in range(3, 5)]]
+    assert scans.one_pass(store, half, namespace="default")  # 5 of 10 rows, in two groups
+    assert not scans.one_pass(store, [half[0], ["t3"]], namespace="default")  # 4 of 10: by id
+    assert not scans.one_pass(store, [[f"t{i}" for i in range(10)]], namespace="default")  # one query
+    assert not scans.one_pass(store, [], namespace="default")
+
+
+def test_one_pass_over_a_store_on_s3(s3: S3Server, prefix: str) -> None:
+    store = store_from(s3.settings(prefix))
+    store.insert_trajectories([_run(i, "olga") for i in range(12)])
+    store.insert_trajectories([_run(i, "bo") for i in range(12, 20)])
+    _by_pass_and_by_id(store, [["t1", "t13"], ["t2", "t19", "t1"], ["t5"]])

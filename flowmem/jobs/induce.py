@@ -21,6 +21,7 @@ read by id when it is induced (`induce_one`), so a run holds one cluster's runs 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from pydantic import BaseModel, ConfigDict
@@ -51,12 +52,12 @@ from flowmem.induction.plan.runplan import (
     skipped_plan,
 )
 from flowmem.jobs.incremental import assign_run, merge_with_current, settings_signature
-from flowmem.models import InductionRun, Retirement, Workflow
+from flowmem.models import InductionRun, Retirement, Trajectory, Workflow
 from flowmem.policy.lifecycle import NOT_SERVED, Cause, Transition, needs_reinduction
 from flowmem.retrieval.embed import Vectors
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, scans
-from flowmem.storage.scans import trajectories_by_id, trajectory_batches
+from flowmem.storage.scans import one_pass, spill_groups, spilled, trajectories_by_id, trajectory_batches
 
 __all__ = [
     "RunPlan",
@@ -348,6 +349,20 @@ def _read_groups(
         yield group
 
 
+@contextmanager
+def _group_reads(
+    store: Store, wanted: Sequence[Sequence[str]], namespace: str
+) -> Iterator[Callable[[int], dict[str, Trajectory]]]:
+    """A reader of each group of ids' runs: by id (`trajectories_by_id`), or, when the groups
+    read most of the namespace (`scans.one_pass`), from one pass over it (`spill_groups`) whose
+    local file is removed on exit."""
+    if not one_pass(store, wanted, namespace=namespace):
+        yield lambda g: trajectories_by_id(store, wanted[g], namespace=namespace) if wanted[g] else {}
+        return
+    with spill_groups(store, wanted, namespace=namespace) as spill:
+        yield lambda g: spilled(spill, g)
+
+
 def induce_all(
     store: Store,
     clusters: Sequence[ClusterInput | ClusterMembers],
@@ -358,19 +373,25 @@ def induce_all(
     """Induce planned clusters in order. The runs of those planned as ids are read a group of
     clusters at a time (up to `scans.READ_CHUNK` runs, or one larger cluster, the queries
     `trajectories_by_id` makes), and dropped once the group is induced: a read scans the
-    namespace's ids, so thousands of small clusters are not read one query each.
-    `progress(done, total)` is called before each cluster."""
+    namespace's ids, so thousands of small clusters are not read one query each. When the
+    groups read most of the namespace (a full run), they are read in one pass over it first
+    (`scans.spill_groups`), each group then from a local file. `progress(done, total)` is
+    called before each cluster."""
     outcomes: list[ClusterOutcome] = []
-    for group in _read_groups(clusters, scans.READ_CHUNK):
-        ids = [i for c in group if isinstance(c, ClusterMembers) for i in c.runs()]
-        runs = (
-            trajectories_by_id(store, list(dict.fromkeys(ids)), namespace=group[0].namespace) if ids else {}
-        )
-        for c in group:
-            if progress is not None:
-                progress(len(outcomes), len(clusters))
-            outcomes.append(induce_cluster(c if isinstance(c, ClusterInput) else c.input(runs), inducer))
-        del runs
+    groups = list(_read_groups(clusters, scans.READ_CHUNK))
+    wanted = [
+        list(dict.fromkeys(i for c in group if isinstance(c, ClusterMembers) for i in c.runs()))
+        for group in groups
+    ]
+    namespace = groups[0][0].namespace if groups else ""
+    with _group_reads(store, wanted, namespace) as read:
+        for k, group in enumerate(groups):
+            runs = read(k)
+            for c in group:
+                if progress is not None:
+                    progress(len(outcomes), len(clusters))
+                outcomes.append(induce_cluster(c if isinstance(c, ClusterInput) else c.input(runs), inducer))
+            del runs
     return outcomes
 
 
