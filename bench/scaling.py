@@ -280,14 +280,19 @@ def read_plan(db: str) -> list[list[str]]:
     from flowmem.jobs import induce as induce_job
     from flowmem.jobs.factories import store_from
     from flowmem.settings import Settings
+    from flowmem.storage import scans
 
     settings = Settings(db=db)
     store = store_from(settings)
-    # Planned without the contrast: the groups are the clusters' own runs (the contrast over
-    # 1M runs held more memory than the machine has, when first tried).
-    induce_job.with_contrast = lambda store, plan, cap: plan  # type: ignore[assignment]
+
+    def without_contrast(store: Any, plan: induce_job.RunPlan, *, cap: int) -> induce_job.RunPlan:
+        return plan
+
+    # Planned without the contrast: the groups are the clusters' own runs, the same at every
+    # size, so that the slope is the reads' alone.
+    induce_job.with_contrast = without_contrast
     plan = induce_job.prepare_run(store, settings, namespace=settings.namespace, force=True)
-    groups = induce_job._read_groups(plan.changed, induce_job.scans.READ_CHUNK)
+    groups = induce_job._read_groups(plan.changed, scans.READ_CHUNK)
     return [list(dict.fromkeys(i for c in g if hasattr(c, "runs") for i in c.runs())) for g in groups]
 
 
