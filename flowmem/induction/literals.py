@@ -139,7 +139,10 @@ class LiteralSet(AbstractSet[str]):
 
     @functools.cached_property
     def _index(self) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
-        by_word: dict[str, list[tuple[str, str]]] = {}
+        """Each literal under its rarest word among these literals' words (any of its words
+        is a whole word of a text it occurs in): a word many literals share ("order 41",
+        "order 97", ...) would make every text holding it read all of them."""
+        worded: list[tuple[str, str, list[str]]] = []
         wordless: list[tuple[str, str]] = []
         for lit in self._own:
             if not lit:
@@ -147,9 +150,14 @@ class LiteralSet(AbstractSet[str]):
             low = lit.lower()
             words = _WORD.findall(low)
             if words:
-                by_word.setdefault(max(words, key=len), []).append((lit, low))
+                worded.append((lit, low, words))
             else:
                 wordless.append((lit, low))
+        share = Counter(w for _, _, words in worded for w in set(words))
+        by_word: dict[str, list[tuple[str, str]]] = {}
+        for lit, low, words in worded:
+            key = min(words, key=lambda w: (share[w], -len(w), w))
+            by_word.setdefault(key, []).append((lit, low))
         return by_word, wordless
 
     def find(self, text: str) -> list[str]:
