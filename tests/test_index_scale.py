@@ -190,3 +190,20 @@ if __name__ == "__main__":  # write the expectations from the implementation che
         ]
     EXPECTED.write_text(json.dumps(out) + "\n")
     sys.exit(0)
+
+
+def test_a_hit_is_built_from_its_row_as_the_store_reads_that_version(settings: Settings) -> None:
+    """`ServedRows.workflow` reads a few columns and validates once: the same `Workflow`, field
+    for field and in its JSON, as the store's own read of the version with its live state."""
+    index = _index(settings, None)
+    store = index.store
+    rows = store.served_rows()
+    expected = {(w.id, w.version): w for i in sorted(set(rows.ids)) for w in store.history(i)}
+    assert len(rows) > 100
+    for i in range(len(rows)):
+        got = rows.workflow(i)
+        want = expected[(got.id, got.version)]
+        assert got == want
+        assert got.model_dump_json() == want.model_dump_json()
+    assert any(w.stats.served for w in expected.values())
+    assert any(w.status == "candidate" for w in expected.values())

@@ -7,7 +7,7 @@ columns that are filtered or shown in listings are stored as typed columns.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +17,11 @@ import numpy.typing as npt
 from flowmem.induction.abstract.loops import encoded
 from flowmem.models import (
     InductionRun,
-    Pitfall,
-    Provenance,
     RunState,
     Step,
     Trajectory,
-    UsageStats,
     Workflow,
     WorkflowRef,
-    WorkflowStep,
 )
 
 if TYPE_CHECKING:  # imported where a schema is built: an agent's recording never loads Arrow
@@ -42,6 +38,7 @@ __all__ = [
     "trajectory_to_row",
     "usage_schema",
     "vector_cache_schema",
+    "WORKFLOW_FIELDS",
     "workflow_from_row",
     "workflow_schema",
     "workflow_to_row",
@@ -257,28 +254,41 @@ def workflow_to_row(
     }
 
 
-def workflow_from_row(row: dict[str, Any]) -> Workflow:
-    """The workflow version of one row."""
-    return Workflow(
-        id=row["id"],
-        version=row["version"],
-        parent_version=row["parent_version"],
-        name=row["name"],
-        description=row["description"],
-        steps=[WorkflowStep.model_validate(s) for s in json.loads(row["steps"])],
-        parameters=json.loads(row["parameters"]),
-        pitfalls=[Pitfall.model_validate(p) for p in json.loads(row["pitfalls"])],
-        scope=row["scope"],
-        agent=row["agent"],
-        namespace=row["namespace"],
-        status=row["status"],
-        kind=row.get("kind") or "task",  # table versions from before schema v2 have no kind
-        cluster_id=row["cluster_id"],
-        source_trajectory_ids=row["source_trajectory_ids"] or [],
-        stats=UsageStats.model_validate(json.loads(row["stats"])),
-        provenance=Provenance.model_validate(json.loads(row["provenance"])),
-        created_at=row["created_at"],
-    )
+WORKFLOW_FIELDS = (
+    "id",
+    "version",
+    "parent_version",
+    "name",
+    "description",
+    "steps",
+    "parameters",
+    "pitfalls",
+    "scope",
+    "agent",
+    "namespace",
+    "status",
+    "kind",
+    "cluster_id",
+    "source_trajectory_ids",
+    "stats",
+    "provenance",
+    "created_at",
+)
+"""The columns of a workflows row that `workflow_from_row` reads."""
+
+_JSON_FIELDS = ("steps", "parameters", "pitfalls", "stats", "provenance")
+
+
+def workflow_from_row(row: Mapping[str, Any], **live: Any) -> Workflow:
+    """The workflow version of one row (its `WORKFLOW_FIELDS`), validated in one call; `live`
+    replaces fields whose values are given already (a live status, its `UsageStats`)."""
+    fields = {name: row[name] for name in WORKFLOW_FIELDS if name not in live and name != "kind"}
+    for name in _JSON_FIELDS:
+        if name in fields:
+            fields[name] = json.loads(fields[name])
+    fields["kind"] = row.get("kind") or "task"  # table versions from before schema v2 have no kind
+    fields["source_trajectory_ids"] = fields["source_trajectory_ids"] or []
+    return Workflow.model_validate(fields | live)
 
 
 def run_schema() -> pa.Schema:

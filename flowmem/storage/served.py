@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,6 +63,8 @@ class ServedRows:
     """The versions' other columns (Arrow), read for the workflows that are served."""
     _chunks: dict[str, pa.Array] = field(default_factory=dict, repr=False, compare=False)
     """`table`'s columns by name, each its one chunk: looked up once, not per hit."""
+    _micros: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
+    """`created_at` in microseconds (`_created`), read once."""
 
     @classmethod
     def empty(cls, dim: int) -> ServedRows:
@@ -100,10 +103,29 @@ class ServedRows:
 
     def workflow(self, i: int) -> Workflow:
         """The `Workflow` at position i, with its live status and stats."""
-        # One value per column (38 µs with the chunks at hand, 71 µs looking each up per hit,
-        # 64 µs slicing the table and listing the row).
-        w = rows.workflow_from_row({name: chunk[i].as_py() for name, chunk in self.columns().items()})
-        return w.model_copy(update={"status": self.statuses[i], "stats": self.stats[i]})
+        # Only the columns it reads, each value once, one validation (~35 µs a hit, against
+        # ~60 µs reading every column, validating each part and copying in the live state).
+        columns = self.columns()
+        row = {name: columns[name][i].as_py() for name in _READ if name in columns}
+        row["created_at"] = _EPOCH + timedelta(microseconds=int(self._created()[i]))
+        return rows.workflow_from_row(row, status=self.statuses[i], stats=self.stats[i])
+
+    def _created(self) -> npt.NDArray[np.int64]:
+        """`created_at` as microseconds since the epoch, one array read once (a timestamp's
+        `as_py` costs ~7 µs, a quarter of a hit's reading)."""
+        found = self._micros
+        if found is None:
+            import pyarrow as pa
+
+            found = self.columns()["created_at"].cast(pa.int64()).to_numpy(zero_copy_only=False)
+            object.__setattr__(self, "_micros", found)
+        return found
+
+
+_READ = tuple(name for name in rows.WORKFLOW_FIELDS if name not in {"status", "stats", "created_at"})
+"""The columns `ServedRows.workflow` reads: the live status and stats are the index's own."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _codes(values: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
