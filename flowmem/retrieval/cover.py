@@ -56,9 +56,9 @@ FAMILIAR_KEYS = 16
 one that clears the floor is enough, a few more make up for the index's misses."""
 
 FAMILIAR_EF = 64
-"""The breadth of that search: a quarter of the ranking's (`ann.EF_SEARCH`), as any one task
-above the floor will do, not the nearest ones in order (`python -m bench search` measures how
-often the answer is the exact one's: `familiar_agreement`)."""
+"""The breadth of that search: the ranking's at 10k keys (`ann.EF_SMALL`), a quarter of it
+from 100k, as any one task above the floor will do, not the nearest ones in order (`python -m
+bench search` measures how often the answer is the exact one's: `familiar_agreement`)."""
 
 EVIDENCE = 3
 """How many nearest runs are evidence (and any tied with the last): raw memory's k."""
