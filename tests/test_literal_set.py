@@ -1,4 +1,4 @@
-"""`LiteralSet`: finding literals through an index of words gives what the plain scan gives."""
+"""`LiteralSet`: finding literals through its index gives what the plain scan gives."""
 
 from __future__ import annotations
 
@@ -31,6 +31,16 @@ PIECES += [
     "İstanbul",
     "n/a",
     "  ",
+    # Several words, sharing all but one with each other, some starting with no word.
+    "Book the offsite venue",
+    "'Book the offsite venue'",
+    "on 2026-03-04 at 09:00",
+    "on 2026-03-05 at 09:00",
+    "the offsite",
+    "offsite venue",
+    "Olga Petrova",
+    "olga petrova's",
+    "(São Paulo)",
 ]
 
 

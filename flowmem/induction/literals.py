@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from flowmem.models import Trajectory
 
@@ -110,9 +110,9 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 
 
 class LiteralSet(AbstractSet[str]):
-    """Literals to look for in many texts: `find_literals` then reads only those whose
-    longest word is a word of the text, instead of every literal. (A literal found whole-word
-    starts and ends at word boundaries, so each of its words is a whole word of the text.)
+    """Literals to look for in many texts: `find_literals` then looks up, in a dict of them,
+    only the slices of the text that could be one (`_index`), instead of reading every
+    literal.
     With `base` (another LiteralSet), it holds the base's literals too without copying them:
     membership, iteration and the index of words go to the base for those, so a set made
     from a few literals over a large shared base costs its own literals only, and the base's
@@ -138,40 +138,85 @@ class LiteralSet(AbstractSet[str]):
         return f"LiteralSet({len(self)} literals)"
 
     @functools.cached_property
-    def _index(self) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
-        """Each literal under its rarest word among these literals' words (any of its words
-        is a whole word of a text it occurs in): a word many literals share ("order 41",
-        "order 97", ...) would make every text holding it read all of them."""
-        worded: list[tuple[str, str, list[str]]] = []
+    def _index(self) -> _Index:
+        """These literals by their lower-cased text, and for each first word of one, where
+        that word starts in it and how long it is. A literal found whole-word starts its first
+        word where the text starts a word, equal to it: so a text's literals are among the
+        slices of its lower-cased text that start, at such an offset, before one of its words
+        and have such a length (a dict lookup each), whatever words they share with other
+        literals (a task text used as an argument shares all of its own but a name)."""
+        by_text: dict[str, list[str]] = {}
+        starts: dict[str, set[tuple[int, int]]] = {}
         wordless: list[tuple[str, str]] = []
         for lit in self._own:
             if not lit:
                 continue
             low = lit.lower()
-            words = _WORD.findall(low)
-            if words:
-                worded.append((lit, low, words))
-            else:
+            first = _WORD.search(low)
+            if first is None:
                 wordless.append((lit, low))
-        share = Counter(w for _, _, words in worded for w in set(words))
-        by_word: dict[str, list[tuple[str, str]]] = {}
-        for lit, low, words in worded:
-            key = min(words, key=lambda w: (share[w], -len(w), w))
-            by_word.setdefault(key, []).append((lit, low))
-        return by_word, wordless
+                continue
+            by_text.setdefault(low, []).append(lit)
+            starts.setdefault(first.group(), set()).add((first.start(), len(low)))
+        return _Index(by_text, {w: tuple(sorted(s)) for w, s in starts.items()}, wordless)
 
     def find(self, text: str) -> list[str]:
-        """The literals that occur in `text`, as `find_literals` finds them."""
+        """The literals that occur in `text`, as `find_literals` finds them (remembered for
+        the last `_FOUND` texts: induction asks again for each variant of a cluster)."""
+        found = self._found.get(text)
+        if found is None:
+            found = self._find(text)
+            if len(self._found) >= _FOUND:
+                self._found.clear()
+            self._found[text] = found
+        return list(found)
+
+    @functools.cached_property
+    def _found(self) -> dict[str, tuple[str, ...]]:
+        return {}
+
+    def _find(self, text: str) -> tuple[str, ...]:
         low = text.lower()
-        words = set(_WORD.findall(low))
+        words = [(m.start(), m.group()) for m in _WORD.finditer(low)]
         candidates: set[str] = set()
         index: LiteralSet | None = self
         while index is not None:
-            by_word, wordless = index._index
-            candidates.update(lit for w in words for lit, lw in by_word.get(w, ()) if lw in low)
+            by_text, starts, wordless = index._index
+            for at, word in words:
+                for offset, length in starts.get(word, ()):
+                    if offset <= at:
+                        candidates.update(by_text.get(low[at - offset : at - offset + length], ()))
             candidates.update(lit for lit, lw in wordless if lw in low)
             index = index._base
-        return [lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text)]
+        return tuple(lit for lit in sorted(candidates, key=_longest_first) if _pattern(lit).search(text))
+
+
+class _Index(NamedTuple):
+    """A `LiteralSet`'s literals, as its `find` looks them up."""
+
+    by_text: dict[str, list[str]]
+    """Lower-cased text -> the literals that lower-case to it."""
+    starts: dict[str, tuple[tuple[int, int], ...]]
+    """First word (lower case) -> (where it starts, length) of each literal text it begins."""
+    wordless: list[tuple[str, str]]
+    """Literals without a word, with their lower-cased text: looked for in every text."""
+
+
+_FOUND = 65_536
+"""Texts a `LiteralSet` remembers what it found in."""
+
+_FOUND = 65_536
+"""Texts a `LiteralSet` remembers what it found in."""
+
+_Key = str | tuple[str, str]
+"""What `LiteralSet` files a literal under: its one word, or a pair of its adjacent words."""
+
+
+def _keys(words: list[str]) -> list[_Key]:
+    """A literal's possible keys: its word when it has one, else its adjacent pairs."""
+    if len(words) == 1:
+        return [words[0]]
+    return list(zip(words, words[1:], strict=False))
 
 
 @dataclass
