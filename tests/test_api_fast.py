@@ -3,7 +3,9 @@ route for every query, byte for byte; the induction lock across worker processes
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from flowmem.flows.local import free_port
 from flowmem.models import Pitfall, Repeat, WorkflowStep
 from flowmem.retrieval.search import Hit
 from flowmem.server import service as service_module
-from flowmem.server.api import create_app, run
+from flowmem.server.api import create_app, listener, run
 from flowmem.server.fast_search import SearchFastPath, plain_search
 from flowmem.server.hits_json import HitsJson
 from flowmem.server.payloads import SearchHit
@@ -191,6 +193,41 @@ def test_one_induction_at_a_time_across_processes(tmp_path: Path) -> None:
 def test_workers_read_the_environments_settings(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="environment"):
         run(Settings(db=str(tmp_path / "elsewhere")), host="127.0.0.1", port=free_port(), workers=2)
+
+
+def _nodelay_of_a_connection(listening: socket.socket) -> int:
+    """TCP_NODELAY of a connection asyncio accepts on a listening socket, as a worker's does."""
+
+    async def accept() -> int:
+        found: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Report(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                found.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Report, sock=listening)
+        with socket.create_connection(listening.getsockname()[:2]):
+            result = await asyncio.wait_for(found, READY_LIMIT)
+        server.close()
+        return result
+
+    return asyncio.run(accept())
+
+
+def test_a_workers_connections_turn_nagle_off() -> None:
+    """uvicorn binds its workers' socket with `proto` 0, so asyncio left Nagle on for their
+    connections and each keep-alive answer after the first waited for a delayed ACK (~40 ms);
+    `listener` says the same socket is TCP."""
+    import uvicorn
+
+    def bound() -> socket.socket:
+        return uvicorn.Config(create_app, host="127.0.0.1", port=free_port(), workers=2).bind_socket()
+
+    fixed = listener(bound())
+    assert fixed.proto == socket.IPPROTO_TCP
+    assert _nodelay_of_a_connection(fixed) != 0
 
 
 def test_flowmem_api_with_two_workers(settings: Settings, tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ token configured, writes are refused. Reads are open unless FLOWMEM_API_READ_TOK
 token never appears in a response or a log line. One server serves one namespace.
 """
 
+import contextlib
 import hmac
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -30,7 +32,7 @@ from flowmem.server.service import MAX_BATCH, Service
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError
 
-__all__ = ["MAX_BODY_BYTES", "app_from_environment", "create_app", "run"]
+__all__ = ["MAX_BODY_BYTES", "app_from_environment", "create_app", "listener", "run"]
 
 log = logging.getLogger("flowmem.api")
 
@@ -233,6 +235,25 @@ def app_from_environment() -> FastAPI:
     return create_app(settings, service=service)
 
 
+def listener(bound: socket.socket) -> socket.socket:
+    """The bound socket, saying it is TCP when it is: uvicorn binds the socket of its worker
+    processes with `proto` 0, which accepted connections inherit, and asyncio turns Nagle's
+    algorithm off only for those that say `IPPROTO_TCP` — so each keep-alive response after
+    the first waited ~40 ms for the client's delayed ACK (uvicorn issue #3149). The same file
+    descriptor; a Unix socket is returned as it is."""
+    if bound.family not in (socket.AF_INET, socket.AF_INET6) or bound.proto == socket.IPPROTO_TCP:
+        return bound
+    return socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
+
+
+def _serve_workers(config: Any) -> None:
+    """`uvicorn.run` with workers, on a `listener` (uvicorn's own `Multiprocess` supervisor)."""
+    from uvicorn.supervisors import Multiprocess
+
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[listener(config.bind_socket())]).run()
+
+
 def run(settings: Settings, *, host: str, port: int, access_log: bool = False, workers: int = 1) -> None:
     """Serve the API with uvicorn until interrupted: HTTP parsed by httptools (h11, uvicorn's
     pure-Python default, costs ~0.5 ms more per request), one log line per request only with
@@ -259,7 +280,8 @@ def run(settings: Settings, *, host: str, port: int, access_log: bool = False, w
     if workers > 1:
         if settings != Settings():
             raise ValueError("with workers, each worker reads its settings from the environment (FLOWMEM_*)")
-        uvicorn.run(f"{__name__}:app_from_environment", factory=True, workers=workers, **options)
+        app = f"{__name__}:app_from_environment"
+        _serve_workers(uvicorn.Config(app, factory=True, workers=workers, **options))
         return
     service = Service(settings)
     service.store.prepare()  # imports and connects now, not on the first request
