@@ -15,7 +15,12 @@ the figure of a command's JSON output it must show:
 - docs/induction.md's clustering table: `python bench/cluster_quality.py --json` (~7 s);
 - docs/performance.md's agent start table: the run it quotes, `bench/results/agent_start.json`
   (recorded like the bench run: `python bench/agent_start.py --to-exit --json --out
-  bench/results/agent_start.json` replaces it).
+  bench/results/agent_start.json` replaces it); its search and API tables, like README's
+  performance table, `bench/results/latest.json` (`python -m bench search --record` and
+  `python -m bench api_load --record` replace their parts);
+- docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
+  (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
+  with the command and the machine; ~15–30 min at 1M).
 
 A figure that drifted, or that its source lacks (a key renamed, a record older than the
 check), is named in one line. No tolerance but a figure's written rounding: the same runs and
@@ -280,6 +285,45 @@ def _search_checks() -> list[Check]:
     ]
 
 
+API_HEADER = "| `flowmem api`, 2 workers |"
+"""docs/performance.md's API table (issue 41): `python -m bench api_load --record`."""
+
+
+def _api_checks() -> list[Check]:
+    """docs/performance.md's API table against the recorded run (its `api_search` runs)."""
+    columns = ("rps", "p50_ms", "p99_ms", "errors", "server_cpu_us")
+    kind = "recorded"
+    return [
+        Check("docs/performance.md", API_HEADER, row, col, "bench", ("api_search", "runs", i, name), kind)
+        for i, row in enumerate(("1 client", "8 clients", "32 clients"))
+        for col, name in enumerate(columns, start=1)
+    ]
+
+
+SCALING_HEADER = "| trajectories, 1% incremental |"
+"""docs/scaling.md's incremental table (issue 41): `bench/scaling.py --incremental --json`."""
+
+RECORDED_SCALING = Path("bench") / "results" / "scaling.json"
+"""The recorded `bench/scaling.py` runs that table quotes, under the checked root."""
+
+
+def _scaling_checks(record: dict[str, Any]) -> list[Check]:
+    """docs/scaling.md's incremental table against the recorded runs, a row per size."""
+    columns = (
+        ("full_process_s", "recorded"),
+        ("incremental_process_s", "recorded"),
+        ("incremental_ratio", "recorded_percent"),
+        ("incremental_peak_rss_mb", "recorded"),
+        ("incremental_peak_rss_growth_mb", "recorded"),
+        ("peak_rss_growth_mb", "recorded"),
+    )
+    return [
+        Check("docs/scaling.md", SCALING_HEADER, f"{int(n):,}", col, "scaling", ("stages_s", n, name), kind)
+        for n in record.get("stages_s", {})
+        for col, (name, kind) in enumerate(columns, start=1)
+    ]
+
+
 def bench_figures(record: dict[str, Any]) -> dict[str, Any]:
     """The recorded bench run, with the ratios the table derives from it (as bench/report.py's
     table computes them; a ratio whose figures the record lacks is left out, and the check
@@ -500,7 +544,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "clusters")
+    groups = ("readme", "demo", "perf", "start", "scaling", "clusters")
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}
@@ -524,13 +568,19 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         if record is None:
             return 1
         sources["bench"] = bench_figures(record)
-        checks += _perf_checks() + _search_checks()
+        checks += _perf_checks() + _search_checks() + _api_checks()
     if args.only in (None, "start"):
         started = _recorded(args.root / RECORDED_START)
         if started is None:
             return 1
         sources["start"] = started
         checks += _start_checks()
+    if args.only in (None, "scaling"):
+        scaled = _recorded(args.root / RECORDED_SCALING)
+        if scaled is None:
+            return 1
+        sources["scaling"] = scaled
+        checks += _scaling_checks(scaled)
     if data and args.only in (None, "clusters"):
         workbench = str(args.data / "workbench_trajectories.jsonl.gz")
         sources["clusters"] = runner(["bench/cluster_quality.py", workbench, "--json"])
