@@ -82,7 +82,7 @@ def mask(text: str, literals: Iterable[str], replacement: str = "{…}") -> str:
 
 def find_literals(text: str, literals: Iterable[str]) -> list[str]:
     """The literals that occur in `text` (word-bounded, case-insensitive), longest first (then
-    alphabetically). A `LiteralSet` finds them through its index of words."""
+    alphabetically). A `LiteralSet` finds them through its index."""
     if isinstance(literals, LiteralSet):
         return literals.find(text)
     low = text.lower()
@@ -114,7 +114,7 @@ class LiteralSet(AbstractSet[str]):
     only the slices of the text that could be one (`_index`), instead of reading every
     literal.
     With `base` (another LiteralSet), it holds the base's literals too without copying them:
-    membership, iteration and the index of words go to the base for those, so a set made
+    membership, iteration and the index go to the base for those, so a set made
     from a few literals over a large shared base costs its own literals only, and the base's
     index is built once however many sets share it."""
 
