@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowmem.induction.cluster.cluster import ClusterParams
-from flowmem.models import NAMESPACE_PATTERN
+from flowmem.models import NAMESPACE_PATTERN, attribute_descriptions
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
 __all__ = ["EMBEDDER_FLOORS", "Settings"]
@@ -36,7 +36,7 @@ class Settings(BaseSettings):
         env_file=".env",
         extra="ignore",
         frozen=True,
-        use_attribute_docstrings=True,
+        json_schema_extra=attribute_descriptions,
     )
 
     db: str = "./.flowmem/db"

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
-import pytest
-from pydantic import ValidationError
+import dataclasses
+from typing import ClassVar
 
-from flowmem.models import Trajectory, Workflow, placeholders_in
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from flowmem.models import Trajectory, Workflow, attribute_descriptions, placeholders_in
 from tests.factories import make_workflow
 
 
@@ -30,3 +33,44 @@ def test_models_are_frozen_and_validate() -> None:
         Trajectory(id="x", task="t", namespace="bad namespace")
     t = Trajectory(id="x", task="t", steps=[{"action": "a"}, {"action": "b"}])
     assert t.actions == ["a", "b"] and t.agent == "agent" and t.namespace == "default"
+
+
+def test_attribute_docstrings_describe_fields_when_a_schema_is_made_as_pydantic_would() -> None:
+    """`attribute_descriptions` (read when a schema is made, not at import) gives the schema
+    pydantic's `use_attribute_docstrings` gives (read at import), nested models and stdlib
+    dataclasses included, and a subclass's own docstring wins over its base's."""
+
+    def family(config: ConfigDict) -> type[BaseModel]:
+        @dataclasses.dataclass
+        class Leaf:
+            size: int
+            """How big."""
+            plain: str = ""
+
+            __pydantic_config__: ClassVar[ConfigDict] = config
+
+        class Base(BaseModel):
+            model_config = config
+
+            name: str
+            """What it is called.
+
+            Over two paragraphs."""
+            kept: int = 0
+            """Inherited as is."""
+
+        class Child(Base):
+            name: str = "x"
+            """Its own words."""
+            leaves: list[Leaf] = []
+            """Its leaves."""
+
+        return Child
+
+    eager = family(ConfigDict(use_attribute_docstrings=True)).model_json_schema()
+    lazy = family(ConfigDict(json_schema_extra=attribute_descriptions)).model_json_schema()
+    assert lazy == eager
+    assert lazy["properties"]["name"]["description"] == "Its own words."
+    assert lazy["properties"]["kept"]["description"] == "Inherited as is."
+    assert lazy["$defs"]["Leaf"]["properties"]["size"]["description"] == "How big."
+    assert Workflow.model_json_schema()["properties"]["id"]["description"] == "Stable id across versions."

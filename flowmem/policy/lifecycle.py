@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
-from flowmem.models import UsageStats, Workflow
+from pydantic import ConfigDict
+
+from flowmem.models import UsageStats, Workflow, attribute_descriptions
 
 __all__ = [
     "Beta",
@@ -172,6 +174,9 @@ class Transition:
     """Short text with the figures, e.g. `posterior mean 0.82 ≥ parent v1 0.70 − 0.10 after 12 outcomes`."""
     cause: Cause = "manual"
     """Why, as a value code can branch on (the reason is for people)."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(json_schema_extra=attribute_descriptions)
+    """Its fields described in a model's JSON schema that holds it (`RollbackPlan`)."""
 
 
 _Change = tuple[Status, str, Cause]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.models import InductionRun, Workflow, now
+from flowmem.models import InductionRun, Workflow, attribute_descriptions, now
 from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase, Vector
@@ -46,7 +46,7 @@ class RollbackPlan(BaseModel):
     """What `Store.rollback` of a run does, decided before it does it: the preview of a
     rollback is this, and the rollback applies this."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, json_schema_extra=attribute_descriptions)
 
     run: InductionRun
     """The run to undo."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.models import UsageStats, Workflow, now
+from flowmem.models import UsageStats, Workflow, attribute_descriptions, now
 from flowmem.policy.lifecycle import Cause, Status, Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
@@ -22,7 +22,7 @@ __all__ = ["LoggedTransition", "VersionStateMixin"]
 class LoggedTransition(BaseModel):
     """A status change as the lifecycle log holds it: the `Transition` and when it was logged."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=attribute_descriptions)
 
     workflow_id: str
     """The workflow's stable id."""
