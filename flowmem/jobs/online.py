@@ -73,13 +73,7 @@ class BatchInduction(BaseModel):
     @classmethod
     def of(cls, summary: RunSummary) -> BatchInduction:
         """The figures of an induction run's summary."""
-        return cls(
-            clusters=summary.clusters,
-            clusters_changed=summary.clusters_changed,
-            clusters_deferred=summary.clusters_deferred,
-            refit=summary.refit,
-            versions_created=summary.versions_created,
-        )
+        return cls.model_validate(summary.model_dump(include=set(cls.model_fields)))
 
 
 class BatchReport(BaseModel):
