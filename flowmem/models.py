@@ -23,9 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+from flowmem.docstrings import attribute_descriptions
+
 __all__ = [
     "DEMONSTRATION",
-    "attribute_descriptions",
     "as_demonstration",
     "is_demonstration",
     "RUN_STATE_VERSION",
@@ -79,53 +80,6 @@ def placeholders_in(value: Any) -> list[str]:
                 walk(item)
 
     walk(value)
-    return found
-
-
-def attribute_descriptions(schema: dict[str, Any], cls: type) -> None:
-    """A model's JSON schema with each field's attribute docstring as its description, as
-    pydantic's `use_attribute_docstrings` gives it, but read when a schema is made (an API's
-    OpenAPI, a tool's input, an LLM's output schema), not when the class is: pydantic reads each
-    class's source at import, 20–45 ms of an agent's start for the models it loads. A model's
-    `json_schema_extra`; the schemas are the same (checked for every model of the package)."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        docs.update(_attribute_docs(klass))
-    fields = getattr(cls, "model_fields", {})
-    for name, prop in schema.get("properties", {}).items():
-        field = fields.get(name)
-        if name in docs and isinstance(prop, dict) and (field is None or field.description is None):
-            prop.setdefault("description", docs[name])
-
-
-_DOCS: dict[type, dict[str, str]] = {}
-
-
-def _attribute_docs(cls: type) -> dict[str, str]:
-    """The strings right after a class's own annotated attributes, cleaned as pydantic cleans
-    them (`inspect.cleandoc`), from its source; read once a class."""
-    found = _DOCS.get(cls)
-    if found is None:
-        import ast
-        import inspect
-        import textwrap
-
-        found = {}
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        except (OSError, TypeError, SyntaxError):  # no source (built in, interactive)
-            tree = ast.Module(body=[], type_ignores=[])
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, after in zip(body, body[1:], strict=False):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(node.target, ast.Name)
-                and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)
-            ):
-                found[node.target.id] = inspect.cleandoc(after.value.value)
-        _DOCS[cls] = found
     return found
 
 

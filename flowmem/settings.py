@@ -9,8 +9,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from flowmem.docstrings import attribute_descriptions
 from flowmem.induction.cluster.cluster import ClusterParams
-from flowmem.models import NAMESPACE_PATTERN, attribute_descriptions
+from flowmem.models import NAMESPACE_PATTERN
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
 
 __all__ = ["EMBEDDER_FLOORS", "Settings"]

@@ -6,7 +6,8 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from flowmem.models import Trajectory, Workflow, attribute_descriptions, placeholders_in
+from flowmem.docstrings import attribute_descriptions
+from flowmem.models import Trajectory, Workflow, placeholders_in
 from tests.factories import make_workflow
 
 

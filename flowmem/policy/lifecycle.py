@@ -18,7 +18,8 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from flowmem.models import UsageStats, Workflow, attribute_descriptions
+from flowmem.docstrings import attribute_descriptions
+from flowmem.models import UsageStats, Workflow
 
 __all__ = [
     "Beta",

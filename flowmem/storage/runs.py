@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.models import InductionRun, Workflow, attribute_descriptions, now
+from flowmem.docstrings import attribute_descriptions
+from flowmem.models import InductionRun, Workflow, now
 from flowmem.policy.lifecycle import Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase, Vector

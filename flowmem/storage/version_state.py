@@ -10,7 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.models import UsageStats, Workflow, attribute_descriptions, now
+from flowmem.docstrings import attribute_descriptions
+from flowmem.models import UsageStats, Workflow, now
 from flowmem.policy.lifecycle import Cause, Status, Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
