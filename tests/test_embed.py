@@ -139,6 +139,28 @@ def test_the_corpus_embeds_as_scikit_learn_did(monkeypatch: object) -> None:
     _assert_same(HashingEmbedder(37).embed(CORPUS), _sklearn_reference(CORPUS, 37))
 
 
+def test_one_text_embeds_bit_for_bit_as_its_row_of_a_batch() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    # One text takes its own path (a search's task); a batch of two, the batch path.
+    for dim in (384, 37, 1):
+        batch = HashingEmbedder(dim).embed(CORPUS)
+        for i, text in enumerate(CORPUS):
+            assert np.array_equal(HashingEmbedder(dim).embed([text])[0], batch[i])
+
+    chars = st.one_of(st.characters(exclude_categories=["Cs"]), st.sampled_from(" \t\n\u00a0aÉ_1"))
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(text=st.text(chars, max_size=60), dim=st.sampled_from([384, 37, 1]))
+    def check(text: str, dim: int) -> None:
+        one = HashingEmbedder(dim).embed([text])
+        assert one.shape == (1, dim) and one.dtype == np.float32
+        assert np.array_equal(one[0], HashingEmbedder(dim).embed([text, "x"])[0])
+
+    check()
+
+
 def test_a_single_string_is_refused() -> None:
     import pytest
 
