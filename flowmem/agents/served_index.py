@@ -14,6 +14,7 @@ commit made through the same `Store` object.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
 from flowmem.storage.served import ServedRows
 
-__all__ = ["CONTEXT_K", "ServedIndex"]
+__all__ = ["CONTEXT_K", "ServedIndex", "stop_builds"]
 
 CONTEXT_K = 3
 """How many workflows `WorkflowMemory.context` serves an agent at most, unless told otherwise
@@ -129,14 +130,10 @@ class ServedIndex:
     def _build_ann(self, slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
         """Build an ANN into the slot in a background thread (here when `ann_wait`): a reload
         is served at once by brute force, and by the ANN once it is ready."""
-
-        def build() -> None:
-            slot.ann = build_ann(vectors)
-
         if self.ann_wait:
-            build()
+            slot.ann = build_ann(vectors)
         else:
-            threading.Thread(target=build, name="flowmem-ann", daemon=True).start()
+            _start_build(slot, vectors)
 
     def served(self) -> list[Workflow]:
         """The versions being served now (a workflow's candidate on trial too)."""
@@ -175,3 +172,43 @@ class ServedIndex:
             evidence = self._evidence
         vector = self.store.embedder.embed([task])[0] if query is None else query
         return retrieval.floor_keeps(evidence, task, vector, self.bounds, similarity, by_example)
+
+
+_stopping = threading.Event()
+_builds: set[threading.Thread] = set()
+_builds_lock = threading.Lock()
+_registered: list[bool] = []
+
+
+def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
+    """Build an ANN into the slot in a daemon thread that `stop_builds` stops at exit."""
+
+    def build() -> None:
+        try:
+            slot.ann = build_ann(vectors, stop=_stopping)
+        finally:
+            with _builds_lock:
+                _builds.discard(thread)
+
+    thread = threading.Thread(target=build, name="flowmem-ann", daemon=True)
+    with _builds_lock:
+        if not _registered:
+            atexit.register(stop_builds)
+            _registered.append(True)
+        _builds.add(thread)
+    thread.start()
+
+
+def stop_builds(timeout: float = 30.0) -> None:
+    """Stop the ANN builds running in the background and wait for them (at most `timeout`
+    seconds in all), so that none is inside faiss when the interpreter finalizes: a daemon
+    thread that comes back from C++ then is ended by a forced unwind, which aborts the process
+    ("terminate called without an active exception", exit status 134). Each build stops
+    within one chunk of rows (`retrieval.ann.ADD_CHUNK`). Registered with `atexit` when the
+    first build starts; a build started after it ran stops before its first chunk."""
+    _stopping.set()
+    deadline = time.monotonic() + timeout
+    with _builds_lock:
+        running = list(_builds)
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))

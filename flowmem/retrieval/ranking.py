@@ -378,8 +378,7 @@ class Snapshot:
         count = max(_FIRST_KEYS, 2 * ask.m)
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
-            with _ONE_BLAS_THREAD:
-                cosines = self.index.vectors[keys] @ query
+            cosines = ann.products(self.index.vectors, query, keys)
             # Every key the ANN did not return is at most as similar as the farthest it did
             # (rounded as the scores are: monotone), and its version's factor at most the largest.
             farthest = float(snap_cosines(cosines.min(initial=1.0)))
