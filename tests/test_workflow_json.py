@@ -150,3 +150,30 @@ def test_sliced_and_large_text_columns_read_their_own_rows() -> None:
     reader = WorkflowReader(_columns(large))
     for i in range(len(large)):
         _same(Workflow.model_validate_json(reader.document(i, **_live(i))), _old(table, i, **_live(i)))
+
+
+def test_several_rows_read_together_as_each_alone_and_a_refused_one_falls_back() -> None:
+    table = _table(_workflows())
+    steps = table.column("steps").to_pylist()
+    steps[4] = '[{"action": "a.b", "args": {"x": "\\ud800"}}]'  # refused by pydantic's parser
+    table = table.set_column(table.column_names.index("steps"), "steps", pa.array(steps, pa.string()))
+    reader = WorkflowReader(_columns(table))
+
+    def together(positions: list[int]) -> list[Workflow]:
+        live = [_live(i) for i in positions]
+        return reader.workflows(
+            positions,
+            [x["status"] for x in live],
+            [x["stats"] for x in live],
+            [x["created_at"] for x in live],
+        )
+
+    for positions in ([0, 1, 2], [5, 0, 5], [3], []):
+        got = together(positions)
+        assert len(got) == len(positions)
+        for w, i in zip(got, positions, strict=True):
+            _same(w, _old(table, i, **_live(i)))
+    got = together([2, 4, 1])
+    assert got[1].steps[0].args["x"] == "\ud800"
+    for w, i in zip(got, [2, 4, 1], strict=True):
+        _same(w, _old(table, i, **_live(i)), as_json=i != 4)

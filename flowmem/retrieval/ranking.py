@@ -89,6 +89,9 @@ class Columns(Protocol):
     def workflow(self, i: int) -> Workflow:
         """The `Workflow` at position i, with its live status and stats."""
 
+    def workflows(self, positions: Sequence[int]) -> list[Workflow]:
+        """`workflow` of each of these positions, built together."""
+
 
 class _OneBlasThread:
     """One BLAS thread while any search runs a product: the process's setting is saved by the
@@ -224,17 +227,24 @@ class Snapshot:
 
     def workflow(self, i: int) -> Workflow:
         """The served version at position i (built from its row once, then cached)."""
+        return self.workflows([i])[0]
+
+    def workflows(self, positions: Sequence[int]) -> list[Workflow]:
+        """The served versions at these positions (those not cached built together, then
+        cached)."""
         with self._lock:
-            found = self._cache.get(i)
-            if found is not None:
+            found = {i: self._cache[i] for i in positions if i in self._cache}
+            for i in found:
                 self._cache.move_to_end(i)
-                return found
-        found = self.rows.workflow(i)
-        with self._lock:
-            self._cache[i] = found
-            while len(self._cache) > _CACHE:
-                self._cache.popitem(last=False)
-        return found
+        missing = list(dict.fromkeys(i for i in positions if i not in found))
+        if missing:
+            built = dict(zip(missing, self.rows.workflows(missing), strict=True))
+            found.update(built)
+            with self._lock:
+                self._cache.update(built)
+                while len(self._cache) > _CACHE:
+                    self._cache.popitem(last=False)
+        return [found[i] for i in positions]
 
     def wants_ann(self) -> bool:
         """Whether this snapshot is large enough for an ANN."""

@@ -129,9 +129,10 @@ def search(
         top = compose(_Lazy(snap, ranked[:n].tolist()), k)
     else:  # what compose gives task-level workflows, without building them
         top = list(range(min(k, n)))
+    served = snap.workflows([int(ranked[p]) for p in top])  # built together: one validation
     return [
-        Hit(snap.workflow(int(ranked[p])), float(scores[p]), float(similarity[p]), bool(by_example[p]))
-        for p in top
+        Hit(w, float(scores[p]), float(similarity[p]), bool(by_example[p]))
+        for w, p in zip(served, top, strict=True)
     ]
 
 

@@ -106,12 +106,22 @@ class ServedRows:
     def workflow(self, i: int) -> Workflow:
         """The `Workflow` at position i, with its live status and stats (its row read as one
         JSON document: `storage.workflow_json`)."""
+        return self.workflows([i])[0]
+
+    def workflows(self, positions: Sequence[int]) -> list[Workflow]:
+        """The `Workflow`s at these positions, with their live status and stats, validated in
+        one call (`storage.workflow_json.WorkflowReader.workflows`)."""
         reader = self._reader
         if reader is None:
             reader = WorkflowReader(self.columns())
             object.__setattr__(self, "_reader", reader)
-        created = _EPOCH + timedelta(microseconds=int(self._created()[i]))
-        return reader.workflow(i, status=self.statuses[i], stats=self.stats[i], created_at=created)
+        micros = self._created()
+        return reader.workflows(
+            positions,
+            [self.statuses[i] for i in positions],
+            [self.stats[i] for i in positions],
+            [_EPOCH + timedelta(microseconds=int(micros[i])) for i in positions],
+        )
 
     def _created(self) -> npt.NDArray[np.int64]:
         """`created_at` as microseconds since the epoch, one array read once (a timestamp's
