@@ -16,19 +16,21 @@ way, `rows.workflow_from_row`, so that what is served, and any error, is the sam
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from flowmem.models import UsageStats, Workflow
 from flowmem.storage import rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pydantic import TypeAdapter
 
 __all__ = ["WorkflowReader"]
 
@@ -39,7 +41,6 @@ _FEW = ("scope", "agent", "namespace", "kind")
 """Text columns of a few distinct values: encoded once, each value quoted once."""
 _NUMBER = ("version", "parent_version", "cluster_id")
 _quoted: Callable[[str], str] = json.encoder.encode_basestring_ascii
-_MANY = TypeAdapter(list[Workflow])
 
 
 def _text(array: pa.Array) -> Callable[[int], str]:
@@ -74,6 +75,15 @@ def _number(array: pa.Array) -> Callable[[int], str]:
     valid = array.is_valid().to_numpy(zero_copy_only=False)
     numbers = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     return lambda i: str(int(numbers[i])) if valid[i] else "null"
+
+
+@functools.cache
+def _many() -> TypeAdapter[list[Workflow]]:
+    """The validator of a JSON array of workflows (made, and pydantic's `TypeAdapter` imported,
+    on the first search rather than at import)."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[Workflow])
 
 
 class WorkflowReader:
@@ -121,7 +131,7 @@ class WorkflowReader:
         items = list(zip(positions, statuses, stats, created, strict=True))
         try:
             documents = [self.document(i, status=s, stats=u, created_at=c) for i, s, u, c in items]
-            return _MANY.validate_json(f"[{','.join(documents)}]")
+            return _many().validate_json(f"[{','.join(documents)}]")
         except (ValidationError, ValueError, KeyError):
             return [self.workflow(i, status=s, stats=u, created_at=c) for i, s, u, c in items]
 
