@@ -207,3 +207,24 @@ def test_a_hit_is_built_from_its_row_as_the_store_reads_that_version(settings: S
         assert got.model_dump_json() == want.model_dump_json()
     assert any(w.stats.served for w in expected.values())
     assert any(w.status == "candidate" for w in expected.values())
+
+
+def test_the_served_sources_are_those_of_the_served_workflows(settings: Settings, tmp_path: Path) -> None:
+    """`ServedIndex.sources` reads the served versions' source runs from their column: the ids
+    every served `Workflow` holds, none missing, none more (what `search_workflow` leaves out of
+    the recorded procedures it returns); none for a namespace nothing is served in."""
+    index = _index(settings, None)
+    rng = random.Random(3)
+    sourced = [
+        _workflow(
+            200 + i, 1, rng, status=["active", "candidate", "deprecated"][i % 3], source_trajectory_ids=ids
+        )
+        for i, ids in enumerate([[f"run{i}#0", f"run{i + 1}", "shared"] for i in range(12)] + [[]])
+    ]
+    keys = {w.id: index.store.embedder.embed([_task(rng)]) for w in sourced}
+    index.store.commit_run(InductionRun(id="seed-3"), sourced, keys=keys)
+    want = {rid for w in index.served() for rid in w.source_trajectory_ids}
+    assert len(want) > 10 and "run0#0" in want and "run2#0" not in want  # a deprecated version's
+    assert index.sources() == want
+    empty = ServedIndex(store_from(Settings(db=str(tmp_path / "empty"))), "default")
+    assert empty.sources() == frozenset() and empty.served() == []

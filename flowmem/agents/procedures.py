@@ -225,7 +225,7 @@ def search_procedures(
     index = memory.index_of(ns)
     hits = index.search(query, k=k)
     found = [_workflow(memory, h, ns) for h in hits]
-    induced = {rid.split("#", 1)[0] for w in index.served() for rid in w.source_trajectory_ids}
+    induced = {rid.split("#", 1)[0] for rid in index.sources()}  # not served(): a Workflow each
     runs, vectors = memory.store.trajectory_index(namespace=ns, source=SOURCE)
     fresh = [i for i, r in enumerate(runs) if r.id not in induced]
     if not fresh:

@@ -142,6 +142,14 @@ class ServedIndex:
             snap = self._snapshot
         return [snap.workflow(i) for i in range(len(snap))]
 
+    def sources(self) -> frozenset[str]:
+        """The source trajectory ids of the versions being served now (those of `served()`,
+        read from their column once per reload: no `Workflow` is built)."""
+        with self._lock:
+            self._refresh()
+            snap = self._snapshot
+        return snap.rows.sources()
+
     def search(
         self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None
     ) -> list[Hit]:

@@ -92,6 +92,9 @@ class Columns(Protocol):
     def workflows(self, positions: Sequence[int]) -> list[Workflow]:
         """`workflow` of each of these positions, built together."""
 
+    def sources(self) -> frozenset[str]:
+        """The source trajectory ids of every version, without building a `Workflow`."""
+
 
 class _OneBlasThread:
     """One BLAS thread while any search runs a product: the process's setting is saved by the

@@ -66,6 +66,7 @@ class ServedRows:
     _micros: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
     """`created_at` in microseconds (`_created`), read once."""
     _reader: WorkflowReader | None = field(default=None, repr=False, compare=False)
+    _sources: frozenset[str] | None = field(default=None, repr=False, compare=False)
     """What builds a served version's `Workflow` (`workflow`), made on the first."""
 
     @classmethod
@@ -107,6 +108,18 @@ class ServedRows:
         """The `Workflow` at position i, with its live status and stats (its row read as one
         JSON document: `storage.workflow_json`)."""
         return self.workflows([i])[0]
+
+    def sources(self) -> frozenset[str]:
+        """The source trajectory ids of every served version (`Workflow.source_trajectory_ids`,
+        all of them), read from their column once, without building a `Workflow`."""
+        found = self._sources
+        if found is None:
+            import pyarrow.compute as pc
+
+            column = None if self.table is None else self.columns().get("source_trajectory_ids")
+            found = frozenset() if column is None else frozenset(pc.list_flatten(column).to_pylist())
+            object.__setattr__(self, "_sources", found)
+        return found
 
     def workflows(self, positions: Sequence[int]) -> list[Workflow]:
         """The `Workflow`s at these positions, with their live status and stats, validated in
