@@ -226,5 +226,6 @@ def test_the_served_sources_are_those_of_the_served_workflows(settings: Settings
     want = {rid for w in index.served() for rid in w.source_trajectory_ids}
     assert len(want) > 10 and "run0#0" in want and "run2#0" not in want  # a deprecated version's
     assert index.sources() == want
+    assert index.count() == len(index.served()) > 100
     empty = ServedIndex(store_from(Settings(db=str(tmp_path / "empty"))), "default")
-    assert empty.sources() == frozenset() and empty.served() == []
+    assert empty.sources() == frozenset() and empty.served() == [] and empty.count() == 0

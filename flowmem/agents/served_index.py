@@ -142,6 +142,12 @@ class ServedIndex:
             snap = self._snapshot
         return [snap.workflow(i) for i in range(len(snap))]
 
+    def count(self) -> int:
+        """How many versions are being served now (`served()`'s length, without building them)."""
+        with self._lock:
+            self._refresh()
+            return len(self._snapshot)
+
     def sources(self) -> frozenset[str]:
         """The source trajectory ids of the versions being served now (those of `served()`,
         read from their column once per reload: no `Workflow` is built)."""

@@ -26,7 +26,7 @@ def search(
     settings = Settings()
     with WorkflowMemory(settings, store=open_existing(settings)) as memory:
         require_namespace(memory.store, settings.namespace)
-        if not memory.index.served():
+        if not memory.index.count():  # counted, not built
             raise fail(f"no workflows in namespace {settings.namespace!r} yet: run `flowmem induce` first", 1)
         hits = memory.search(task, k, agent=agent)
     if as_json:
