@@ -15,6 +15,7 @@ commit made through the same `Store` object.
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -135,26 +136,25 @@ class ServedIndex:
         else:
             _start_build(slot, vectors)
 
-    def served(self) -> list[Workflow]:
-        """The versions being served now (a workflow's candidate on trial too)."""
+    def _fresh(self) -> Snapshot:
+        """The snapshot, reloaded first if the store has moved on."""
         with self._lock:
             self._refresh()
-            snap = self._snapshot
+            return self._snapshot
+
+    def served(self) -> list[Workflow]:
+        """The versions being served now (a workflow's candidate on trial too)."""
+        snap = self._fresh()
         return [snap.workflow(i) for i in range(len(snap))]
 
     def count(self) -> int:
         """How many versions are being served now (`served()`'s length, without building them)."""
-        with self._lock:
-            self._refresh()
-            return len(self._snapshot)
+        return len(self._fresh())
 
     def sources(self) -> frozenset[str]:
         """The source trajectory ids of the versions being served now (those of `served()`,
         read from their column once per reload: no `Workflow` is built)."""
-        with self._lock:
-            self._refresh()
-            snap = self._snapshot
-        return snap.rows.sources()
+        return self._fresh().rows.sources()
 
     def search(
         self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None
@@ -191,7 +191,6 @@ class ServedIndex:
 _stopping = threading.Event()
 _builds: set[threading.Thread] = set()
 _builds_lock = threading.Lock()
-_registered: list[bool] = []
 
 
 def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
@@ -205,12 +204,16 @@ def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
                 _builds.discard(thread)
 
     thread = threading.Thread(target=build, name="flowmem-ann", daemon=True)
+    _register_stop()
     with _builds_lock:
-        if not _registered:
-            atexit.register(stop_builds)
-            _registered.append(True)
         _builds.add(thread)
     thread.start()
+
+
+@functools.cache
+def _register_stop() -> None:
+    """`stop_builds` runs at exit: registered with the first build, once."""
+    atexit.register(stop_builds)
 
 
 def stop_builds(timeout: float = 30.0) -> None:

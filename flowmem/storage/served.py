@@ -66,8 +66,9 @@ class ServedRows:
     _micros: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
     """`created_at` in microseconds (`_created`), read once."""
     _reader: WorkflowReader | None = field(default=None, repr=False, compare=False)
+    """What builds a served version's `Workflow` (`workflows`), made on the first."""
     _sources: frozenset[str] | None = field(default=None, repr=False, compare=False)
-    """What builds a served version's `Workflow` (`workflow`), made on the first."""
+    """`sources`, read once."""
 
     @classmethod
     def empty(cls, dim: int) -> ServedRows:
