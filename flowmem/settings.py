@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from flowmem.docstrings import attribute_descriptions
-from flowmem.induction.cluster.cluster import ClusterParams
 from flowmem.models import NAMESPACE_PATTERN
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind
+
+if TYPE_CHECKING:  # imported when asked for: the clustering module loads numpy, agents need neither
+    from flowmem.induction.cluster.cluster import ClusterParams
 
 __all__ = ["EMBEDDER_FLOORS", "Settings"]
 
@@ -262,6 +264,8 @@ class Settings(BaseSettings):
     @property
     def cluster_params(self) -> ClusterParams:
         """The clustering settings."""
+        from flowmem.induction.cluster.cluster import ClusterParams
+
         return ClusterParams(
             min_cluster_size=self.min_cluster_size,
             min_samples=self.cluster_min_samples,

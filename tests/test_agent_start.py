@@ -1,10 +1,11 @@
 """An agent starts without loading the store's SDK (issue 41, item 1): importing
-`flowmem.agents`, opening a memory and recording import none of LanceDB, Arrow, pandas,
-Prefect, OpenAI, scikit-learn, HDBSCAN or FastAPI on the agent's thread; the writer opens the
-store on its own, and a process that ends at once, normally or by Ctrl-C, still stores its runs.
+`flowmem.agents`, opening a memory and recording import none of LanceDB, Arrow, numpy, pandas,
+Prefect, OpenAI, scikit-learn, HDBSCAN or FastAPI on the agent's thread; the writer builds and
+opens the store on its own, and a process that ends at once, normally or by Ctrl-C, still
+stores its runs.
 
-Each agent runs in a fresh process. Its writer is held before it opens the store (the test
-wraps `Store.prepare`, the writer's first call) until the agent has recorded, so what the
+Each agent runs in a fresh process. Its writer is held before it builds the store (the test
+wraps `StoreSlot.get`, the writer's first call) until the agent has recorded, so what the
 agent's thread loaded is read while nothing else can have loaded anything: the check does not
 depend on how fast the machine is. `bench/agent_start.py` measures the time it saves.
 """
@@ -22,23 +23,35 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from tests.processes import READY_LIMIT
 
-HEAVY = ("lancedb", "lance", "pyarrow", "pandas", "prefect", "openai", "sklearn", "hdbscan", "fastapi")
+HEAVY = (
+    "lancedb",
+    "lance",
+    "pyarrow",
+    "numpy",
+    "pandas",
+    "prefect",
+    "openai",
+    "sklearn",
+    "hdbscan",
+    "fastapi",
+)
 """What an agent's start must not import: the store's SDK and the rest of the heavy stack."""
 
 AGENT = textwrap.dedent(
     """
     import atexit, json, sys, threading
-    held = threading.Event()  # the writer waits on it before it opens the store
+    held = threading.Event()  # the writer waits on it before it builds the store
 
     import flowmem.agents
     from flowmem.agents import WorkflowMemory
-    from flowmem.storage import Store
+    from flowmem.agents.writer import StoreSlot
 
-    prepare = Store.prepare
-    def gated(store):
-        held.wait()
-        prepare(store)
-    Store.prepare = gated
+    get = StoreSlot.get
+    def gated(slot):
+        if threading.current_thread().name == "flowmem-writer":
+            held.wait()
+        return get(slot)
+    StoreSlot.get = gated
 
     memory = WorkflowMemory.open(sys.argv[1])
     with memory.record("forward the invoice about the Q3 report to ana", id="first") as run:
@@ -46,7 +59,7 @@ AGENT = textwrap.dedent(
         run.finish(success=True)
     loaded = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.argv[2])))
     print(json.dumps({"loaded": loaded, "opening": memory.opening()}), flush=True)
-    atexit.register(held.set)  # at exit (before flowmem's handler): the store opens now
+    atexit.register(held.set)  # at exit (before flowmem's handler): the store is built now
     if sys.argv[3] == "ctrl-c":
         raise KeyboardInterrupt
     """
@@ -74,7 +87,7 @@ def test_recording_loads_no_heavy_module_and_a_run_recorded_before_a_normal_exit
 
 
 def test_ctrl_c_while_the_store_opens_stores_the_run_and_ends_by_sigint(tmp_path: Path) -> None:
-    """The store opening at exit imports C extensions, after which Python would end with
+    """The store built and opened at exit imports C extensions, after which Python would end with
     status 1: the process ends by SIGINT as Ctrl-C ends any other (`shutdown._end_as_interrupted`)."""
     db = tmp_path / "db"
     done = _agent(db, "ctrl-c")

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from flowmem.agents import shutdown
 from flowmem.agents.recording import Run, RunWarning, current_run
-from flowmem.agents.writer import Writer, journal_run, open_journal
-from flowmem.jobs.factories import store_from
+from flowmem.agents.writer import StoreSlot, Writer, journal_run, open_journal
+from flowmem.jobs.factories import check_store, store_from
 from flowmem.jobs.outcome import report_outcome
 from flowmem.models import WorkflowRef
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
 if TYPE_CHECKING:  # imported where searched: recording loads no search machinery (docs/performance.md)
     from flowmem.agents.legomem import Strategy
     from flowmem.agents.procedures import FoundWorkflow
     from flowmem.agents.served_index import ServedIndex
     from flowmem.retrieval.search import Hit
+    from flowmem.storage import Store
 
 __all__ = ["WorkflowMemory"]
 
@@ -53,26 +53,44 @@ class WorkflowMemory:
     def __init__(self, settings: Settings | str | os.PathLike[str], *, store: Store | None = None) -> None:
         """A memory on the store the settings name, or on the store at a path or URI.
 
+        The store itself is built and opened by the memory's writer, on its own thread; what
+        building it would refuse is checked here first (`jobs.factories.check_store`).
+
         Raises:
             StoreLocationError: (a `ValueError`) if the location cannot be a store; the
                 message says what can.
+            ModelFileError: (a `ValueError`) if the static embedder's directory holds no
+                model.
         """
         settings = _settings_of(settings)
         self.settings = settings
-        self.store = store if store is not None else store_from(settings)
+        if store is None:
+            check_store(settings)
+        # The writer builds the store (its modules, the embedder) and opens it (LanceDB's
+        # import, the connection) on its own thread: the agent starts without waiting for it.
+        build = functools.partial(store_from, settings)
+        slot = StoreSlot(build) if store is None else StoreSlot.holding(store)
         self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._closed = False
         self._indexes: dict[str, ServedIndex] = {}
         # Durable hooks: each finished run is fsync'ed to a journal first (replayed here if a
         # killed process left one).
-        self._journal = open_journal(self.store, settings) if settings.durable else None
+        self._journal = open_journal(slot, settings) if settings.durable else None
         journal = self._journal
         self._journal_hook = functools.partial(journal_run, journal, settings) if journal else None
-        # The writer opens the store (LanceDB's import, the connection) and takes back what
-        # earlier memories spilled on its own thread: the agent starts without waiting for it.
-        self._writer = Writer(self.store, settings, journal=journal)
+        self._writer = Writer(slot, settings, journal=journal)
         self._writer.start()
         shutdown.track(self)
+
+    @property
+    def store(self) -> Store:
+        """The store this memory records into; the first use waits until the writer has built
+        it (a search's first call, at most a fraction of a second after opening).
+
+        Raises:
+            Exception: what building the store raised (the embedder's model missing, ...).
+        """
+        return self._writer.store
 
     @classmethod
     def open(

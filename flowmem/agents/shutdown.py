@@ -62,14 +62,14 @@ def _close_all(*, from_signal: bool = False) -> None:
 
 def _at_exit() -> None:
     """Store what every open memory holds, then let go of LanceDB's handles before the
-    interpreter finalizes (`storage.base.release_all`). A process that Ctrl-C ends while a
-    memory's writer still opens its store ends by SIGINT all the same (`_end_as_interrupted`)."""
-    from flowmem.storage.base import release_all
-
+    interpreter finalizes (`storage.base.release_all`; a process that never built a store has
+    no handle and does not import it). A process that Ctrl-C ends while a memory's writer still
+    opens its store ends by SIGINT all the same (`_end_as_interrupted`)."""
     interrupted = isinstance(getattr(sys, "last_value", None), KeyboardInterrupt)
     opening = any(memory.opening() for memory in list(_open))
     _close_all()
-    release_all()
+    if (base := sys.modules.get("flowmem.storage.base")) is not None:
+        base.release_all()
     if interrupted and opening:
         _end_as_interrupted()
 

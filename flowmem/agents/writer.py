@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flowmem.agents.recording import Run
 from flowmem.interchange import spill, write_spool_file
@@ -25,9 +26,11 @@ from flowmem.models import Trajectory
 from flowmem.policy.scrub import scrub_trajectory
 from flowmem.policy.usage import usage_from
 from flowmem.settings import Settings
-from flowmem.storage import Store
 
-__all__ = ["Writer", "journal_run", "open_journal", "take_back_spill"]
+if TYPE_CHECKING:  # built on the writer's thread (`StoreSlot`): the agent's imports none of it
+    from flowmem.storage import Store
+
+__all__ = ["StoreSlot", "Writer", "journal_run", "open_journal", "take_back_spill"]
 
 log = logging.getLogger("flowmem.memory")
 
@@ -54,6 +57,48 @@ def reason(err: BaseException) -> str:
 _RUST_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")
 
 
+class StoreSlot:
+    """A store built once, on first use, by whichever thread asks first.
+
+    A memory's writer asks first, on its own thread (`Writer.run`): building a store imports
+    the store's modules and its embedder's (numpy among them), which the agent's thread then
+    never imports; a search that comes before the writer has built it waits for the build. A
+    build that failed raises its error again to every later asker (the writes say why and
+    spill their runs)."""
+
+    def __init__(self, build: Callable[[], Store]) -> None:
+        self._build = build
+        self._store: Store | None = None
+        self._error: Exception | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def holding(cls, store: Store) -> StoreSlot:
+        """A slot with a store already built."""
+        slot = cls(lambda: store)
+        slot._store = store
+        return slot
+
+    def get(self) -> Store:
+        """The store, built now if no thread has built it yet.
+
+        Raises:
+            Exception: whatever building it raised, this time and every later one.
+        """
+        if (store := self._store) is not None:
+            return store
+        with self._lock:
+            if self._store is None:
+                if self._error is not None:
+                    raise self._error
+                try:
+                    self._store = self._build()
+                except Exception as err:
+                    self._error = err
+                    raise
+            return self._store
+
+
 @dataclass
 class Tally:
     """What a writer could not store, for the report at close."""
@@ -75,18 +120,23 @@ class Tally:
 class Writer(threading.Thread):
     """Stores finished runs in batches from a daemon thread; every wait on it is bounded.
 
-    Started when its memory opens, the thread first opens the store (`Store.prepare`: it
-    imports LanceDB and Arrow, connects, creates the trajectories table) and takes back what
-    earlier memories spilled, so the agent's thread imports neither; `flush` and `close` wait
+    Started when its memory opens, the thread first builds the store (`StoreSlot`) and opens
+    it (`Store.prepare`: it imports LanceDB and Arrow, connects, creates the trajectories
+    table) and takes back what earlier memories spilled, so the agent's thread imports none
+    of that; `flush` and `close` wait
     for that too, up to `OPEN_LIMIT` (a process that exits at once still stores its runs). A
     run that arrives meanwhile waits in the queue. At interpreter exit Python refuses a module
     that registers a threading exit hook, as `concurrent.futures.thread` does when `lancedb`
     imports it: this module imports it first, so the import can finish there.
     """
 
-    def __init__(self, store: Store, settings: Settings, *, journal: Journal | None = None) -> None:
+    def __init__(
+        self, store: Store | StoreSlot, settings: Settings, *, journal: Journal | None = None
+    ) -> None:
         super().__init__(name="flowmem-writer", daemon=True)
-        self.store, self.settings, self.journal = store, settings, journal
+        self.slot = store if isinstance(store, StoreSlot) else StoreSlot.holding(store)
+        """The store it writes to, built on this thread when it starts."""
+        self.settings, self.journal = settings, journal
         self.spill_path = spill.spill_path(settings)
         self.tally = Tally()
         self._tally_lock = threading.Lock()
@@ -180,15 +230,25 @@ class Writer(threading.Thread):
         self._idle.clear()  # opening the store is this thread's first batch (`drain` waits for it)
         super().start()
 
+    @property
+    def store(self) -> Store:
+        """The store it writes to (built by the first thread that asks: `StoreSlot`)."""
+        return self.slot.get()
+
     def _open(self) -> None:
-        """Open the store and take back the spill file, on this thread (never raises: a store
-        that cannot be opened fails the writes, which say why)."""
+        """Build and open the store and take back the spill file, on this thread (never
+        raises: a store that cannot be built or opened fails the writes, which say why)."""
+        try:
+            store = self.store
+        except Exception:
+            log.debug("flowmem: building the store failed; the writes will say why", exc_info=True)
+            return
         try:
             if self.settings.record_to == "store":
-                self.store.prepare()
+                store.prepare()
         except Exception:
             log.debug("flowmem: opening the store failed; the writes will say why", exc_info=True)
-        take_back_spill(self.store, self.settings)
+        take_back_spill(store, self.settings)
 
     @property
     def opened(self) -> bool:
@@ -413,8 +473,9 @@ def take_back_spill(store: Store, settings: Settings) -> int:
     return taken
 
 
-def open_journal(store: Store, settings: Settings) -> Journal:
-    """Open this process's journal, first storing what killed processes left in theirs."""
+def open_journal(store: Store | StoreSlot, settings: Settings) -> Journal:
+    """Open this process's journal, first storing what killed processes left in theirs (the
+    store is built for them only if there are any)."""
     journal = Journal(settings.journal_path).open()
     replayer = Writer(store, settings)  # never started: its storing path, on this thread
     for lock, runs in journal.orphans():

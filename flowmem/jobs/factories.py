@@ -2,19 +2,25 @@
 
 Each choice is a table from a name to a builder that imports what it needs only when it is
 called, so choosing the rule inducer never imports the OpenAI SDK and an agent process that
-opens a store imports no induction machinery.
+opens a store imports no induction machinery; importing this module imports neither the store
+nor an embedder (an agent's thread checks the settings here, `check_store`, and its writer
+builds the store).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from flowmem.induction.base import Inducer
-from flowmem.retrieval.embed import CachedEmbedder, Embedder, HashingEmbedder, MemoryCache
 from flowmem.settings import Settings
-from flowmem.storage import Store
+from flowmem.storage.location import check_location
 
-__all__ = ["EMBEDDERS", "INDUCERS", "embedder_from", "inducer_from", "store_from"]
+if TYPE_CHECKING:  # imported by the builders: an agent's thread imports none of them (`check_store`)
+    from flowmem.induction.base import Inducer
+    from flowmem.retrieval.embed import Embedder
+    from flowmem.storage import Store
+
+__all__ = ["EMBEDDERS", "INDUCERS", "check_store", "embedder_from", "inducer_from", "store_from"]
 
 
 def _rule_inducer(settings: Settings) -> Inducer:
@@ -35,12 +41,15 @@ INDUCERS: dict[str, Callable[[Settings], Inducer]] = {"rule": _rule_inducer, "ll
 
 
 def _hashing_embedder(settings: Settings) -> Embedder:
+    from flowmem.retrieval.embed import CachedEmbedder, HashingEmbedder, MemoryCache
+
     # Hashing costs less than any lookup: an in-process cache only.
     return CachedEmbedder(HashingEmbedder(settings.embedding_dim), MemoryCache(50_000))
 
 
 def _openai_embedder(settings: Settings) -> Embedder:
     from flowmem.providers.openai import embedder_from_settings
+    from flowmem.retrieval.embed import CachedEmbedder, MemoryCache
     from flowmem.storage.object_store import storage_options
     from flowmem.storage.vector_cache import StoreVectorCache
 
@@ -53,6 +62,7 @@ def _openai_embedder(settings: Settings) -> Embedder:
 
 def _static_embedder(settings: Settings) -> Embedder:
     from flowmem.providers.static import StaticEmbedder
+    from flowmem.retrieval.embed import CachedEmbedder, MemoryCache
 
     # Settings refuse `static` without a path; a model averages a few rows per text, cheaper
     # than a store lookup: an in-process cache only, as for hashing.
@@ -86,4 +96,24 @@ def embedder_from(settings: Settings) -> Embedder:
 
 def store_from(settings: Settings) -> Store:
     """The store the settings name, with the embedder they select."""
+    from flowmem.storage import Store
+
     return Store(settings, embedder=embedder_from(settings))
+
+
+def check_store(settings: Settings) -> None:
+    """Refuse at once what `store_from` would refuse, with `stat`s alone and importing neither
+    the store's modules nor the embedder's: a location that cannot be a store, a static
+    model's directory that holds no model. An agent's memory checks this on the agent's thread
+    and builds the store on its writer's (`flowmem.agents.writer.StoreSlot`).
+
+    Raises:
+        StoreLocationError: if the location cannot be a store.
+        ModelFileError: if the static embedder's directory holds no model.
+    """
+    check_location(settings.db)
+    if settings.embedder == "static":
+        from flowmem.providers.static_files import check_model
+
+        assert settings.embedder_path is not None  # the settings refuse `static` without it
+        check_model(settings.embedder_path)

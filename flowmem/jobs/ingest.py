@@ -6,12 +6,15 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowmem.interchange import Rejection, read_trajectories, write_lines
 from flowmem.models import Trajectory, as_demonstration
 from flowmem.policy.scrub import DEFAULT_SCRUB, ScrubKind, scrub_text, scrub_trajectory
 from flowmem.settings import Settings
-from flowmem.storage import Store
+
+if TYPE_CHECKING:  # imported when first used: an agent's writer builds its store apart
+    from flowmem.storage import Store
 
 __all__ = [
     "Conflict",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from flowmem.policy.scrub import ScrubKind, scrub_text
 from flowmem.policy.usage import outcome_change
-from flowmem.storage import Store
+
+if TYPE_CHECKING:  # imported when first used: an agent's writer builds its store apart
+    from flowmem.storage import Store
 
 __all__ = ["report_outcome"]
 

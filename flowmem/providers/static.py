@@ -21,36 +21,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from flowmem.providers.static_files import FILES, ModelFileError, check_model, model_problem
 from flowmem.providers.wordpiece import WordPiece
 
 __all__ = ["FILES", "ModelFileError", "StaticEmbedder", "model_problem", "read_safetensors"]
 
 Vectors = npt.NDArray[np.float32]
 
-FILES = ("model.safetensors", "tokenizer.json")
-"""What a model directory must hold (`config.json` is optional, as for model2vec)."""
-
 DEFAULT_MAX_LENGTH = 512
 """model2vec's `max_length` when config.json names none."""
 
 _DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
 """safetensors dtypes read, as numpy little-endian dtypes."""
-
-
-class ModelFileError(ValueError):
-    """A static model's directory is missing, incomplete or unreadable; the message names it."""
-
-
-def model_problem(path: str | Path) -> str | None:
-    """Why `path` cannot be a static model's directory, as the end of a line that names the
-    path ("is not a directory: ..."), or None. Only `stat`s."""
-    folder = Path(path)
-    if not folder.is_dir():
-        return "is not a directory: name a model2vec model's directory"
-    missing = [name for name in FILES if not (folder / name).is_file()]
-    if missing:
-        return f"has no {' nor '.join(missing)}: name a model2vec model's directory"
-    return None
 
 
 def read_safetensors(data: bytes) -> dict[str, npt.NDArray[Any]]:
@@ -118,8 +100,7 @@ class StaticEmbedder:
             ModelFileError: naming the directory and what is wrong with it.
         """
         folder = Path(path)
-        if problem := model_problem(folder):
-            raise ModelFileError(f"{str(folder)!r} {problem}")
+        check_model(folder)
         raw = {
             name: (folder / name).read_bytes()
             for name in (*FILES, "config.json")

@@ -29,11 +29,10 @@ from flowmem.storage.errors import (
     ObjectStoreError,
     StoreAccessError,
     StoreError,
-    StoreLocationError,
     VersionConflictError,
 )
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
-from flowmem.storage.location import ACCEPTED, location_problem, os_error_line
+from flowmem.storage.location import check_location, os_error_line
 from flowmem.storage.migrations import migrate
 from flowmem.storage.object_store import access_problem, check_endpoint, storage_options
 
@@ -107,8 +106,7 @@ class StoreBase:
     """Connection and tables; the verbs are in `Store` and its mixins."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder) -> None:
-        if why := location_problem(settings.db):
-            raise StoreLocationError(f"{settings.db!r} cannot be a store location: {why}; use {ACCEPTED}")
+        check_location(settings.db)
         self.settings = settings
         self.storage_options = storage_options(settings)
         """What every connection and Lance dataset of this store opens with (endpoint, region,

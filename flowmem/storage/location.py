@@ -3,7 +3,7 @@
 A store is a LanceDB database that `Store` opens several connections to (and Lance datasets
 inside it, for compaction): it must outlive a connection, so `memory://` is no store, and
 LanceDB Cloud (`db://`) offers no Lance datasets. Everything here is pure but for a `stat` of
-a local path; the errors are raised by `flowmem.storage.base`.
+a local path; `check_location` raises the error a store refuses a location with.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["ACCEPTED", "SCHEMES", "location_problem", "os_error", "os_error_line"]
+from flowmem.storage.errors import StoreLocationError
+
+__all__ = ["ACCEPTED", "SCHEMES", "check_location", "location_problem", "os_error", "os_error_line"]
 
 SCHEMES = ("file", "s3", "s3+ddb", "gs", "az", "abfss")
 """URI schemes of object stores LanceDB and Lance both open as a directory of datasets."""
@@ -53,6 +55,16 @@ def location_problem(db: str) -> str | None:
         if parent.exists():
             return None if parent.is_dir() else f"{parent} is a file, not a directory"
     return None
+
+
+def check_location(db: str) -> None:
+    """Refuse a location that cannot be a store (`location_problem`).
+
+    Raises:
+        StoreLocationError: (a `ValueError`) saying why, and what a location may be.
+    """
+    if why := location_problem(db):
+        raise StoreLocationError(f"{db!r} cannot be a store location: {why}; use {ACCEPTED}")
 
 
 def os_error(err: BaseException) -> tuple[int, str] | None:
