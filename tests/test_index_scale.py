@@ -219,7 +219,7 @@ def test_the_served_sources_are_those_of_the_served_workflows(settings: Settings
         _workflow(
             200 + i, 1, rng, status=["active", "candidate", "deprecated"][i % 3], source_trajectory_ids=ids
         )
-        for i, ids in enumerate([[f"run{i}#0", f"run{i + 1}", "shared"] for i in range(12)] + [[]])
+        for i, ids in enumerate([[f"run{i}#0", f"run{i + 1}", "shared", "shared"] for i in range(12)] + [[]])
     ]
     keys = {w.id: index.store.embedder.embed([_task(rng)]) for w in sourced}
     index.store.commit_run(InductionRun(id="seed-3"), sourced, keys=keys)
@@ -229,3 +229,18 @@ def test_the_served_sources_are_those_of_the_served_workflows(settings: Settings
     assert index.count() == len(index.served()) > 100
     empty = ServedIndex(store_from(Settings(db=str(tmp_path / "empty"))), "default")
     assert empty.sources() == frozenset() and empty.served() == [] and empty.count() == 0
+
+    # `drawn_from`: the versions induced from some of these runs, each workflow once, with
+    # how many distinct ones (a duplicate id counted once), as a filter of `served()` gives.
+    runs = {"run3", "run4", "shared", "run5#0", "nowhere"}
+    for agent, scope in [(None, None), (AGENTS[1], "subtask"), (AGENTS[0], "task"), ("nobody", None)]:
+        want_drawn: dict[str, int] = {}
+        for w in index.served():
+            fits = agent in (None, w.agent) and scope in (None, w.scope)
+            if fits and w.id not in want_drawn and (n := len(runs & set(w.source_trajectory_ids))):
+                want_drawn[w.id] = n
+        got = index.drawn_from(runs, agent=agent, scope=scope)
+        assert [(w.id, n) for w, n in got] == list(want_drawn.items())
+        assert all(w == next(s for s in index.served() if s.id == w.id) for w, _ in got)
+    assert len(index.drawn_from(runs)) >= 4 and index.drawn_from(set()) == []
+    assert empty.drawn_from(runs) == []

@@ -89,3 +89,39 @@ def test_rewrite_searches_with_the_subtasks_of_the_nearest_past_run(memory: Work
     rewrite = memory.for_agent("crm_agent", vague, strategy="rewrite", task=TASK)
     assert rewrite[0].workflow.actions[-1] == "crm.update_status" and rewrite[0].score == pytest.approx(1.0)
     assert dynamic[0].workflow.id != rewrite[0].workflow.id and dynamic[0].score < 0.9
+
+
+def _vanilla_reading_everything(
+    memory: WorkflowMemory, agent: str, task: str, k: int
+) -> list[tuple[str, float]]:
+    """`vanilla` as it was first written: every run of the agent and every served `Workflow`
+    read per call (what `legomem._vanilla` must still return, reading neither)."""
+    plan_runs = {i for h in memory.for_orchestrator(task) for i in h.workflow.source_trajectory_ids}
+    children = {
+        t.id for t in memory.store.list_trajectories(agent=agent, limit=None) if t.parent_id in plan_runs
+    }
+    found: dict[str, float] = {}
+    for w in memory.index_of(memory.settings.namespace).served():
+        if w.agent == agent and w.scope == "subtask" and w.id not in found:
+            if overlap := len(children & set(w.source_trajectory_ids)):
+                found[w.id] = float(overlap)
+    return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def test_vanilla_reads_only_the_plans_sub_runs_and_serves_what_reading_everything_served(
+    memory: WorkflowMemory,
+) -> None:
+    tasks = sorted({t.task for t in memory.store.list_trajectories(agent="orchestrator", limit=None)})[:12]
+    agents = sorted(
+        {w.agent for w in memory.index_of(memory.settings.namespace).served() if w.scope == "subtask"}
+    )
+    assert len(tasks) == 12 and len(agents) >= 2
+    served = 0
+    for task in tasks:
+        for agent in agents:
+            got = memory.for_agent(agent, "the subtask", k=5, strategy="vanilla", task=task)
+            assert [(h.workflow.id, h.score) for h in got] == _vanilla_reading_everything(
+                memory, agent, task, 5
+            )
+            served += len(got)
+    assert served >= len(tasks)  # not every answer empty

@@ -19,6 +19,7 @@ from typing import Literal
 from flowmem.agents.memory_like import MemoryLike
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.search import Hit
+from flowmem.storage.listings import subtask_ids
 
 __all__ = ["Strategy", "for_agent", "for_orchestrator"]
 
@@ -31,20 +32,17 @@ def for_orchestrator(memory: MemoryLike, task: str, k: int = 5) -> list[Hit]:
 
 
 def _vanilla(memory: MemoryLike, agent: str, plans: Sequence[Hit], k: int) -> list[Hit]:
+    """The agent's subtask workflows induced from the sub-runs of the plans' runs, by how many
+    of those sub-runs each was induced from. The sub-runs are looked up by their parents' ids
+    and the served versions' source runs read from their column: neither every run of the
+    agent nor every served `Workflow` is read per call."""
     ns = memory.settings.namespace
     plan_runs = {i for h in plans for i in h.workflow.source_trajectory_ids}
-    children = {
-        t.id
-        for t in memory.store.list_trajectories(namespace=ns, agent=agent, limit=None)
-        if t.parent_id in plan_runs
-    }
-    found: dict[str, Hit] = {}
-    for w in memory.index_of(ns).served():  # a workflow's newest served version comes first
-        if w.agent == agent and w.scope == "subtask" and w.id not in found:
-            overlap = len(children & set(w.source_trajectory_ids))
-            if overlap:
-                found[w.id] = Hit(w, float(overlap), 0.0)
-    return sorted(found.values(), key=lambda h: (-h.score, h.workflow.id))[:k]
+    by_parent = subtask_ids(memory.store, sorted(plan_runs), namespace=ns, agent=agent)
+    children = {child for ids in by_parent.values() for child in ids}
+    drawn = memory.index_of(ns).drawn_from(children, agent=agent, scope="subtask")
+    found = [Hit(w, float(overlap), 0.0) for w, overlap in drawn]
+    return sorted(found, key=lambda h: (-h.score, h.workflow.id))[:k]
 
 
 def _drafted_subtasks(memory: MemoryLike, agent: str, task: str, plans: Sequence[Hit]) -> list[str]:

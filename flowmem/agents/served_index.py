@@ -18,7 +18,7 @@ import atexit
 import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -155,6 +155,23 @@ class ServedIndex:
         """The source trajectory ids of the versions being served now (those of `served()`,
         read from their column once per reload: no `Workflow` is built)."""
         return self._fresh().rows.sources()
+
+    def drawn_from(
+        self, runs: Collection[str], *, agent: str | None = None, scope: str | None = None
+    ) -> list[tuple[Workflow, int]]:
+        """The served versions (of this agent and scope) induced from any of these runs, each
+        with how many of them, in `served()`'s order, a workflow once (its first such version:
+        the newest). Only those versions' `Workflow`s are built (`ServedRows.drawing` reads the
+        source runs from their column)."""
+        snap = self._fresh()
+        ok = snap.mask(agent, scope)
+        chosen: dict[str, tuple[int, int]] = {}
+        for i, overlap in sorted(snap.rows.drawing(runs).items()):
+            wid = snap.rows.ids[i]
+            if (ok is None or ok[i]) and wid not in chosen:
+                chosen[wid] = (i, overlap)
+        found = snap.workflows([i for i, _ in chosen.values()])
+        return [(w, overlap) for w, (_, overlap) in zip(found, chosen.values(), strict=True)]
 
     def search(
         self, task: str, *, k: int = 3, agent: str | None = None, scope: str | None = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -94,6 +94,10 @@ class Columns(Protocol):
 
     def sources(self) -> frozenset[str]:
         """The source trajectory ids of every version, without building a `Workflow`."""
+
+    def drawing(self, runs: Collection[str]) -> dict[int, int]:
+        """Position -> how many of these runs the version there was induced from, for the
+        versions induced from any, without building a `Workflow`."""
 
 
 class _OneBlasThread:

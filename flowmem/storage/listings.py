@@ -9,7 +9,7 @@ small frozen models (built with `model_construct`: the store's own columns need 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -305,13 +305,17 @@ def run_listing(store: Store, *, namespace: str, agent: str | None = None) -> li
     return out
 
 
-def subtask_ids(store: Store, parent_ids: list[str], *, namespace: str) -> dict[str, list[str]]:
-    """The ids of the runs recorded as subtasks of each of these runs (`parent_id`), in the
-    order they were recorded."""
+def subtask_ids(
+    store: Store, parent_ids: Collection[str], *, namespace: str, agent: str | None = None
+) -> dict[str, list[str]]:
+    """The ids of the runs recorded as subtasks of each of these runs (`parent_id`), of one
+    agent if given, in the order they were recorded."""
     if not parent_ids:
         return {}
     listed = ", ".join(quote(i) for i in parent_ids)
     where = f"namespace = {quote(namespace)} AND parent_id IN ({listed})"
+    if agent is not None:
+        where += f" AND agent = {quote(agent)}"
     found = select(store._trajectories(), where, ["id", "parent_id", "created_at"])
     out: dict[str, list[str]] = {}
     for r in sorted(rows.rows_of(found), key=lambda r: (r["created_at"], r["id"])):
