@@ -123,11 +123,11 @@ class Writer(threading.Thread):
     Started when its memory opens, the thread first builds the store (`StoreSlot`) and opens
     it (`Store.prepare`: it imports LanceDB and Arrow, connects, creates the trajectories
     table) and takes back what earlier memories spilled, so the agent's thread imports none
-    of that; `flush` and `close` wait
-    for that too, up to `OPEN_LIMIT` (a process that exits at once still stores its runs). A
-    run that arrives meanwhile waits in the queue. At interpreter exit Python refuses a module
-    that registers a threading exit hook, as `concurrent.futures.thread` does when `lancedb`
-    imports it: this module imports it first, so the import can finish there.
+    of that; `flush` and `close` wait for that too, up to `OPEN_LIMIT` (a process that exits
+    at once still stores its runs). A run that arrives meanwhile waits in the queue. At
+    interpreter exit Python refuses a module that registers a threading exit hook, as
+    `concurrent.futures.thread` does when `lancedb` imports it: this module imports it first,
+    so the import can finish there.
     """
 
     def __init__(
