@@ -95,3 +95,20 @@ def test_ctrl_c_while_the_store_opens_stores_the_run_and_ends_by_sigint(tmp_path
     assert done.stderr.splitlines()[-1] == "KeyboardInterrupt"
     assert json.loads(done.stdout.splitlines()[0])["opening"] is True
     assert [t.id for t in store_from(Settings(db=str(db))).list_trajectories()] == ["first"]
+
+
+def test_a_process_that_never_built_a_store_imports_none_of_it_at_exit() -> None:
+    """The exit hook lets go of LanceDB's handles only where a store was built: a process that
+    imported the hooks and recorded nothing loads neither the store's modules nor numpy on
+    its way out (its own exit handler, registered first, runs after flowmem's)."""
+    script = textwrap.dedent(
+        """
+        import atexit, sys
+        store = ("numpy", "flowmem.storage.base")
+        atexit.register(lambda: print(sorted(m for m in store if m in sys.modules)))
+        import flowmem.agents
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=READY_LIMIT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
