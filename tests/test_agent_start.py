@@ -13,6 +13,7 @@ depend on how fast the machine is. `bench/agent_start.py` measures the time it s
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -68,9 +69,17 @@ AGENT = textwrap.dedent(
 writer still has to open the store."""
 
 
+FLUSH_BOUND = 120.0
+"""The agents' `FLOWMEM_FLUSH_TIMEOUT`: a bound, not a budget. Storing at exit fsyncs; on a
+machine writing back gigabytes (a fresh virtualenv just installed) it took this test 16–22 s
+instead of ~3, and past the default 5 s the run is spilled (kept, and said on stderr), which
+is not what these tests are about."""
+
+
 def _agent(db: Path, end: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", AGENT, str(db), json.dumps(HEAVY), end]
-    return subprocess.run(command, capture_output=True, text=True, timeout=READY_LIMIT)
+    env = {**os.environ, "FLOWMEM_FLUSH_TIMEOUT": str(FLUSH_BOUND)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=READY_LIMIT, env=env)
 
 
 def test_recording_loads_no_heavy_module_and_a_run_recorded_before_a_normal_exit_is_stored(
