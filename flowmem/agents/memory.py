@@ -64,12 +64,13 @@ class WorkflowMemory:
         """
         settings = _settings_of(settings)
         self.settings = settings
-        if store is None:
-            check_store(settings)
         # The writer builds the store (its modules, the embedder) and opens it (LanceDB's
         # import, the connection) on its own thread: the agent starts without waiting for it.
-        build = functools.partial(store_from, settings)
-        slot = StoreSlot(build) if store is None else StoreSlot.holding(store)
+        if store is None:
+            check_store(settings)
+            slot = StoreSlot(functools.partial(store_from, settings))
+        else:
+            slot = StoreSlot.holding(store)
         self._lock = threading.RLock()  # re-entered by a SIGTERM handler (agents/shutdown.py)
         self._closed = False
         self._indexes: dict[str, ServedIndex] = {}

@@ -197,7 +197,7 @@ def path_problems(settings: Any) -> str | None:
     if settings.spool and Path(settings.spool).exists() and not Path(settings.spool).is_dir():
         return f"FLOWMEM_SPOOL={settings.spool!r} is a file: name the directory recording hooks leave runs in"
     if settings.embedder_path:
-        from flowmem.providers.static import model_problem
+        from flowmem.providers.static_files import model_problem
 
         if why := model_problem(settings.embedder_path):
             return f"FLOWMEM_EMBEDDER_PATH={settings.embedder_path!r} {why}"

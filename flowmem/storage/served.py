@@ -10,6 +10,7 @@ imported by the functions that read, so that importing the store does not load i
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -117,7 +118,7 @@ class ServedRows:
         if found is None:
             import pyarrow.compute as pc
 
-            column = None if self.table is None else self.columns().get("source_trajectory_ids")
+            column = self._source_column()
             found = frozenset() if column is None else frozenset(pc.list_flatten(column).to_pylist())
             object.__setattr__(self, "_sources", found)
         return found
@@ -126,7 +127,7 @@ class ServedRows:
         """Position -> how many of these runs the version there was induced from (distinct
         ids of its `Workflow.source_trajectory_ids`), for the versions induced from any: one
         pass of Arrow's kernels over their column, no `Workflow` built."""
-        column = None if self.table is None else self.columns().get("source_trajectory_ids")
+        column = self._source_column()
         if column is None or not runs:
             return {}
         import pyarrow as pa
@@ -136,10 +137,11 @@ class ServedRows:
         hit = pc.is_in(flat, value_set=pa.array(list(runs), type=flat.type))
         parents = pc.list_parent_indices(column).filter(hit).to_pylist()
         pairs = set(zip(parents, flat.filter(hit).to_pylist(), strict=True))
-        counts: dict[int, int] = {}
-        for position, _ in pairs:
-            counts[position] = counts.get(position, 0) + 1
-        return counts
+        return dict(Counter(position for position, _ in pairs))
+
+    def _source_column(self) -> pa.Array | None:
+        """The `source_trajectory_ids` column (None: no table, or one from before it)."""
+        return None if self.table is None else self.columns().get("source_trajectory_ids")
 
     def workflows(self, positions: Sequence[int]) -> list[Workflow]:
         """The `Workflow`s at these positions, with their live status and stats, validated in
