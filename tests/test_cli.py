@@ -258,3 +258,31 @@ def test_ingest_reports_an_id_stored_with_other_content(tmp_path: Path) -> None:
     assert code == 1 and [c["id"] for c in json.loads(output)["conflicts"]] == ["run-1"]
     assert invoke(db, "ingest", "--skip-existing", str(second))[0] == 0
     assert store_from(Settings(db=str(db))).get_trajectory("run-1").task == runs[1]["task"]  # kept
+
+
+def _rendered(renderable: object, width: int) -> list[str]:
+    from io import StringIO
+
+    from rich.console import Console
+
+    buffer = StringIO()
+    Console(file=buffer, width=width, force_terminal=False, color_system=None).print(renderable)
+    return buffer.getvalue().splitlines()
+
+
+def test_workflows_list_keeps_every_name_whole_at_any_width() -> None:
+    from flowmem.cli.render import workflow_table
+
+    found = [
+        make_workflow("agent-s-modify_pending_order_address-h709658", name="modify_pending_order_address"),
+        make_workflow("agent-c0", name="exchange_order_items_by_name", steps=1),
+    ]
+    narrow = _rendered(workflow_table(found), 80)
+    # The columns do not fit 80: one record each, the id and the name whole on their own lines.
+    for w in found:
+        assert w.id in narrow and f"  {w.name}" in narrow
+    assert "  v1 · task · subtask/agent · candidate · 1 step · served 0" in narrow
+    assert all(line == line.rstrip() for line in narrow)  # piped, no line ends in spaces
+    wide = _rendered(workflow_table(found), 200)
+    assert any("name" in line and "served" in line for line in wide)  # the table's header
+    assert all(any(w.id in line and w.name in line for line in wide) for w in found)

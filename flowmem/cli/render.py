@@ -47,6 +47,10 @@ def _outcome(success: bool | None) -> Text:
     return Text("ok", style="green") if success else Text("fail", style="red")
 
 
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
@@ -106,13 +110,22 @@ def _trajectory_records(trajectories: Sequence[Trajectory]) -> Group:
     records: list[RenderableType] = [Text("trajectories", style="italic")]
     for t in trajectories:
         facts = Text.assemble(
-            t.agent, " · ", _outcome(t.success), f" · {len(t.steps)} steps · {_when(t.created_at)}"
+            t.agent,
+            " · ",
+            _outcome(t.success),
+            f" · {_counted(len(t.steps), 'step')} · {_when(t.created_at)}",
         )
         records += [
             Text(t.id, style="bold", no_wrap=True, overflow="ignore"),
-            Padding(Group(facts, Text(_short(t.task, 150))), (0, 0, 0, 2), expand=False),
+            *_indented(facts, Text(_short(t.task, 150))),
         ]
     return Group(*records)
+
+
+def _indented(*lines: Text) -> list[Padding]:
+    """A record's lines under its id, indented, each as wide as itself (a line padded to the
+    widest would end in spaces when piped), a long one wrapped under the same indent."""
+    return [Padding(line, (0, 0, 0, 2), expand=False) for line in lines]
 
 
 def trajectory_panel(t: Trajectory) -> Panel:
@@ -161,8 +174,9 @@ def _step_text(step: WorkflowStep) -> Text:
     return text
 
 
-def workflow_table(workflows: Sequence[Workflow]) -> Table:
-    """One line per workflow (its latest version; ids whole, `_id_column`)."""
+def workflow_table(workflows: Sequence[Workflow]) -> Fitted:
+    """One line per workflow (its latest version; ids whole, `_id_column`), or one record each
+    where the columns do not fit: a name is never folded into pieces or cut."""
     table = Table(title="workflows")
     _id_column(table, [w.id for w in workflows])
     for name in ("v", "name", "kind", "scope", "agent", "status", "steps", "served"):
@@ -179,7 +193,22 @@ def workflow_table(workflows: Sequence[Workflow]) -> Table:
             str(len(w.steps)),
             str(w.stats.served),
         )
-    return table
+    return Fitted(table, lambda: _workflow_records(workflows))
+
+
+def _workflow_records(workflows: Sequence[Workflow]) -> Group:
+    """The workflows as records: the id alone on its line, then its name and its facts."""
+    records: list[RenderableType] = [Text("workflows", style="italic")]
+    for w in workflows:
+        facts = Text(
+            f"v{w.version} · {w.kind} · {w.scope}/{w.agent} · {w.status} · "
+            f"{_counted(len(w.steps), 'step')} · served {w.stats.served}"
+        )
+        records += [
+            Text(w.id, style="bold", no_wrap=True, overflow="ignore"),
+            *_indented(Text(w.name), facts),
+        ]
+    return Group(*records)
 
 
 def workflow_panel(w: Workflow) -> Panel:
