@@ -142,7 +142,9 @@ class StoreBase:
         return self._db
 
     def _connect(self) -> Any:
-        import lancedb
+        from flowmem.storage.lance_import import load_lancedb
+
+        lancedb = load_lancedb()
 
         # A zero interval: every read sees what other processes committed before it. Bounded
         # caches: LanceDB's defaults let them grow by ~100 KB per commit, to gigabytes.
@@ -206,7 +208,9 @@ class StoreBase:
         """A handle of the trajectories table that reloads only when told to
         (`flowmem.storage.appends`), on a connection of its own."""
         if self._appender is None:
-            import lancedb
+            from flowmem.storage.lance_import import load_lancedb
+
+            lancedb = load_lancedb()
 
             _ = self._trajectories()  # migrated, created, and its embedder checked
             session = lancedb.Session(metadata_cache_size_bytes=_METADATA_CACHE, index_cache_size_bytes=0)

@@ -35,7 +35,9 @@ class StoreVectorCache:
     def table(self) -> Any:
         """The cache table, created on first use."""
         if self._table is None:
-            import lancedb
+            from flowmem.storage.lance_import import load_lancedb
+
+            lancedb = load_lancedb()
 
             db = lancedb.connect(
                 self.uri, read_consistency_interval=timedelta(0), storage_options=self.storage_options
