@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,17 @@ def test_nothing_is_put_in_place_of_a_module_that_is_not_a_package_or_not_instal
         assert name not in sys.modules
         if before is not None:
             sys.modules[name] = before
+
+
+def test_threads_asking_at_once_run_the_init_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "flowmem_raced_pkg"
+    init = "import os, time\ntime.sleep(0.2)\nos.environ['DEFERRED_INIT_RUNS'] += 'x'\nAPI = 'api'\n"
+    _package(tmp_path, name, init)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv("DEFERRED_INIT_RUNS", "")
+    _defer_init(name)
+    module = sys.modules[name]
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda _: module.API, range(8)))
+    assert found == ["api"] * 8 and _runs() == "x"

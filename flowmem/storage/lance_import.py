@@ -30,17 +30,18 @@ __all__ = ["REST_CLIENT", "load_lancedb"]
 REST_CLIENT = "lance_namespace_urllib3_client"
 """The package whose `__init__` is deferred."""
 
-_lock = threading.RLock()
+_installing = threading.Lock()
 
 
 def load_lancedb() -> ModuleType:
     """The `lancedb` module, imported with the REST client package's `__init__` deferred
     (see the module docstring). Call it before anything imports `lancedb` or a submodule of
-    it; it is cheap once done."""
-    with _lock:
-        if "lancedb" not in sys.modules:
+    it; it is cheap once done. The lock covers putting the package in place only: two threads
+    importing LanceDB at once are ordered by Python's own import locks."""
+    if "lancedb" not in sys.modules:
+        with _installing:
             _defer_init(REST_CLIENT)
-        return importlib.import_module("lancedb")
+    return importlib.import_module("lancedb")
 
 
 def _defer_init(name: str) -> None:
@@ -54,11 +55,12 @@ def _defer_init(name: str) -> None:
     module = importlib.util.module_from_spec(spec)  # sets __spec__, __path__, __file__, __loader__
     loader = spec.loader
     state = {"ran": False}
+    running = threading.RLock()  # one thread runs the `__init__`; the others wait for it
 
     def __getattr__(attr: str) -> object:
         if attr.startswith("__") and attr.endswith("__"):  # the import system's own questions
             raise AttributeError(attr)
-        with _lock:
+        with running:
             if not state["ran"]:
                 state["ran"] = True  # an access from inside the `__init__` finds what it has set
                 try:
