@@ -286,3 +286,62 @@ def test_workflows_list_keeps_every_name_whole_at_any_width() -> None:
     wide = _rendered(workflow_table(found), 200)
     assert any("name" in line and "served" in line for line in wide)  # the table's header
     assert all(any(w.id in line and w.name in line for line in wide) for w in found)
+
+
+RUN_ID = "run-20261129T015041510005-80e838"
+
+
+def test_runs_and_history_keep_run_ids_whole_at_any_width() -> None:
+    from datetime import UTC, datetime
+
+    from flowmem.cli.render import history_table, runs_table
+
+    when = datetime(2026, 11, 29, 1, 50, 43, tzinfo=UTC)
+    runs = [
+        InductionRun(
+            id=RUN_ID,
+            finished_at=when,
+            table_version=2,
+            base_version=1,
+            counts={"trajectories": 144, "clusters": 15, "versions_created": 44, "failed_clusters": 0},
+        ),
+        InductionRun(
+            id="undo-1",
+            kind="rollback",
+            finished_at=when,
+            table_version=3,
+            base_version=2,
+            rolled_back_run=RUN_ID,
+        ),
+    ]
+    narrow = _rendered(runs_table(runs), 80)
+    assert narrow[:5] == [
+        "runs",
+        RUN_ID,
+        "  induce · finished 2026-11-29 01:50:43 · table version 2 (before 1)",
+        "  trajectories 144, clusters 15, versions 44, failed 0",
+        "undo-1",
+    ]
+    assert narrow[6] == f"  undid {RUN_ID}"
+    wide = _rendered(runs_table(runs), 200)
+    assert any(
+        RUN_ID in line and "trajectories 144, clusters 15, versions 44, failed 0" in line for line in wide
+    )
+
+    wid = "agent-s-modify_pending_order_address-h709658"
+    versions = [
+        make_workflow(wid, 1, provenance={"inducer": "rule", "run_id": RUN_ID}, created_at=when),
+        make_workflow(wid, 2, steps=3, provenance={"inducer": "llm", "run_id": "r2"}, created_at=when),
+    ]
+    narrow = _rendered(history_table(versions), 80)
+    assert narrow == [
+        wid,
+        "v1 · candidate · 2 steps",
+        "  rule inducer · created 2026-11-29 01:50:43",
+        f"  run {RUN_ID}",
+        "v2 (from v1) · candidate · 3 steps",
+        "  llm inducer · created 2026-11-29 01:50:43",
+        "  run r2",
+    ]
+    wide = _rendered(history_table(versions), 200)
+    assert any(RUN_ID in line and "2026-11-29 01:50:43" in line for line in wide)

@@ -228,9 +228,12 @@ def workflow_panel(w: Workflow) -> Panel:
     return Panel(Group(*parts), title=Text(w.id), subtitle=w.namespace)
 
 
-def history_table(versions: Sequence[Workflow]) -> Table:
-    """Every version of a workflow, oldest first."""
-    table = Table("version", "parent", "status", "steps", "inducer", "run", "created", title=versions[0].id)
+def history_table(versions: Sequence[Workflow]) -> Fitted:
+    """Every version of a workflow, oldest first, its run ids whole (what `workflows rollback`
+    takes), or one record each where the columns do not fit."""
+    table = Table("version", "parent", "status", "steps", "inducer", title=versions[0].id)
+    _id_column(table, [w.provenance.run_id or "-" for w in versions], "run")
+    table.add_column("created")
     for w in versions:
         table.add_row(
             str(w.version),
@@ -238,10 +241,25 @@ def history_table(versions: Sequence[Workflow]) -> Table:
             w.status,
             str(len(w.steps)),
             w.provenance.inducer,
-            w.provenance.run_id or "-",
+            Text(w.provenance.run_id or "-"),
             _when(w.created_at),
         )
-    return table
+    return Fitted(table, lambda: _history_records(versions))
+
+
+def _history_records(versions: Sequence[Workflow]) -> Group:
+    """The versions as records: the version and its status, then how and when it was made."""
+    records: list[RenderableType] = [Text(versions[0].id, style="italic")]
+    for w in versions:
+        parent = f" (from v{w.parent_version})" if w.parent_version else ""
+        records += [
+            Text(f"v{w.version}{parent} · {w.status} · {_counted(len(w.steps), 'step')}", style="bold"),
+            *_indented(
+                Text(f"{w.provenance.inducer} inducer · created {_when(w.created_at)}"),
+                Text(f"run {w.provenance.run_id or '-'}", no_wrap=True, overflow="ignore"),
+            ),
+        ]
+    return Group(*records)
 
 
 _OPS = {"equal": (" ", ""), "changed": ("~", "yellow"), "added": ("+", "green"), "removed": ("-", "red")}
@@ -267,26 +285,48 @@ def diff_text(d: WorkflowDiff) -> Group:
     return Group(*lines)
 
 
-def runs_table(runs: Sequence[InductionRun]) -> Table:
-    """Runs and rollbacks, oldest first."""
+def _run_counts(r: InductionRun) -> str:
+    shown = ("trajectories", "clusters", "versions_created", "failed_clusters")
+    return ", ".join(f"{k.split('_')[0]} {r.counts[k]}" for k in shown if k in r.counts)
+
+
+def _run_note(r: InductionRun) -> str:
+    return r.note or (f"undid {r.rolled_back_run}" if r.rolled_back_run else "")
+
+
+def runs_table(runs: Sequence[InductionRun]) -> Fitted:
+    """Runs and rollbacks, oldest first, ids whole (what `workflows rollback` takes), or one
+    record each where the columns do not fit."""
     table = Table(title="runs")
-    _id_column(table, [r.id for r in runs])  # what `workflows rollback` takes
+    _id_column(table, [r.id for r in runs])
     for name in ("kind", "finished", "table version", "before", "counts", "note"):
         table.add_column(name)
     for r in runs:
-        shown = ("trajectories", "clusters", "versions_created", "failed_clusters")
-        counts = ", ".join(f"{k.split('_')[0]} {r.counts[k]}" for k in shown if k in r.counts)
-        note = r.note or (f"undid {r.rolled_back_run}" if r.rolled_back_run else "")
         table.add_row(
             Text(r.id),
             r.kind,
             _when(r.finished_at),
             str(r.table_version),
             str(r.base_version),
-            counts,
-            Text(note),
+            _run_counts(r),
+            Text(_run_note(r)),
         )
-    return table
+    return Fitted(table, lambda: _run_records(runs))
+
+
+def _run_records(runs: Sequence[InductionRun]) -> Group:
+    """The runs as records: the id alone on its line, then what it was, its counts, its note."""
+    records: list[RenderableType] = [Text("runs", style="italic")]
+    for r in runs:
+        lines = [
+            Text(
+                f"{r.kind} · finished {_when(r.finished_at)} · table version {r.table_version} "
+                f"(before {r.base_version})"
+            )
+        ]
+        lines += [Text(text) for text in (_run_counts(r), _run_note(r)) if text]
+        records += [Text(r.id, style="bold", no_wrap=True, overflow="ignore"), *_indented(*lines)]
+    return Group(*records)
 
 
 def demo_table(report: DemoReport) -> Table:
