@@ -52,14 +52,14 @@ def _defer_init(name: str) -> None:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         return
-    module = importlib.util.module_from_spec(spec)  # sets __spec__, __path__, __file__, __loader__
+    # `__spec__`, `__path__`, `__file__` and `__loader__` are set: what the import system asks
+    # of a package to import its submodules never reaches `__getattr__`.
+    module = importlib.util.module_from_spec(spec)
     loader = spec.loader
     state = {"ran": False}
     running = threading.RLock()  # one thread runs the `__init__`; the others wait for it
 
-    def __getattr__(attr: str) -> object:
-        if attr.startswith("__") and attr.endswith("__"):  # the import system's own questions
-            raise AttributeError(attr)
+    def __getattr__(attr: str) -> object:  # asked only for a name the module does not have yet
         with running:
             if not state["ran"]:
                 state["ran"] = True  # an access from inside the `__init__` finds what it has set
