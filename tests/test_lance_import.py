@@ -9,6 +9,7 @@ import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -78,10 +79,18 @@ print(sys.modules["lance_namespace_urllib3_client"] is before, "__getattr__" in 
     assert _python(script).split() == ["True", "False"]
 
 
-def _package(root: Path, name: str, init: str) -> None:
+def _deferred(root: Path, monkeypatch: pytest.MonkeyPatch, name: str, init: str) -> ModuleType:
+    """A package `name` with this `__init__` and a `models` submodule, put in place deferred;
+    the marks its `__init__` makes (`_runs`) start empty."""
     (root / name).mkdir()
     (root / name / "__init__.py").write_text(textwrap.dedent(init))
     (root / name / "models.py").write_text("MODEL = 'model'\n")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.delitem(sys.modules, f"{name}.models", raising=False)
+    monkeypatch.setenv("DEFERRED_INIT_RUNS", "")
+    _defer_init(name)
+    return sys.modules[name]
 
 
 def _runs() -> str:
@@ -93,13 +102,9 @@ def test_the_deferred_init_runs_once_on_the_first_name_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = "flowmem_deferred_pkg"
-    _package(tmp_path, name, "import os\nos.environ['DEFERRED_INIT_RUNS'] += 'x'\nAPI = 'api'\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.delitem(sys.modules, f"{name}.models", raising=False)
-    monkeypatch.setenv("DEFERRED_INIT_RUNS", "")
-    _defer_init(name)
-    module = sys.modules[name]
+    module = _deferred(
+        tmp_path, monkeypatch, name, "import os\nos.environ['DEFERRED_INIT_RUNS'] += 'x'\nAPI = 'api'\n"
+    )
     from flowmem_deferred_pkg.models import MODEL  # type: ignore[import-not-found]
 
     assert MODEL == "model" and _runs() == ""  # a submodule imports; the __init__ has not run
@@ -115,14 +120,12 @@ def test_the_deferred_init_runs_once_on_the_first_name_asked(
 def test_an_init_that_fails_fails_again_when_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = "flowmem_failing_pkg"
-    _package(tmp_path, name, "raise ImportError('its dependency is missing')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    _defer_init(name)
+    module = _deferred(
+        tmp_path, monkeypatch, "flowmem_failing_pkg", "raise ImportError('its dependency is missing')\n"
+    )
     for _ in range(2):
         with pytest.raises(ImportError, match="its dependency is missing"):
-            _ = sys.modules[name].API
+            _ = module.API
 
 
 def test_nothing_is_put_in_place_of_a_module_that_is_not_a_package_or_not_installed(
@@ -140,12 +143,7 @@ def test_nothing_is_put_in_place_of_a_module_that_is_not_a_package_or_not_instal
 def test_threads_asking_at_once_run_the_init_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name = "flowmem_raced_pkg"
     init = "import os, time\ntime.sleep(0.2)\nos.environ['DEFERRED_INIT_RUNS'] += 'x'\nAPI = 'api'\n"
-    _package(tmp_path, name, init)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.setenv("DEFERRED_INIT_RUNS", "")
-    _defer_init(name)
-    module = sys.modules[name]
+    module = _deferred(tmp_path, monkeypatch, name, init)
     with ThreadPoolExecutor(8) as pool:
         found = list(pool.map(lambda _: module.API, range(8)))
     assert found == ["api"] * 8 and _runs() == "x"
