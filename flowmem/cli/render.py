@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flowmem.induction.render.diff import WorkflowDiff
+from flowmem.induction.render.render import where_from
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
 
 if TYPE_CHECKING:
@@ -219,7 +220,10 @@ def workflow_panel(w: Workflow) -> Panel:
     parts += [Text.assemble(f"{i}. ", _step_text(s)) for i, s in enumerate(w.steps, 1)]
     if w.parameters:
         parts.append(Text("parameters:", style="bold"))
-        parts += [Text.assemble("  ", _highlighted("{" + k + "}"), f": {v}") for k, v in w.parameters.items()]
+        parts += [
+            Text.assemble("  ", _highlighted("{" + k + "}"), f": {where_from(v)}")
+            for k, v in w.parameters.items()
+        ]
     if w.pitfalls:
         parts.append(Text("pitfalls:", style="bold"))
         parts += [Text(f"  - {p}", style="yellow") for p in w.pitfalls]

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flowmem.induction.render.render import loop_heads, render_call
+from flowmem.induction.render.render import loop_heads, render_call, where_from
 from flowmem.models import Workflow
 
 __all__ = ["MANIFEST", "ExportReport", "export_skills", "skill_markdown", "skill_names"]
@@ -128,7 +128,7 @@ def skill_markdown(w: Workflow, name: str) -> str:
         lines.append(f"{n}. {who}{_call(s.action, s.args)}{note}")
     if w.parameters:
         lines += ["", "## Parameters", ""]
-        lines += [f"- `{{{k}}}`: from the {v}" for k, v in sorted(w.parameters.items())]
+        lines += [f"- `{{{k}}}`: {where_from(v)}" for k, v in sorted(w.parameters.items())]
     if w.pitfalls:
         lines += ["", "## Pitfalls", ""]
         lines += [f"- {p}" for p in w.pitfalls]

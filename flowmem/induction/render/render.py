@@ -18,6 +18,7 @@ __all__ = [
     "render_trajectory",
     "render_workflow",
     "subroutines_shown",
+    "where_from",
 ]
 
 CONTEXT_HEADER = (
@@ -25,6 +26,28 @@ CONTEXT_HEADER = (
     "{placeholder} from the task or from the result named:\n\n"
 )
 """What the block an agent is given starts with (`render_context`)."""
+
+
+def _from_task(description: str) -> bool:
+    """Whether a parameter's description says only that its value comes from the task: the
+    rule inducer's `task`, or an LLM's bare "from the task"."""
+    return description.strip().rstrip(".").lower().removeprefix("from ").removeprefix("the ") == "task"
+
+
+def _result_of(description: str) -> str | None:
+    """The action whose result gives a parameter's value, as the rule inducer writes it
+    (`result of ACTION`); None for any other description."""
+    return description.removeprefix("result of ") if description.startswith("result of ") else None
+
+
+def where_from(description: str) -> str:
+    """A parameter's description as it reads after its placeholder (`{x}: ...`): the rule
+    inducer's `task` and `result of ACTION` read "from the task" and "from the result of
+    ACTION"; an LLM's own words (what goes there and where from) stay as written."""
+    if _from_task(description):
+        return "from the task"
+    action = _result_of(description)
+    return description.strip() if action is None else f"from the result of {action}"
 
 
 def _args(args: Mapping[str, object]) -> str:
@@ -89,11 +112,14 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
             lines.append(f"{n}. {heads[j]}:")
         lines.append(f"   {n}{chr(ord('a') + body % 26)}. {call}")
         body += 1
-    derived = {k: v for k, v in w.parameters.items() if v != "task"}
+    derived = {k: a for k, v in w.parameters.items() if (a := _result_of(v)) is not None}
     if derived:
-        lines.append(
-            "Take " + "; ".join(f"{{{k}}} from {v.removeprefix('result of ')}" for k, v in derived.items())
-        )
+        lines.append("Take " + "; ".join(f"{{{k}}} from {a}" for k, a in derived.items()))
+    # An LLM's descriptions say in its words what goes there and where from (a bare "from the
+    # task" goes without saying: the header says it).
+    described = {k: v.strip() for k, v in w.parameters.items() if k not in derived and not _from_task(v)}
+    if described:
+        lines.append("Placeholders: " + "; ".join(f"{{{k}}}: {v}" for k, v in described.items()))
     lines += [f"Pitfall: {p}" for p in w.pitfalls]
     return "\n".join(lines)
 

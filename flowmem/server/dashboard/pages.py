@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup, escape
 
 from flowmem.agents.served_index import ServedIndex
+from flowmem.induction.render.render import where_from
 from flowmem.models import NAMESPACE_PATTERN, PLACEHOLDER
 from flowmem.server.dashboard.counts import counted
 from flowmem.server.dashboard.security import Guard
@@ -30,6 +31,7 @@ ROOT = files("flowmem.server.dashboard")
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(ROOT / "templates")), autoescape=True)
     env.filters["args"] = _args
+    env.filters["where_from"] = where_from
     env.filters["bdi"] = _bdi
     env.filters["counted"] = counted
     env.filters["isolated"] = _isolated
