@@ -345,3 +345,15 @@ def test_runs_and_history_keep_run_ids_whole_at_any_width() -> None:
     ]
     wide = _rendered(history_table(versions), 200)
     assert any(RUN_ID in line and "2026-11-29 01:50:43" in line for line in wide)
+
+
+def test_eval_table_cells_say_what_is_not_measured_rather_than_none() -> None:
+    from flowmem.cli.eval import _cell
+
+    assert [_cell(None), _cell({}), _cell({"leak": 2, "schema": 1}), _cell(0.25), _cell(3)] == [
+        "—",
+        "none",
+        "leak 2, schema 1",
+        "0.25",
+        "3",
+    ]

@@ -142,11 +142,21 @@ def _offline(train: Path, test: Path, demos: Path | None, inducer: str, k: int, 
 
 def offline_table(report: EvalReport, k: int) -> Table:
     """Each of flowmem's figures, raw memory's beside it where it has one (`--json` has them too)."""
-    table = Table("metric", "flowmem", "raw", title=f"eval k={k}")
+    table = Table("metric", "flowmem", "raw", title=f"eval k={k}", caption="—: not measured on these runs")
     raw = report.raw.model_dump()
     for key, value in report.flowmem.model_dump().items():
-        table.add_row(key, str(value), str(raw.get(key, "")))
+        table.add_row(key, _cell(value), _cell(raw[key]) if key in raw else "")
     return table
+
+
+def _cell(value: object) -> str:
+    """A figure as the table shows it: "—" where there is none (JSON's null), a count of
+    reasons as `reason n, ...` ("none" when empty)."""
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "none"
+    return str(value)
 
 
 def _online(
