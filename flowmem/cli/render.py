@@ -344,7 +344,10 @@ def demo_table(report: DemoReport) -> Table:
         "followed",
         "served",
         title="flowmem demo: the same tasks with workflow memory and with none",
-        caption="calls: tool calls per task; followed: runs that followed a workflow; served: workflows",
+        caption=(
+            "calls: tool calls per task; followed: runs that followed a workflow;\n"
+            "served: workflows served at the round's start"
+        ),
     )
     for r in report.rounds:
         gain = r.with_memory.success_rate - r.without_memory.success_rate
