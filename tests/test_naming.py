@@ -233,3 +233,22 @@ def test_an_llm_name_too_long_or_counted_is_cut() -> None:
     assert w.name == "search_events_then_delete_event"
     counted = VARIANTS[0].model_copy(update={"name": "delete_event_twice", "id": "llm-c2"})
     assert distinct([counted])[0].name == "delete_event"
+
+
+def test_an_llm_s_bare_from_the_task_counts_as_the_rule_inducer_s_task() -> None:
+    # Alike but for where {query} comes from: the task, or a look-up's result.
+    typed = flow("a-c1", SEARCH, DELETE)
+    looked_up = typed.model_copy(
+        update={"id": "a-c2", "parameters": {**typed.parameters, "query": "result of contacts.lookup"}}
+    )
+    rule = [typed, looked_up]
+    worded = [
+        w.model_copy(
+            update={
+                "parameters": {k: v if v != "task" else "From the task." for k, v in w.parameters.items()}
+            }
+        )
+        for w in rule
+    ]
+    assert [w.name for w in distinct(worded)] == [w.name for w in distinct(rule)]
+    assert distinct(worded)[0].name.endswith("_by_query")

@@ -30,6 +30,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from flowmem.induction.render.describe import MAX_NAME_WORDS, goal_index, name_words, verb_phrase
 from flowmem.induction.render.phrase import PREPOSITIONS
+from flowmem.induction.render.render import from_task
 from flowmem.models import Workflow
 
 __all__ = ["distinct"]
@@ -91,7 +92,7 @@ class _Profile:
         self.reads = _calls(s.action for s in steps[:goal] if s.action != self.goal)
         self.after = _calls(s.action for s in steps[goal + 1 :])
         self.calls = sum(s.action == self.goal for s in steps[: goal + 1])
-        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if source == "task"}
+        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if from_task(source)}
         self.args: dict[str, frozenset[str]] = defaultdict(frozenset)
         for s in steps:
             self.args[s.action] |= frozenset(s.args)
@@ -306,7 +307,7 @@ class _NameProfile:
         self.reads = {s.action for s in steps[:goal] if s.action != self.goal}
         self.after = next((s.action for s in steps[goal + 1 :]), None)
         self.repeats = sum(s.action == self.goal for s in steps[: goal + 1]) > 1
-        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if source == "task"}
+        self.given = {_COUNTED.sub("", p) for p, source in w.parameters.items() if from_task(source)}
         self.args = {(s.action, k) for s in steps for k in s.args}
 
     def dims(self) -> set[Dim]:

@@ -17,6 +17,7 @@ __all__ = [
     "render_context",
     "render_trajectory",
     "render_workflow",
+    "from_task",
     "subroutines_shown",
     "where_from",
 ]
@@ -28,7 +29,7 @@ CONTEXT_HEADER = (
 """What the block an agent is given starts with (`render_context`)."""
 
 
-def _from_task(description: str) -> bool:
+def from_task(description: str) -> bool:
     """Whether a parameter's description says only that its value comes from the task: the
     rule inducer's `task`, or an LLM's bare "from the task"."""
     return description.strip().rstrip(".").lower().removeprefix("from ").removeprefix("the ") == "task"
@@ -44,7 +45,7 @@ def where_from(description: str) -> str:
     """A parameter's description as it reads after its placeholder (`{x}: ...`): the rule
     inducer's `task` and `result of ACTION` read "from the task" and "from the result of
     ACTION"; an LLM's own words (what goes there and where from) stay as written."""
-    if _from_task(description):
+    if from_task(description):
         return "from the task"
     action = _result_of(description)
     return description.strip() if action is None else f"from the result of {action}"
@@ -117,7 +118,7 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
         lines.append("Take " + "; ".join(f"{{{k}}} from {a}" for k, a in derived.items()))
     # An LLM's descriptions say in its words what goes there and where from (a bare "from the
     # task" goes without saying: the header says it).
-    described = {k: v.strip() for k, v in w.parameters.items() if k not in derived and not _from_task(v)}
+    described = {k: v.strip() for k, v in w.parameters.items() if k not in derived and not from_task(v)}
     if described:
         lines.append("Placeholders: " + "; ".join(f"{{{k}}}: {v}" for k, v in described.items()))
     lines += [f"Pitfall: {p}" for p in w.pitfalls]
