@@ -357,3 +357,25 @@ def test_eval_table_cells_say_what_is_not_measured_rather_than_none() -> None:
         "0.25",
         "3",
     ]
+
+
+def test_trajectories_show_keeps_each_action_whole_and_an_error_column_only_for_errors() -> None:
+    from flowmem.cli.render import trajectory_panel
+    from flowmem.models import Step, Trajectory
+
+    long = "find_user_id_by_name_zip_and_phone"
+    steps = [
+        Step(
+            action=long,
+            args={"first_name": "Noah", "last_name": "Patel", "zip": "10108"},
+            observation="noah_6952",
+        ),
+        Step(action="get_user_details", args={"user_id": "noah_6952"}, observation='{"orders": ["#W1"]}'),
+    ]
+    ok = _rendered(trajectory_panel(Trajectory(id="t1", task="exchange a lamp", steps=steps)), 80)
+    assert any(long in line for line in ok) and not any("error" in line for line in ok)
+    failing = [*steps, Step(action="exchange_delivered_order_items", args={}, error="order not delivered")]
+    shown = _rendered(trajectory_panel(Trajectory(id="t2", task="exchange a lamp", steps=failing)), 80)
+    assert any("error" in line for line in shown) and any(
+        "exchange_delivered_order_items" in line for line in shown
+    )

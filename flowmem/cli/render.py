@@ -130,16 +130,23 @@ def _indented(*lines: Text) -> list[Padding]:
 
 
 def trajectory_panel(t: Trajectory) -> Panel:
-    """A trajectory with its steps."""
-    steps = Table("#", "action", "args", "observation", "error", box=None, expand=True)
+    """A trajectory with its steps: each action whole (the args and observations wrap beside
+    it), an error column only when a step has an error."""
+    errors = any(s.error for s in t.steps)
+    steps = Table("#", box=None, expand=True)
+    _id_column(steps, [s.action for s in t.steps], "action")
+    steps.add_column("args")
+    steps.add_column("observation")
+    if errors:
+        steps.add_column("error")
     for i, s in enumerate(t.steps, 1):
-        steps.add_row(
+        cells: list[RenderableType] = [
             str(i),
             Text(s.action),
             Text(_short(json.dumps(s.args, ensure_ascii=False), 60)),
             Text(_short(s.observation, 60)),
-            Text(_short(s.error, 40), style="red"),
-        )
+        ]
+        steps.add_row(*cells, *([Text(_short(s.error, 40), style="red")] if errors else []))
     head = Text.assemble(
         ("task: ", "bold"),
         t.task,
