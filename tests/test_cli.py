@@ -379,3 +379,36 @@ def test_trajectories_show_keeps_each_action_whole_and_an_error_column_only_for_
     assert any("error" in line for line in shown) and any(
         "exchange_delivered_order_items" in line for line in shown
     )
+
+
+def test_workflows_diff_lists_pitfalls_and_parameters_item_by_item() -> None:
+    from flowmem.cli.render import diff_text
+    from flowmem.induction.render.diff import diff_workflows
+    from flowmem.models import Condition, Pitfall
+
+    delegated = Pitfall(
+        text="called delegate (3/4 failures)", condition=Condition(kind="does", action="delegate")
+    )
+    old = make_workflow(
+        "w", 1, pitfalls=[delegated, "check the date"], parameters={"subject": "task", "to": "task"}
+    )
+    again = delegated.model_copy(update={"condition": Condition(kind="does", action="delegate", times=2)})
+    new = make_workflow(
+        "w",
+        2,
+        pitfalls=[again, "look the address up"],
+        parameters={"subject": "task", "to": "result of contacts.lookup", "cc": "task"},
+    )
+    lines = _rendered(diff_text(diff_workflows(old, new)), 100)
+    at = lines.index("pitfalls:")
+    assert lines[at + 1 : at + 4] == [
+        "  - check the date",
+        "  ~ called delegate (3/4 failures) (its condition)",
+        "  + look the address up",
+    ]
+    at = lines.index("parameters:")
+    assert lines[at + 1 : at + 3] == [
+        "  ~ {to}: from the task → from the result of contacts.lookup",
+        "  + {cc}: from the task",
+    ]
+    assert not any("{" in line and '"text"' in line for line in lines)  # no JSON of a pitfall

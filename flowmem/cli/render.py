@@ -276,6 +276,40 @@ def _history_records(versions: Sequence[Workflow]) -> Group:
 _OPS = {"equal": (" ", ""), "changed": ("~", "yellow"), "added": ("+", "green"), "removed": ("-", "red")}
 
 
+def _pitfall_lines(old: Any, new: Any) -> list[Text]:
+    """Pitfalls removed and added, by the text an agent is told (JSON: a text, or a text with
+    its condition); one whose text stayed but whose condition changed is marked `~`."""
+
+    def texts(found: Any) -> dict[str, Any]:
+        return {(p if isinstance(p, str) else str(p.get("text", p))): p for p in found or []}
+
+    was, now = texts(old), texts(new)
+    lines = [Text(f"  - {t}", style="red") for t in was if t not in now]
+    lines += [Text(f"  ~ {t} (its condition)", style="yellow") for t in now if t in was and was[t] != now[t]]
+    return lines + [Text(f"  + {t}", style="green") for t in now if t not in was]
+
+
+def _parameter_lines(old: Any, new: Any) -> list[Text]:
+    """Placeholders removed, changed and added, each with where its value comes from."""
+    was, now = dict(old or {}), dict(new or {})
+    lines = [Text(f"  - {{{k}}}: {where_from(v)}", style="red") for k, v in was.items() if k not in now]
+    lines += [
+        Text(f"  ~ {{{k}}}: {where_from(was[k])} → {where_from(v)}", style="yellow")
+        for k, v in now.items()
+        if k in was and was[k] != v
+    ]
+    return lines + [
+        Text(f"  + {{{k}}}: {where_from(v)}", style="green") for k, v in now.items() if k not in was
+    ]
+
+
+_LISTED: dict[str, Callable[[Any, Any], list[Text]]] = {
+    "pitfalls": _pitfall_lines,
+    "parameters": _parameter_lines,
+}
+"""Fields shown item by item in a diff, rather than as two JSON values."""
+
+
 def diff_text(d: WorkflowDiff) -> Group:
     """A unified-style step diff plus the other fields that changed."""
     lines: list[Text] = [Text(f"{d.id}: v{d.old_version} → v{d.new_version}", style="bold")]
@@ -289,6 +323,9 @@ def diff_text(d: WorkflowDiff) -> Group:
         if step is not None:
             lines.append(Text.assemble((mark + " ", style), _step_text(step)))
     for f in d.fields:
+        if f.field in _LISTED:
+            lines += [Text(f"{f.field}:", style="yellow"), *_LISTED[f.field](f.old, f.new)]
+            continue
         old, new = (json.dumps(v, ensure_ascii=False) for v in (f.old, f.new))
         lines.append(Text(f"{f.field}: {old} → {new}", style="yellow"))
     if d.unchanged:
