@@ -113,16 +113,23 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
             lines.append(f"{n}. {heads[j]}:")
         lines.append(f"   {n}{chr(ord('a') + body % 26)}. {call}")
         body += 1
-    derived = {k: a for k, v in w.parameters.items() if (a := _result_of(v)) is not None}
-    if derived:
-        lines.append("Take " + "; ".join(f"{{{k}}} from {a}" for k, a in derived.items()))
-    # An LLM's descriptions say in its words what goes there and where from (a bare "from the
-    # task" goes without saying: the header says it).
-    described = {k: v.strip() for k, v in w.parameters.items() if k not in derived and not from_task(v)}
-    if described:
-        lines.append("Placeholders: " + "; ".join(f"{{{k}}}: {v}" for k, v in described.items()))
+    lines += _sources(w.parameters)
     lines += [f"Pitfall: {p}" for p in w.pitfalls]
     return "\n".join(lines)
+
+
+def _sources(parameters: Mapping[str, str]) -> list[str]:
+    """Where the placeholders' values come from, beyond the task: the rule inducer's results
+    (`Take {x} from ACTION`), then an LLM's descriptions in its words (a bare "from the task"
+    goes without saying: the context's header says it)."""
+    lines = []
+    derived = {k: a for k, v in parameters.items() if (a := _result_of(v)) is not None}
+    if derived:
+        lines.append("Take " + "; ".join(f"{{{k}}} from {a}" for k, a in derived.items()))
+    described = {k: v.strip() for k, v in parameters.items() if k not in derived and not from_task(v)}
+    if described:
+        lines.append("Placeholders: " + "; ".join(f"{{{k}}}: {v}" for k, v in described.items()))
+    return lines
 
 
 def loop_heads(w: Workflow) -> dict[int, str]:
