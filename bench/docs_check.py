@@ -263,13 +263,29 @@ SEARCH_HEADER = "| search, side by side |"
 
 def _search_checks() -> list[Check]:
     """docs/performance.md's search table against the recorded run (its search figures)."""
-    columns = ("flowmem_p50_ms", "numpy_p50_ms", "numpy_1thread_p50_ms", "vs_numpy", "recall_at_3")
+    columns = (
+        "flowmem_p50_ms",
+        "numpy_p50_ms",
+        "numpy_1thread_p50_ms",
+        "numpy_same_work_p50_ms",
+        "vs_numpy",
+        "vs_numpy_same_work",
+        "recall_at_3",
+    )
     checks = [
         Check("docs/performance.md", SEARCH_HEADER, row, col, "bench", (f"search_{row}", name), "recorded")
         for row in ("10k", "100k")
         for col, name in enumerate((*columns, "load_average_1m"), start=1)
     ]
-    nonrecurring = ("nonrecurring_p50_ms", "nonrecurring_exact_p50_ms", None, None, "familiar_agreement")
+    nonrecurring = (
+        "nonrecurring_p50_ms",
+        "nonrecurring_exact_p50_ms",
+        None,
+        None,
+        None,
+        None,
+        "familiar_agreement",
+    )
     return checks + [
         Check(
             "docs/performance.md",
