@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from flowmem.induction.render.diff import WorkflowDiff
+from flowmem.induction.render.diff import WorkflowDiff, pitfall_text
 from flowmem.induction.render.render import where_from
 from flowmem.models import InductionRun, Trajectory, Workflow, WorkflowStep
 
@@ -279,11 +279,8 @@ _OPS = {"equal": (" ", ""), "changed": ("~", "yellow"), "added": ("+", "green"),
 def _pitfall_lines(old: Any, new: Any) -> list[Text]:
     """Pitfalls removed and added, by the text an agent is told (JSON: a text, or a text with
     its condition); one whose text stayed but whose condition changed is marked `~`."""
-
-    def texts(found: Any) -> dict[str, Any]:
-        return {(p if isinstance(p, str) else str(p.get("text", p))): p for p in found or []}
-
-    was, now = texts(old), texts(new)
+    was = {str(pitfall_text(p)): p for p in old or []}
+    now = {str(pitfall_text(p)): p for p in new or []}
     lines = [Text(f"  - {t}", style="red") for t in was if t not in now]
     lines += [Text(f"  ~ {t} (its condition)", style="yellow") for t in now if t in was and was[t] != now[t]]
     return lines + [Text(f"  + {t}", style="green") for t in now if t not in was]

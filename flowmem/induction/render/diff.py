@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -11,7 +12,7 @@ from pydantic_core import to_jsonable_python
 
 from flowmem.models import Workflow, WorkflowStep
 
-__all__ = ["FieldChange", "StepChange", "WorkflowDiff", "diff_workflows"]
+__all__ = ["FieldChange", "StepChange", "WorkflowDiff", "diff_workflows", "pitfall_text"]
 
 
 class StepChange(BaseModel):
@@ -116,3 +117,9 @@ def diff_workflows(old: Workflow, new: Workflow) -> WorkflowDiff:
         steps=changes,
         fields=fields,
     )
+
+
+def pitfall_text(value: Any) -> Any:
+    """A pitfall of a `FieldChange` (JSON) as the text an agent is told: a checked one is
+    stored with its condition, a text-only one as its text."""
+    return value.get("text", value) if isinstance(value, Mapping) else value

@@ -5,13 +5,13 @@ of those versions with its reason (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowmem.induction.render.diff import FieldChange, WorkflowDiff, diff_workflows
+from flowmem.induction.render.diff import FieldChange, WorkflowDiff, diff_workflows, pitfall_text
 from flowmem.models import Workflow
 from flowmem.storage.version_state import LoggedTransition
 
@@ -83,18 +83,13 @@ class Explained(_Frozen):
     """Every status change of those versions, oldest first."""
 
 
-def _text(value: Any) -> Any:
-    """A pitfall as its text (a checked one is stored with its condition)."""
-    return value.get("text", value) if isinstance(value, Mapping) else value
-
-
 def shown_fields(diff: WorkflowDiff) -> list[FieldShown]:
     """The diff's other fields, each pitfall as its text (never its condition's JSON)."""
     out = []
     for f in diff.fields:
         old, new = f.old, f.new
         if f.field == "pitfalls":
-            old, new = [_text(p) for p in old or []], [_text(p) for p in new or []]
+            old, new = [pitfall_text(p) for p in old or []], [pitfall_text(p) for p in new or []]
         out.append(FieldShown(field=f.field, old=old, new=new))
     return out
 
