@@ -17,6 +17,7 @@ runs").
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
@@ -76,14 +77,22 @@ def nearest(scores: npt.NDArray[np.floating], k: int = EVIDENCE) -> list[int]:
     return [int(i) for i in found[np.lexsort((found, -scores[found]))]]
 
 
-Match = tuple[set[int], int]
+Match = tuple[frozenset[int], int]
 """What a memory matches of a run: the run's steps (a loop's body as often as the run repeats
 it), and how many of the memory's own steps."""
 
+MATCHES = 8192
+"""Matches of a memory's actions with a run's kept (`_match`, ~0.5 KB each): a recurring
+task's nearest runs and the best-ranked memories recur across its searches, and a run's
+actions often repeat another's."""
 
-def _match(run: Sequence[str], pattern: Pattern) -> Match:
+
+@functools.lru_cache(maxsize=MATCHES)
+def _match(run: tuple[str, ...], pattern: tuple[str | tuple[str, ...], ...]) -> Match:
+    """What `pattern` matches of `run` (`pattern_pairs`): a pure function of the two action
+    sequences, kept for the next search that pairs them (`MATCHES`)."""
     pairs = pattern_pairs(run, pattern)
-    return {i for i, _ in pairs}, len({j for _, j in pairs})
+    return frozenset(i for i, _ in pairs), len({j for _, j in pairs})
 
 
 class _Choice:
@@ -125,28 +134,29 @@ def cover(
     """Positions of the at most k candidates (action sequences, best-ranked first) that
     together most raise coverage + weight × precision of the `evidence` runs, chosen greedily
     after those in `keep` (served whatever they add); ties go to the better-ranked."""
-    runs = [list(e) for e in evidence if e]
+    runs = [tuple(e) for e in evidence if e]
     if not runs:
         return list(keep)
+    patterns = [tuple(c) for c in candidates]
     matches: dict[tuple[str | tuple[str, ...], ...], list[Match]] = {}  # per distinct candidate, per run
-    for c in candidates:
-        matches.setdefault(tuple(c), [_match(run, c) for run in runs])
+    for c in patterns:
+        if c not in matches:
+            matches[c] = [_match(run, c) for run in runs]
+    sizes = [len(flat_pattern(c)) for c in patterns]
     choice = _Choice(runs, weight)
     chosen = list(keep)
     for p in chosen:
-        choice.add(matches[tuple(candidates[p])], len(flat_pattern(candidates[p])))
+        choice.add(matches[patterns[p]], sizes[p])
     best = choice.value() if chosen else 0.0
     while len(chosen) < k:
         values = [
-            (choice.value(matches[tuple(c)], len(flat_pattern(c))), -i)
-            for i, c in enumerate(candidates)
-            if c and i not in chosen
+            (choice.value(matches[c], sizes[i]), -i) for i, c in enumerate(patterns) if c and i not in chosen
         ]
         value, minus = max(values, default=(best, 0))
         if value <= best:
             break
         chosen.append(-minus)
-        choice.add(matches[tuple(candidates[-minus])], len(flat_pattern(candidates[-minus])))
+        choice.add(matches[patterns[-minus]], sizes[-minus])
         best = value
     return chosen
 

@@ -1,0 +1,64 @@
+"""Action-sequence alignment (`retrieval.align`) against the plain table it speeds up, and the
+matches `cover` keeps between searches."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from flowmem.retrieval import cover as cover_module
+from flowmem.retrieval.align import lcs_len, lcs_pairs, pattern_pairs
+from flowmem.retrieval.cover import cover
+
+
+def _plain_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
+    """The textbook table over every step of both, and the same walk from its corner."""
+    n, m = len(a), len(b)
+    dp = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            dp[i][j] = dp[i + 1][j + 1] + 1 if a[i] == b[j] else max(dp[i + 1][j], dp[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if a[i] == b[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif dp[i + 1][j] >= dp[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def _sequences(rng: random.Random) -> tuple[list[str], list[str]]:
+    actions = [f"act{i}" for i in range(rng.randrange(1, 8))]
+    a = [rng.choice(actions + ["only_a", "other_a"]) for _ in range(rng.randrange(0, 20))]
+    b = [rng.choice(actions + ["only_b"]) for _ in range(rng.randrange(0, 10))]
+    return a, b
+
+
+def test_pairs_and_lengths_are_the_plain_tables_with_steps_the_other_lacks() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        a, b = _sequences(rng)
+        want = _plain_pairs(a, b)
+        assert lcs_pairs(a, b) == want, (a, b)
+        assert lcs_len(a, b) == len(want) == lcs_len(b, a)
+
+
+def test_a_step_the_pattern_lacks_is_skipped_wherever_it_falls() -> None:
+    run = ["search", "log", "open", "log", "reply", "log"]
+    assert lcs_pairs(run, ["search", "open", "reply"]) == [(0, 0), (2, 1), (4, 2)]
+    assert lcs_pairs(run, ["delete"]) == []
+    assert pattern_pairs(run, ["search", ("open", "reply")]) == [(0, 0), (2, 1), (4, 2)]
+
+
+def test_cover_matches_each_run_and_memory_once_across_searches() -> None:
+    cover_module._match.cache_clear()
+    runs = [["search", "open", "reply"], ["search", "open", "reply"], ["search", "delete"]]
+    candidates = [["search", "open"], ["reply"], ["search", "open"], ["delete"]]
+    first = cover(candidates, runs, k=3)
+    distinct = 2 * 3  # two distinct runs, three distinct memories
+    assert cover_module._match.cache_info().misses == distinct
+    assert cover(candidates, runs, k=3) == first == [0, 1, 3]
+    assert cover_module._match.cache_info().misses == distinct
