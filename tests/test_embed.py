@@ -143,10 +143,15 @@ def test_one_text_embeds_bit_for_bit_as_its_row_of_a_batch() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    # One text takes its own path (a search's task); a batch of two, the batch path.
+    # One text takes its own path (a search's task); a batch of two, the batch path. A long
+    # text's words recur, and its trigrams' hashes are kept by word: the second time, and in
+    # the next text, they come from there.
+    long = " ".join(CORPUS * 3) + " The ORDER #W123, order w123;\tthe  order..."
+    texts = [*CORPUS, long, long.upper()]
     for dim in (384, 37, 1):
-        batch = HashingEmbedder(dim).embed(CORPUS)
-        for i, text in enumerate(CORPUS):
+        batch = HashingEmbedder(dim).embed(texts)
+        for i, text in enumerate(texts):
+            assert np.array_equal(HashingEmbedder(dim).embed([text])[0], batch[i])
             assert np.array_equal(HashingEmbedder(dim).embed([text])[0], batch[i])
 
     chars = st.one_of(st.characters(exclude_categories=["Cs"]), st.sampled_from(" \t\n\u00a0aÉ_1"))

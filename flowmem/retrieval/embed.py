@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
@@ -140,23 +141,38 @@ def _hashed_counts(texts: Sequence[str], dim: int) -> npt.NDArray[np.float64]:
     return counts.astype(np.float64, copy=False).reshape(len(texts), dim)  # float64 already
 
 
+TRIGRAM_WORDS = 8_192
+"""Words whose character trigrams' hashes are kept (`_trigram_hashes`, ~0.4 KB a word): a
+task's words recur within it and across tasks, and a long task's trigrams are most of its
+features."""
+
+
+@functools.lru_cache(maxsize=TRIGRAM_WORDS)
+def _trigram_hashes(word: str) -> tuple[int, ...]:
+    """The signed MurmurHash3 of each trigram of a whitespace-separated word padded with one
+    space either side (char_wb's features of it)."""
+    padded = f" {word} "
+    return tuple(map(mmh3.hash, [padded[i : i + 3] for i in range(len(padded) - 2)]))
+
+
 def _one_vector(text: str, dim: int) -> Vectors:
     """`embed([text])[0]`, for one text: the same features, hashes and float32 norm as
     `_hashed_counts` and `embed` (bit for bit: tests/test_embed.py), without the batch path's
-    row bookkeeping (~25 µs against ~45 µs for a task of ten words)."""
+    row bookkeeping, and each word's trigrams hashed once (`_trigram_hashes`). A task of ten
+    words: ~18 µs against ~22 µs; a customer-service task of 1,600 characters: ~145 µs against
+    ~170 µs in a fresh process, ~80 µs against ~160 µs once its words were seen. The features'
+    order differs from the batch path's; their weights are multiples of 0.5, so the float64
+    sums are exact whatever the order."""
     lowered = text.lower()
     # A lone surrogate is not text: refused as the batch path (and scikit-learn) refuse it.
     # Checked first: mmh3 5.3 crashes the process on a string holding one.
     lowered.encode()
     tokens = _TOKEN.findall(lowered)
     features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
-    words = len(features)
-    for word in lowered.split():
-        padded = f" {word} "
-        features += [padded[i : i + 3] for i in range(len(padded) - 2)]
-    hashes = np.fromiter(map(mmh3.hash, features), dtype=np.int64, count=len(features))
+    trigrams = itertools.chain.from_iterable(map(_trigram_hashes, lowered.split()))
+    hashes = np.fromiter(itertools.chain(map(mmh3.hash, features), trigrams), dtype=np.int64)
     weights = np.where(hashes < 0, -_CHAR_WEIGHT, _CHAR_WEIGHT)
-    weights[:words] *= _WORD_WEIGHT / _CHAR_WEIGHT
+    weights[: len(features)] *= _WORD_WEIGHT / _CHAR_WEIGHT
     dense = np.bincount(np.abs(hashes) % dim, weights=weights, minlength=dim).astype(np.float32)
     norm = np.sqrt(np.add.reduce(dense * dense))  # as `np.linalg.norm` sums a float32 row
     return dense / norm if norm > 0 else dense
