@@ -8,13 +8,13 @@ no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
 `Snapshot.ranked` returns the best `m` servable versions by score (similarity × rank factor),
 ties by position, exactly as sorting every version would. Up to `ann_min` keys it scores
 every key (one matrix-vector product, one BLAS thread: steadier and faster than two for one
-query), takes the `_FIRST_KEYS` best keys by one `argpartition` and ranks their versions
-only, when the m-th of those scores above the last of the keys (no other version can: a
-version scores as its best key); otherwise every version. Past `ann_min`, once the ANN is
-built, it re-ranks exactly the versions owning the keys the ANN returns, and stops when the
-m-th best score is above what any version it has not looked at could score (the cosine of
-the farthest key returned, times the largest rank factor); otherwise it asks for more keys,
-and past a limit scores every key. Both are `Snapshot._proven`.
+query), and from `_PROVEN_FROM` keys takes the `_FIRST_KEYS` best keys by one
+`argpartition` and ranks their versions only, when the m-th of those scores above the last of
+the keys (no other version can: a version scores as its best key); otherwise every version.
+Past `ann_min`, once the ANN is built, it re-ranks exactly the versions owning the keys the
+ANN returns, and stops when the m-th best score is above what any version it has not looked
+at could score (the cosine of the farthest key returned, times the largest rank factor);
+otherwise it asks for more keys, and past a limit scores every key. Both are `Snapshot._proven`.
 """
 
 from __future__ import annotations
@@ -135,6 +135,10 @@ _FIRST_KEYS = 64
 """Keys looked at first (the nearest by one `argpartition`, or the ANN's), at least twice the
 versions asked for: their versions are scored exactly, and kept when proven the best
 (`Snapshot._proven`); the ANN is then asked for twice as many."""
+_PROVEN_FROM = 2048
+"""Keys from which brute force ranks the versions of the first keys alone (`_ranked_exact`):
+below, ranking every version costs less than the proof (one `similarities_of`: 19 µs against
+51 µs at 390 keys of 96 workflows, the WorkBench store; the same at 2,000; the same hits)."""
 _MAX_KEYS = 4096
 """Past this many keys from the ANN, score every key instead."""
 _ONE_THREAD = 50_000
@@ -305,10 +309,10 @@ class Snapshot:
         """`ranked` from every key's cosine. Each key's score (its version's, were it its only
         key: similarity × rank factor) is computed, and the versions owning the `_FIRST_KEYS`
         best keys (one `argpartition`) are ranked; kept when proven (`_proven`: no other
-        version has a key scoring above the least of those), otherwise, and for few keys,
-        every version is ranked."""
+        version has a key scoring above the least of those), otherwise, and below
+        `_PROVEN_FROM` keys, every version is ranked."""
         count = max(_FIRST_KEYS, 2 * ask.m)
-        if self.index.grouped and len(cosines) > 4 * count:
+        if self.index.grouped and len(cosines) > max(4 * count, _PROVEN_FROM):
             scores = snap_cosines(cosines)
             if self.index.penalized:
                 scores -= self.index.penalty
