@@ -62,3 +62,50 @@ def test_cover_matches_each_run_and_memory_once_across_searches() -> None:
     assert cover_module._match.cache_info().misses == distinct
     assert cover(candidates, runs, k=3) == first == [0, 1, 3]
     assert cover_module._match.cache_info().misses == distinct
+
+
+def _plain_cover(candidates: list[list[str]], runs: list[list[str]], k: int, weight: float) -> list[int]:
+    """`cover` as first written: every memory matched with every run by the plain table, and
+    every memory valued in every round."""
+    matches = [
+        [({i for i, _ in p}, len({j for _, j in p})) for p in (_plain_pairs(run, c) for run in runs)]
+        for c in candidates
+    ]
+    covered: list[set[int]] = [set() for _ in runs]
+    hits, shown, best = [0] * len(runs), 0, 0.0
+    chosen: list[int] = []
+
+    def value(found: list[tuple[set[int], int]], size: int) -> float:
+        total = 0.0
+        for r, run in enumerate(runs):
+            extra, used = found[r]
+            precision = (hits[r] + used) / (shown + size) if shown + size else 0.0
+            total += len(covered[r] | extra) / len(run) + weight * precision
+        return total / len(runs)
+
+    while len(chosen) < k:
+        values = [(value(matches[i], len(c)), -i) for i, c in enumerate(candidates) if c and i not in chosen]
+        found, minus = max(values, default=(best, 0))
+        if found <= best:
+            break
+        chosen.append(-minus)
+        for r, (steps, used) in enumerate(matches[-minus]):
+            covered[r] |= steps
+            hits[r] += used
+        shown += len(candidates[-minus])
+        best = found
+    return chosen
+
+
+def test_cover_chooses_as_the_plain_greedy_does() -> None:
+    rng = random.Random(11)
+    actions = [f"act{i}" for i in range(6)]
+    for _ in range(400):
+        runs = [[rng.choice(actions) for _ in range(rng.randrange(1, 9))] for _ in range(rng.randrange(1, 5))]
+        runs += runs[: rng.randrange(2)]  # a run's actions repeated, as recurring tasks' runs are
+        candidates = [
+            [rng.choice([*actions, "elsewhere"]) for _ in range(rng.randrange(0, 4))] for _ in range(12)
+        ]
+        candidates += candidates[: rng.randrange(3)]
+        for k in (1, 3):
+            assert cover(candidates, runs, k=k, weight=0.35) == _plain_cover(candidates, runs, k, 0.35)

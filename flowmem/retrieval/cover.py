@@ -143,15 +143,16 @@ def cover(
         if c not in matches:
             matches[c] = [_match(run, c) for run in runs]
     sizes = [len(flat_pattern(c)) for c in patterns]
+    # A memory matching no step of any run adds no coverage and lowers the precision: never
+    # chosen, so never valued.
+    matching = [i for i, c in enumerate(patterns) if c and any(used for _, used in matches[c])]
     choice = _Choice(runs, weight)
     chosen = list(keep)
     for p in chosen:
         choice.add(matches[patterns[p]], sizes[p])
     best = choice.value() if chosen else 0.0
     while len(chosen) < k:
-        values = [
-            (choice.value(matches[c], sizes[i]), -i) for i, c in enumerate(patterns) if c and i not in chosen
-        ]
+        values = [(choice.value(matches[patterns[i]], sizes[i]), -i) for i in matching if i not in chosen]
         value, minus = max(values, default=(best, 0))
         if value <= best:
             break
