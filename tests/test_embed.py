@@ -144,14 +144,12 @@ def test_one_text_embeds_bit_for_bit_as_its_row_of_a_batch() -> None:
     from hypothesis import strategies as st
 
     # One text takes its own path (a search's task); a batch of two, the batch path. A long
-    # text's words recur, and its trigrams' hashes are kept by word: the second time, and in
-    # the next text, they come from there.
+    # text's trigrams are hashed with arrays, but those holding a character past ASCII.
     long = " ".join(CORPUS * 3) + " The ORDER #W123, order w123;\tthe  order..."
-    texts = [*CORPUS, long, long.upper()]
+    texts = [*CORPUS, long, long.upper(), f"{long} Café naïve 中文 😀 x\u00a0y", "é" * 200]
     for dim in (384, 37, 1):
         batch = HashingEmbedder(dim).embed(texts)
         for i, text in enumerate(texts):
-            assert np.array_equal(HashingEmbedder(dim).embed([text])[0], batch[i])
             assert np.array_equal(HashingEmbedder(dim).embed([text])[0], batch[i])
 
     chars = st.one_of(st.characters(exclude_categories=["Cs"]), st.sampled_from(" \t\n\u00a0aÉ_1"))
@@ -208,3 +206,20 @@ def test_embedding_imports_neither_sklearn_nor_scipy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_ascii_trigram_hashes_as_mmh3_does() -> None:
+    import itertools
+
+    import mmh3
+
+    from flowmem.retrieval.embed import _trigram_hashes
+
+    # All 128³ ASCII trigrams side by side in one string, and a few with other characters.
+    trigrams = ["".join(t) for t in itertools.product(map(chr, range(128)), repeat=3)]
+    trigrams += ["é a", "ab\u00e9", "\u4e2d\u6587x", "\U0001f600 a"]
+    joined = "".join(trigrams)
+    codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+    starts = np.cumsum([0] + [len(t) for t in trigrams[:-1]])
+    want = np.fromiter(map(mmh3.hash, trigrams), dtype=np.int64, count=len(trigrams))
+    assert np.array_equal(_trigram_hashes(joined, codes, starts), want)

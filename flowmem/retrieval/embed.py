@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import itertools
 import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -120,18 +118,10 @@ def _hashed_counts(texts: Sequence[str], dim: int) -> npt.NDArray[np.float64]:
     row_of_word = np.repeat(np.arange(len(texts)), word_counts)
 
     joined = "".join(padded)
-    spaces = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32) == 32
-    double = spaces[:-1] & spaces[1:]
-    starts = np.flatnonzero(~(double[:-1] | double[1:]))
+    codes, starts = _trigram_starts(joined)
     row_of_char = np.repeat(np.arange(len(texts)), [len(p) for p in padded])[starts]
-    slices = map(slice, starts.tolist(), (starts + 3).tolist())
-    trigrams = map(joined.__getitem__, slices)
-
-    hashes = np.fromiter(
-        itertools.chain(map(mmh3.hash, words), map(mmh3.hash, trigrams)),
-        dtype=np.int64,
-        count=len(words) + len(starts),
-    )
+    word_hashes = np.fromiter(map(mmh3.hash, words), dtype=np.int64, count=len(words))
+    hashes = np.concatenate([word_hashes, _trigram_hashes(joined, codes, starts)])
     rows = np.concatenate([row_of_word, row_of_char])
     weights = np.repeat([_WORD_WEIGHT, _CHAR_WEIGHT], [len(words), len(starts)])
     np.negative(weights, out=weights, where=hashes < 0)
@@ -141,39 +131,80 @@ def _hashed_counts(texts: Sequence[str], dim: int) -> npt.NDArray[np.float64]:
     return counts.astype(np.float64, copy=False).reshape(len(texts), dim)  # float64 already
 
 
-TRIGRAM_WORDS = 8_192
-"""Words whose character trigrams' hashes are kept (`_trigram_hashes`, ~0.4 KB a word): a
-task's words recur within it and across tasks, and a long task's trigrams are most of its
-features."""
+_ARRAYS_FROM = 128
+"""Characters from which one text's trigrams are found and hashed with arrays (`_trigram_starts`,
+`_trigram_hashes`): below, one `mmh3.hash` call each costs less than the arrays' fixed cost
+(~36 µs against ~25 µs at 60 characters, ~52 µs against ~53 µs at 150, ~74 against ~132 at 500)."""
+
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+"""MurmurHash3 (x86, 32-bit)'s two key constants."""
 
 
-@functools.lru_cache(maxsize=TRIGRAM_WORDS)
-def _trigram_hashes(word: str) -> tuple[int, ...]:
-    """The signed MurmurHash3 of each trigram of a whitespace-separated word padded with one
-    space either side (char_wb's features of it)."""
-    padded = f" {word} "
-    return tuple(map(mmh3.hash, [padded[i : i + 3] for i in range(len(padded) - 2)]))
+def _trigram_starts(joined: str) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """The code points of words each padded with one space either side and joined (" w1  w2 "),
+    and where each of their char_wb trigrams starts: every 3-character window that holds no
+    two spaces in a row (those span two words)."""
+    width = np.uint8 if joined.isascii() else np.uint32
+    codes = np.frombuffer(joined.encode("ascii" if width is np.uint8 else "utf-32-le"), dtype=width)
+    spaces = codes == 32
+    double = spaces[:-1] & spaces[1:]
+    return codes.astype(np.uint32, copy=False), np.flatnonzero(~(double[:-1] | double[1:]))
+
+
+def _trigram_hashes(
+    joined: str, codes: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The signed MurmurHash3 (seed 0) of the UTF-8 bytes of each trigram of `joined` starting
+    at `starts`, as `mmh3.hash` gives it. An ASCII trigram is 3 bytes, which MurmurHash3 hashes
+    as one tail block: those are computed all at once in uint32 arithmetic (which wraps as the
+    C code's does; every ASCII trigram is checked against `mmh3` in tests/test_embed.py), ~15 µs
+    for a task of 1,600 characters against ~80 µs by one `mmh3.hash` call each. A trigram with
+    any other character: one call."""
+    first, second, third = codes[starts], codes[starts + 1], codes[starts + 2]
+    k = first | (second << 8) | (third << 16)
+    k *= _C1
+    k = (k << 15) | (k >> 17)
+    k *= _C2
+    h = k ^ np.uint32(3)  # the key's length
+    h ^= h >> 16
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> 13
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> 16
+    hashes = h.view(np.int32).astype(np.int64)
+    other = np.flatnonzero((first | second | third) >= 128)
+    if len(other):
+        at = starts[other].tolist()
+        hashes[other] = np.fromiter((mmh3.hash(joined[i : i + 3]) for i in at), dtype=np.int64, count=len(at))
+    return hashes
 
 
 def _one_vector(text: str, dim: int) -> Vectors:
     """`embed([text])[0]`, for one text: the same features, hashes and float32 norm as
     `_hashed_counts` and `embed` (bit for bit: tests/test_embed.py), without the batch path's
-    row bookkeeping, and each word's trigrams hashed once (`_trigram_hashes`). A task of ten
-    words: ~18 µs against ~22 µs; a customer-service task of 1,600 characters: ~145 µs against
-    ~170 µs in a fresh process, ~80 µs against ~160 µs once its words were seen. The features'
-    order differs from the batch path's; their weights are multiples of 0.5, so the float64
-    sums are exact whatever the order."""
+    row bookkeeping (~25 µs against ~45 µs for a task of ten words), a long text's trigrams
+    hashed with arrays (`_ARRAYS_FROM`)."""
     lowered = text.lower()
     # A lone surrogate is not text: refused as the batch path (and scikit-learn) refuse it.
     # Checked first: mmh3 5.3 crashes the process on a string holding one.
     lowered.encode()
     tokens = _TOKEN.findall(lowered)
     features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
-    trigrams = itertools.chain.from_iterable(map(_trigram_hashes, lowered.split()))
-    hashes = np.fromiter(itertools.chain(map(mmh3.hash, features), trigrams), dtype=np.int64)
-    weights = np.where(hashes < 0, -_CHAR_WEIGHT, _CHAR_WEIGHT)
+    words = np.fromiter(map(mmh3.hash, features), dtype=np.int64, count=len(features))
+    split = lowered.split()
+    joined = f" {'  '.join(split)} " if split else ""
+    if len(joined) >= _ARRAYS_FROM:
+        words = np.concatenate([words, _trigram_hashes(joined, *_trigram_starts(joined))])
+    else:
+        trigrams = [
+            padded[i : i + 3] for word in split for padded in (f" {word} ",) for i in range(len(word))
+        ]
+        words = np.concatenate(
+            [words, np.fromiter(map(mmh3.hash, trigrams), dtype=np.int64, count=len(trigrams))]
+        )
+    weights = np.where(words < 0, -_CHAR_WEIGHT, _CHAR_WEIGHT)
     weights[: len(features)] *= _WORD_WEIGHT / _CHAR_WEIGHT
-    dense = np.bincount(np.abs(hashes) % dim, weights=weights, minlength=dim).astype(np.float32)
+    dense = np.bincount(np.abs(words) % dim, weights=weights, minlength=dim).astype(np.float32)
     norm = np.sqrt(np.add.reduce(dense * dense))  # as `np.linalg.norm` sums a float32 row
     return dense / norm if norm > 0 else dense
 
