@@ -18,6 +18,9 @@ the figure of a command's JSON output it must show:
   bench/results/agent_start.json` replaces it); its search and API tables, like README's
   performance table, `bench/results/latest.json` (`python -m bench search --record` and
   `python -m bench api_load --record` replace their parts);
+- docs/performance.md's table of search on the shared sets' stores: the run it quotes,
+  `bench/results/search_sets.json` (`python bench/search_sets.py --out
+  bench/results/search_sets.json` replaces it);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -389,12 +392,44 @@ def _start_checks() -> list[Check]:
     ]
 
 
+SETS_HEADER = "| search on a shared set's store |"
+"""docs/performance.md's table of search on the shared sets' stores, this checkout's and the
+revision before's."""
+
+RECORDED_SETS = Path("bench") / "results" / "search_sets.json"
+"""The recorded `bench/search_sets.py` run that table quotes, under the checked root."""
+
+
+def _sets_checks() -> list[Check]:
+    """docs/performance.md's table of search on the shared sets' stores against its recorded run."""
+    rows = {"WorkBench": "workbench", "tau2 oracle": "tau2", "tau2 retail agents": "tau2_agents"}
+    columns = (
+        "workflows",
+        "tasks",
+        "p50_ms",
+        "p95_ms",
+        "mean_ms",
+        "p50_ms_before",
+        "p95_ms_before",
+        "mean_ms_before",
+        "ratio",
+        "ratio_p95",
+        "ratio_mean",
+    )
+    return [
+        Check("docs/performance.md", SETS_HEADER, row, col, "sets", (name, key), "recorded")
+        for row, name in rows.items()
+        for col, key in enumerate(columns, start=1)
+    ]
+
+
 SOURCES = {
     "eval": "bench/eval_sets.py",
     "demo": "flowmem demo --json",
     "bench": str(RECORDED),
     "clusters": "bench/cluster_quality.py",
     "start": str(RECORDED_START),
+    "sets": str(RECORDED_SETS),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -568,11 +603,23 @@ def _json_of(args: list[str]) -> Any:
     return json.loads(done.stdout)
 
 
+RECORDED_GROUPS: dict[
+    str, tuple[Path, str, Callable[[dict[str, Any]], dict[str, Any]], Callable[[dict[str, Any]], list[Check]]]
+] = {
+    "perf": (RECORDED, "bench", bench_figures, lambda _: _perf_checks() + _search_checks() + _api_checks()),
+    "start": (RECORDED_START, "start", dict, lambda _: _start_checks()),
+    "sets": (RECORDED_SETS, "sets", dict, lambda _: _sets_checks()),
+    "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
+}
+"""The groups of checks against a recorded run: where the run is, the source its figures are
+read as, what is read of it, and the checks."""
+
+
 def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = _json_of) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "scaling", "clusters")
+    groups = ("readme", "demo", "perf", "start", "sets", "scaling", "clusters")
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}
@@ -591,24 +638,13 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
             sources["demo"] = demo_figures(runner(demo))
         checks += _demo_checks()
         prose += _demo_prose()
-    if args.only in (None, "perf"):
-        record = _recorded(args.root / RECORDED)
-        if record is None:
-            return 1
-        sources["bench"] = bench_figures(record)
-        checks += _perf_checks() + _search_checks() + _api_checks()
-    if args.only in (None, "start"):
-        started = _recorded(args.root / RECORDED_START)
-        if started is None:
-            return 1
-        sources["start"] = started
-        checks += _start_checks()
-    if args.only in (None, "scaling"):
-        scaled = _recorded(args.root / RECORDED_SCALING)
-        if scaled is None:
-            return 1
-        sources["scaling"] = scaled
-        checks += _scaling_checks(scaled)
+    for group, (path, source, figures, made) in RECORDED_GROUPS.items():
+        if args.only in (None, group):
+            record = _recorded(args.root / path)
+            if record is None:
+                return 1
+            sources[source] = figures(record)
+            checks += made(record)
     if data and args.only in (None, "clusters"):
         workbench = str(args.data / "workbench_trajectories.jsonl.gz")
         sources["clusters"] = runner(["bench/cluster_quality.py", workbench, "--json"])

@@ -1,0 +1,34 @@
+"""`bench/search_sets.py` on a slice of the shared WorkBench set: a store induced from its
+training runs, each test task searched by this checkout and by another revision in processes of
+their own, the same hits served by both."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+from pathlib import Path
+
+import pytest
+
+from bench.search_sets import _table, search_sets
+from tests.factories import WORKBENCH
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
+def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with gzip.open(WORKBENCH, "rt", encoding="utf-8") as full:
+        head = list(itertools.islice(full, 400))
+    with gzip.open(data / WORKBENCH.name, "wt", encoding="utf-8") as part:
+        part.writelines(head)
+    found = search_sets(data, before="HEAD", rounds=1)
+    row = found["workbench"]
+    assert set(found) == {"rounds", "before", "load_average_1m", "workbench"}
+    assert row["tasks"] > 0 and row["workflows"] > 0 and row["train"] > row["tasks"]
+    assert row["same_hits"] is True  # HEAD's flowmem is this checkout's, or serves as it does
+    assert 0 < row["p50_ms"] <= row["p95_ms"] and 0 < row["p50_ms_before"]
+    assert row["ratio"] > 0 and row["ratio_cpu"] > 0
+    table = _table(found, "HEAD").splitlines()
+    assert table[0].startswith("| set | workflows | test tasks | p50 | p95 | mean | HEAD: p50")
+    assert table[2].startswith(f"| workbench | {row['workflows']} | {row['tasks']} | ")
