@@ -189,6 +189,41 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
     memory.close()
 
 
+def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Usage alone changed (an outcome reported): the next search serves the new stats, read
+    from the usage table without reading the workflows table again; a status change reads it."""
+    from flowmem.policy.lifecycle import Transition
+
+    store = induced(settings)
+    task = "Forward the latest email about 'roadmap' to zed"
+    unbounded = settings.model_copy(update={"relevance_gap": None, "relevance_ratio": None})
+    with WorkflowMemory.open(unbounded) as memory:
+        first, second = memory.search(task, k=2)
+        assert first.workflow.stats == UsageStats() and memory.index.reloads == 1
+        reads: list[str] = []
+        full = memory.store.served_rows
+
+        def counted(**kw: Any) -> Any:
+            reads.append("read")
+            return full(**kw)
+
+        monkeypatch.setattr(memory.store, "served_rows", counted)
+        key = (first.workflow.id, first.workflow.version)
+        memory.store.add_usage({key: UsageStats(served=3, successes=1, failures=2)})
+        hit, _ = memory.search(task, k=2)
+        assert hit.workflow.id == first.workflow.id and memory.index.reloads == 2 and reads == []
+        assert hit.workflow.stats == UsageStats(served=3, successes=1, failures=2)
+        assert hit.score == pytest.approx(hit.similarity * rank_factor(hit.workflow.stats))
+        assert hit.score < first.score  # more failures than successes: ranked lower
+        change = Transition(second.workflow.id, second.workflow.version, "active", "retired", reason="test")
+        memory.store.record_transitions([change])
+        assert [h.workflow.id for h in memory.search(task, k=2)] == [first.workflow.id]
+        assert memory.index.reloads == 3 and reads == ["read"]
+    assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
+
+
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")
 @pytest.mark.xdist_group("workbench")  # shares workbench_ingested, made once
 def test_cli_search_on_workbench(tmp_path: Path, workbench_ingested: tuple[Path, int, str]) -> None:

@@ -74,7 +74,8 @@ class ServedIndex:
         self._checked = -float("inf")
         self._writes = store.writes
         self._version: tuple[int, int, int] | None = None
-        self._snapshot = Snapshot.of(ServedRows.empty(store.embedder.dim), params)
+        self._rows = ServedRows.empty(store.embedder.dim)
+        self._snapshot = Snapshot.of(self._rows, params)
         self.ann_min = ann_min
         """Keys from which an ANN index is built (in a background thread) and used."""
         self.ann_wait = ann_wait
@@ -110,14 +111,20 @@ class ServedIndex:
         version = self.store.served_version(namespace=self.namespace)
         if version == self._version:
             return
-        old = self._snapshot
-        snap = Snapshot.of(
-            self.store.served_rows(namespace=self.namespace), self.params, ann_min=self.ann_min
-        )
-        if old.wants_ann() and np.array_equal(old.index.vectors, snap.index.vectors):
-            snap.slot = old.slot  # usage or status changed, not the keys: the same ANN holds
-        elif snap.wants_ann():
-            self._build_ann(snap.slot, snap.index.vectors)
+        old, before = self._snapshot, self._version
+        if before is not None and (version[0], version[2]) == (before[0], before[2]):
+            # Usage alone changed (an outcome reported): the same versions, statuses and keys,
+            # their stats read anew, not the workflows table (~0.25 against ~1.1 s at 100k).
+            self._rows = self._rows.with_usage(self.store.usage(namespace=self.namespace))
+            snap = Snapshot.of(self._rows, self.params, ann_min=self.ann_min)
+            snap.slot = old.slot
+        else:
+            self._rows = self.store.served_rows(namespace=self.namespace)
+            snap = Snapshot.of(self._rows, self.params, ann_min=self.ann_min)
+            if old.wants_ann() and np.array_equal(old.index.vectors, snap.index.vectors):
+                snap.slot = old.slot  # the status changed, not the keys: the same ANN holds
+            elif snap.wants_ann():
+                self._build_ann(snap.slot, snap.index.vectors)
         if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
             self._evidence = newest_successes(
                 self.store, self.namespace, self.evidence_limit, share=self.literal_share

@@ -214,9 +214,14 @@ class Snapshot:
         cls, rows: Columns, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = ANN_MIN
     ) -> Snapshot:
         """A snapshot of served columns."""
-        cache: dict[str, float] = {}
+        cache: dict[tuple[int, int], float] = {}  # a factor is its outcomes' (`posterior`)
         factors = np.array(
-            [cache.setdefault(s.model_dump_json(), rank_factor(s, params)) for s in rows.stats],
+            [
+                cache[key]
+                if (key := (s.successes, s.failures)) in cache
+                else cache.setdefault(key, rank_factor(s, params))
+                for s in rows.stats
+            ],
             dtype=np.float64,
         )
         partner = np.full(len(rows), -1, dtype=np.int64)

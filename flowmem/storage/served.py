@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +94,24 @@ class ServedRows:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def with_usage(self, usage: Mapping[tuple[str, int], UsageStats]) -> ServedRows:
+        """These versions with their usage read anew from the usage table's figures (a version
+        without any keeps its row's `stats`), all else as it is, what was read of the columns
+        too: what a change of the usage table alone changes (which versions are served, their
+        status and keys are the workflows' and the lifecycle's)."""
+        if self.table is None:
+            return self
+        keys = list(zip(self.ids, self.versions.tolist(), strict=True))
+        stats = _live_stats(usage, keys, self.columns()["stats"].to_pylist())
+        return replace(
+            self,
+            stats=stats,
+            _chunks=self._chunks,
+            _micros=self._micros,
+            _reader=self._reader,
+            _sources=self._sources,
+        )
 
     def actions(self, i: int) -> Pattern:
         """The actions of the version at position i as its `Workflow.pattern` (a loop as its
