@@ -7,8 +7,9 @@ HNSW index (optional: faiss) is built in a background thread; until it is ready,
 cannot prove its ranking exact, search scores every key.
 
 The index is rebuilt only when the store has a new workflows table version (a committed
-induction run, a rollback), new usage stats or a status change; the store is asked at most
-every `check_every` seconds, so an agent's search costs no I/O in between, or at once after a
+induction run, a rollback), new usage stats or a status change, and for new usage stats alone
+only their stats are read anew (`ServedRows.with_usage`); the store is asked at most every
+`check_every` seconds, so an agent's search costs no I/O in between, or at once after a
 commit made through the same `Store` object.
 """
 
