@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -222,6 +224,61 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
         assert [h.workflow.id for h in memory.search(task, k=2)] == [first.workflow.id]
         assert memory.index.reloads == 3 and reads == ["read"]
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
+
+
+def _revise(store: Any, workflow_id: str, version: int, pitfall: str) -> None:
+    """Commit a revision of a workflow, keyed by its source tasks as an induction run keys it."""
+    import numpy as np
+
+    from flowmem.models import InductionRun
+
+    w = store.get_workflow(workflow_id)
+    revised = w.model_copy(update={"version": version, "parent_version": w.version, "pitfalls": [pitfall]})
+    served, vectors, owners, _ = store.workflow_index()
+    keys = {w.id: vectors[np.asarray(owners) == [x.id for x in served].index(w.id)]}
+    store.commit_run(InductionRun(id=f"revision-{version}"), [revised], keys=keys)
+
+
+def _until(done: Callable[[], bool]) -> None:
+    """Wait until `done()` holds (a background reload landed, or failed), at most a minute."""
+    deadline = time.monotonic() + 60
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
+
+
+def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past `background_from` (here: always), a change another process made is served once its
+    reload lands, the snapshot before it served meanwhile; a failed reload is logged and tried
+    again; a change made through the index's own store is served at the next search."""
+    induced(settings)
+    mine, other = store_from(settings), store_from(settings)  # `other`: as another process's
+    index = served_index.ServedIndex(mine, settings.namespace, check_every=0.0, background_from=0)
+    task = "Cancel my next meeting with zed"
+    [hit] = index.search(task, k=1)
+    wid = hit.workflow.id
+    assert hit.workflow.version == 1 and index.reloads == 1
+    _revise(other, wid, 2, "look before you cancel")
+    full = mine.served_rows
+
+    def away(**kw: Any) -> Any:
+        raise OSError("store away")
+
+    monkeypatch.setattr(mine, "served_rows", away)
+    assert index.search(task, k=1)[0].workflow.version == 1  # the reload fails behind it
+    _until(lambda: index._pending is None)
+    assert "reloading the served index" in caplog.text and "store away" in caplog.text
+    assert index.reloads == 1
+    monkeypatch.setattr(mine, "served_rows", full)
+    assert index.search(task, k=1)[0].workflow.version == 1  # tried again, behind it
+    _until(lambda: index.reloads == 2)
+    [hit] = index.search(task, k=1)
+    assert hit.workflow.version == 2 and [p.text for p in hit.workflow.pitfalls] == ["look before you cancel"]
+    _revise(mine, wid, 3, "look twice")  # through the index's own store: served at once
+    [hit] = index.search(task, k=1)
+    assert hit.workflow.version == 3 and index.reloads == 3
 
 
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="shared WorkBench data not present")

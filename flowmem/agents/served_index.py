@@ -10,16 +10,20 @@ The index is rebuilt only when the store has a new workflows table version (a co
 induction run, a rollback), new usage stats or a status change, and for new usage stats alone
 only their stats are read anew (`ServedRows.with_usage`); the store is asked at most every
 `check_every` seconds, so an agent's search costs no I/O in between, or at once after a
-commit made through the same `Store` object.
+commit made through the same `Store` object. A change another process made, on an index of
+`background_from` served versions or more, is reloaded in a background thread while the
+snapshot before it is served.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +32,7 @@ from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.retrieval import search as retrieval
 from flowmem.retrieval.ann import AnnSlot, build_ann
+from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.ranking import ANN_MIN, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
 from flowmem.settings import Settings
@@ -35,11 +40,30 @@ from flowmem.storage import Store
 from flowmem.storage.evidence import newest_successes
 from flowmem.storage.served import ServedRows
 
-__all__ = ["CONTEXT_K", "ServedIndex", "stop_builds"]
+__all__ = ["BACKGROUND_FROM", "CONTEXT_K", "ServedIndex", "stop_builds"]
+
+logger = logging.getLogger(__name__)
+
+BACKGROUND_FROM = 10_000
+"""Served versions from which another process's change is reloaded in the background
+(`ServedIndex.background_from`): a whole reload takes 0.14–0.19 s at 10k on the developers'
+machine, 0.8–1.5 s at 100k; below, the search that finds the change waits for it (counted in
+versions, not timed, so that what a search serves does not depend on how busy the machine
+is)."""
 
 CONTEXT_K = 3
 """How many workflows `WorkflowMemory.context` serves an agent at most, unless told otherwise
 (the dashboard's search box shows the same)."""
+
+
+@dataclass(frozen=True)
+class _Reloaded:
+    """What a reload read, before it is served."""
+
+    rows: ServedRows
+    snap: Snapshot
+    evidence: Evidence | None
+    """The newest successful runs, read anew for a new induction run's commit; None: kept."""
 
 
 class ServedIndex:
@@ -60,6 +84,7 @@ class ServedIndex:
         cover_weight: float | None = None,
         evidence_limit: int = 0,
         literal_share: float = 0.1,
+        background_from: int = BACKGROUND_FROM,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.bounds = Bounds(gap=gap, ratio=ratio, floor=floor, cover_weight=cover_weight)
@@ -83,6 +108,11 @@ class ServedIndex:
         """Build the ANN during the reload rather than in the background (tests)."""
         self.reloads = 0
         """How many times the index was rebuilt."""
+        self.background_from = background_from
+        """Served versions from which a change found by asking the store (another process's
+        commit, rollback or status change) is reloaded in a background thread while the
+        snapshot it replaces is served (`_refresh`)."""
+        self._pending: tuple[int, int, int] | None = None
 
     @classmethod
     def serving(cls, store: Store, namespace: str, settings: Settings) -> ServedIndex:
@@ -105,35 +135,72 @@ class ServedIndex:
         return time.monotonic() - self._checked >= self.check_every or self.store.writes != self._writes
 
     def _refresh(self) -> None:
+        """Called with the lock held: the snapshot reloaded if the store has moved on, at once
+        (the first load, this process's own writes, a change of usage alone, fewer served
+        versions than `background_from`), else in a background thread while this snapshot is
+        served."""
         if not self.due():
             return
         now, writes = time.monotonic(), self.store.writes  # this process's own commits are served at once
+        own = writes != self._writes
         self._checked, self._writes = now, writes
         version = self.store.served_version(namespace=self.namespace)
-        if version == self._version:
+        if version == self._version or (self._pending is not None and not own):
+            return  # a reload on its way: the first check after it lands catches up
+        before = self._version
+        usage_only = before is not None and (version[0], version[2]) == (before[0], before[2])
+        if own or usage_only or before is None or len(self._snapshot) < self.background_from:
+            self._install(version, self._read(version))
             return
+        self._pending = version
+        _start_thread(lambda: self._reload_behind(version, before), "flowmem-reload")
+
+    def _reload_behind(self, version: tuple[int, int, int], before: tuple[int, int, int]) -> None:
+        """A reload in a background thread: installed if nothing was installed meanwhile (a
+        reload of this process's own write, which is newer); an error is logged and the next
+        check tries again."""
+        try:
+            found = self._read(version)
+        except Exception:  # the store failed: the snapshot being served stays, and says so
+            logger.warning("reloading the served index of %r failed", self.namespace, exc_info=True)
+            with self._lock:
+                self._pending = None
+            return
+        with self._lock:
+            if self._version == before:
+                self._install(version, found)
+            self._pending = None
+
+    def _read(self, version: tuple[int, int, int]) -> _Reloaded:
+        """What the store serves at `version`, read and indexed (not yet served: `_install`)."""
         old, before = self._snapshot, self._version
         if before is not None and (version[0], version[2]) == (before[0], before[2]):
             # Usage alone changed (an outcome reported): the same versions, statuses and keys,
-            # their stats read anew, not the workflows table (~0.25 against ~1.1 s at 100k).
-            self._rows = self._rows.with_usage(self.store.usage(namespace=self.namespace))
-            snap = Snapshot.of(self._rows, self.params, ann_min=self.ann_min)
+            # their stats read anew, not the workflows table (~0.1 against ~1.0 s at 100k).
+            rows = self._rows.with_usage(self.store.usage(namespace=self.namespace))
+            snap = Snapshot.of(rows, self.params, ann_min=self.ann_min)
             snap.slot = old.slot
         else:
-            self._rows = self.store.served_rows(namespace=self.namespace)
-            snap = Snapshot.of(self._rows, self.params, ann_min=self.ann_min)
+            rows = self.store.served_rows(namespace=self.namespace)
+            snap = Snapshot.of(rows, self.params, ann_min=self.ann_min)
             if old.wants_ann() and np.array_equal(old.index.vectors, snap.index.vectors):
                 snap.slot = old.slot  # the status changed, not the keys: the same ANN holds
             elif snap.wants_ann():
                 self._build_ann(snap.slot, snap.index.vectors)
+        evidence = None
         if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
-            self._evidence = newest_successes(
+            evidence = newest_successes(
                 self.store, self.namespace, self.evidence_limit, share=self.literal_share
             )
-            self._evidence_of = version[0]
-            if len(self._evidence.seen_vectors) >= self.ann_min:  # `Evidence.familiar` asks it
-                self._build_ann(self._evidence.index, self._evidence.seen_vectors)
-        self._snapshot, self._version = snap, version
+            if len(evidence.seen_vectors) >= self.ann_min:  # `Evidence.familiar` asks it
+                self._build_ann(evidence.index, evidence.seen_vectors)
+        return _Reloaded(rows, snap, evidence)
+
+    def _install(self, version: tuple[int, int, int], found: _Reloaded) -> None:
+        """Serve what `_read` read (with the lock held)."""
+        self._rows, self._snapshot, self._version = found.rows, found.snap, version
+        if found.evidence is not None:
+            self._evidence, self._evidence_of = found.evidence, version[0]
         self.reloads += 1
 
     def _build_ann(self, slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
@@ -222,13 +289,22 @@ def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
     """Build an ANN into the slot in a daemon thread that `stop_builds` stops at exit."""
 
     def build() -> None:
+        slot.ann = build_ann(vectors, stop=_stopping)
+
+    _start_thread(build, "flowmem-ann")
+
+
+def _start_thread(work: Callable[[], None], name: str) -> None:
+    """Run `work` in a daemon thread that `stop_builds` waits for at exit."""
+
+    def run() -> None:
         try:
-            slot.ann = build_ann(vectors, stop=_stopping)
+            work()
         finally:
             with _builds_lock:
                 _builds.discard(thread)
 
-    thread = threading.Thread(target=build, name="flowmem-ann", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     _register_stop()
     with _builds_lock:
         _builds.add(thread)
@@ -242,12 +318,13 @@ def _register_stop() -> None:
 
 
 def stop_builds(timeout: float = 30.0) -> None:
-    """Stop the ANN builds running in the background and wait for them (at most `timeout`
-    seconds in all), so that none is inside faiss when the interpreter finalizes: a daemon
-    thread that comes back from C++ then is ended by a forced unwind, which aborts the process
-    ("terminate called without an active exception", exit status 134). Each build stops
-    within one chunk of rows (`retrieval.ann.ADD_CHUNK`). Registered with `atexit` when the
-    first build starts; a build started after it ran stops before its first chunk."""
+    """Stop the ANN builds running in the background and wait for them and for the reloads
+    (at most `timeout` seconds in all), so that none is inside faiss (or LanceDB) when the
+    interpreter finalizes: a daemon thread that comes back from C++ then is ended by a forced
+    unwind, which aborts the process ("terminate called without an active exception", exit
+    status 134). Each build stops within one chunk of rows (`retrieval.ann.ADD_CHUNK`); a
+    reload runs to its end. Registered with `atexit` when the first thread starts; a build
+    started after it ran stops before its first chunk."""
     _stopping.set()
     deadline = time.monotonic() + timeout
     with _builds_lock:
