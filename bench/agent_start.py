@@ -34,7 +34,7 @@ if not __package__:  # run as `python bench/X.py`: import bench.* from this chec
 
 from bench.paths import REPO
 
-__all__ = ["BEFORE", "agent_start", "main", "probe"]
+__all__ = ["BEFORE", "agent_start", "emitted", "main", "probe"]
 
 BEFORE = "883ba40"
 """The revision compared with by default: main before the agent's thread stopped importing
@@ -126,6 +126,16 @@ def agent_start(runs: int = 10, *, before: str | None = BEFORE, to_exit: bool = 
     return out
 
 
+def emitted(found: dict[str, Any], out: Path | None, *, as_json: bool) -> bool:
+    """A run's figures written to `out` (when given) as indented JSON, and printed as one line
+    of JSON when `as_json`: whether they were printed (else the caller prints its table)."""
+    if out is not None:
+        out.write_text(json.dumps(found, indent=2) + "\n")
+    if as_json:
+        print(json.dumps(found))
+    return as_json
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=BEFORE, help="the revision to compare with ('none': no other)")
@@ -136,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     before = None if args.before == "none" else args.before
     found = agent_start(args.runs, before=before, to_exit=args.to_exit)
-    if args.out is not None:
-        args.out.write_text(json.dumps(found, indent=2) + "\n")
-    if args.as_json:
-        print(json.dumps(found))
+    if emitted(found, args.out, as_json=args.as_json):
         return 0
     head = f"| flowmem | agent start, median of {args.runs} (s) |"
     print(head + (" to exit (s) |" if args.to_exit else ""))

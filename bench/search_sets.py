@@ -37,7 +37,7 @@ from typing import Any
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, _env
+from bench.agent_start import _code_at, _env, emitted
 from bench.eval_sets import AGENT_RUNS, SPLITS, agent_split
 from bench.paths import REPO, SHARED_DATA
 from flowmem.induction.inducers.rule import RuleInducer
@@ -199,12 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no shared data set in {args.data}", file=sys.stderr)
         return 1
     found = search_sets(args.data, before=before, rounds=args.rounds)
-    if args.out is not None:
-        args.out.write_text(json.dumps(found, indent=2) + "\n")
-    if args.as_json:
-        print(json.dumps(found))
-        return 0
-    print(_table(found, before))
+    if not emitted(found, args.out, as_json=args.as_json):
+        print(_table(found, before))
     return 0
 
 

@@ -3,6 +3,7 @@ matches `cover` keeps between searches."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Sequence
 
@@ -12,22 +13,25 @@ from flowmem.retrieval.cover import cover
 
 
 def _plain_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
-    """The textbook table over every step of both, and the same walk from its corner."""
+    """The definition, by recursion over every step of both: the longest common subsequence's
+    length of each pair of suffixes, and the walk that takes a match and otherwise leaves out
+    `a`'s step unless that shortens what is left."""
     n, m = len(a), len(b)
-    dp = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n - 1, -1, -1):
-        for j in range(m - 1, -1, -1):
-            dp[i][j] = dp[i + 1][j + 1] + 1 if a[i] == b[j] else max(dp[i + 1][j], dp[i][j + 1])
-    pairs, i, j = [], 0, 0
-    while i < n and j < m:
+
+    @functools.cache
+    def length(i: int, j: int) -> int:
+        if i == n or j == m:
+            return 0
+        return length(i + 1, j + 1) + 1 if a[i] == b[j] else max(length(i + 1, j), length(i, j + 1))
+
+    def walk(i: int, j: int) -> list[tuple[int, int]]:
+        if i == n or j == m:
+            return []
         if a[i] == b[j]:
-            pairs.append((i, j))
-            i, j = i + 1, j + 1
-        elif dp[i + 1][j] >= dp[i][j + 1]:
-            i += 1
-        else:
-            j += 1
-    return pairs
+            return [(i, j), *walk(i + 1, j + 1)]
+        return walk(i + 1, j) if length(i + 1, j) >= length(i, j + 1) else walk(i, j + 1)
+
+    return walk(0, 0)
 
 
 def _sequences(rng: random.Random) -> tuple[list[str], list[str]]:
