@@ -144,9 +144,11 @@ class ServedIndex:
         now, writes = time.monotonic(), self.store.writes  # this process's own commits are served at once
         own = writes != self._writes
         self._checked, self._writes = now, writes
-        version = self.store.served_version(namespace=self.namespace)
-        if version == self._version or (self._pending is not None and not own):
+        if self._pending is not None and not own:
             return  # a reload on its way: the first check after it lands catches up
+        version = self.store.served_version(namespace=self.namespace)
+        if version == self._version:
+            return
         before = self._version
         usage_only = before is not None and (version[0], version[2]) == (before[0], before[2])
         if own or usage_only or before is None or len(self._snapshot) < self.background_from:
