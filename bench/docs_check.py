@@ -18,8 +18,8 @@ the figure of a command's JSON output it must show:
   bench/results/agent_start.json` replaces it); its search and API tables, like README's
   performance table, `bench/results/latest.json` (`python -m bench search --record` and
   `python -m bench api_load --record` replace their parts);
-- docs/performance.md's table of search on the shared sets' stores: the run it quotes,
-  `bench/results/search_sets.json` (`python bench/search_sets.py --out
+- docs/performance.md's table of search on the shared sets' stores, and README's sentence on
+  it: the run they quote, `bench/results/search_sets.json` (`python bench/search_sets.py --out
   bench/results/search_sets.json` replaces it);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
@@ -423,6 +423,16 @@ def _sets_checks() -> list[Check]:
     ]
 
 
+def _sets_prose() -> list[Prose]:
+    """README's sentence on search on the shared sets' stores, against its recorded run."""
+    pattern = (
+        r"as an agent is served \(`python bench/search_sets\.py`\), p50 ([\d.]+), ([\d.]+) and"
+        r" ([\d.]+) ms on the WorkBench, tau2 and retail stores"
+    )
+    paths = (("workbench", "p50_ms"), ("tau2", "p50_ms"), ("tau2_agents", "p50_ms"))
+    return [Prose("README.md", pattern, paths, "sets")]
+
+
 SOURCES = {
     "eval": "bench/eval_sets.py",
     "demo": "flowmem demo --json",
@@ -614,6 +624,9 @@ RECORDED_GROUPS: dict[
 """The groups of checks against a recorded run: where the run is, the source its figures are
 read as, what is read of it, and the checks."""
 
+RECORDED_PROSE: dict[str, Callable[[], list[Prose]]] = {"sets": _sets_prose}
+"""The groups whose recorded run a sentence quotes too, and those sentences' checks."""
+
 
 def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = _json_of) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -645,6 +658,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
                 return 1
             sources[source] = figures(record)
             checks += made(record)
+            prose += RECORDED_PROSE.get(group, list)()
     if data and args.only in (None, "clusters"):
         workbench = str(args.data / "workbench_trajectories.jsonl.gz")
         sources["clusters"] = runner(["bench/cluster_quality.py", workbench, "--json"])
