@@ -190,21 +190,21 @@ def _one_vector(text: str, dim: int) -> Vectors:
     lowered.encode()
     tokens = _TOKEN.findall(lowered)
     features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
-    words = np.fromiter(map(mmh3.hash, features), dtype=np.int64, count=len(features))
+    hashes = np.fromiter(map(mmh3.hash, features), dtype=np.int64, count=len(features))
     split = lowered.split()
     joined = f" {'  '.join(split)} " if split else ""
     if len(joined) >= _ARRAYS_FROM:
-        words = np.concatenate([words, _trigram_hashes(joined, *_trigram_starts(joined))])
+        hashes = np.concatenate([hashes, _trigram_hashes(joined, *_trigram_starts(joined))])
     else:
         trigrams = [
             padded[i : i + 3] for word in split for padded in (f" {word} ",) for i in range(len(word))
         ]
-        words = np.concatenate(
-            [words, np.fromiter(map(mmh3.hash, trigrams), dtype=np.int64, count=len(trigrams))]
+        hashes = np.concatenate(
+            [hashes, np.fromiter(map(mmh3.hash, trigrams), dtype=np.int64, count=len(trigrams))]
         )
-    weights = np.where(words < 0, -_CHAR_WEIGHT, _CHAR_WEIGHT)
+    weights = np.where(hashes < 0, -_CHAR_WEIGHT, _CHAR_WEIGHT)
     weights[: len(features)] *= _WORD_WEIGHT / _CHAR_WEIGHT
-    dense = np.bincount(np.abs(words) % dim, weights=weights, minlength=dim).astype(np.float32)
+    dense = np.bincount(np.abs(hashes) % dim, weights=weights, minlength=dim).astype(np.float32)
     norm = np.sqrt(np.add.reduce(dense * dense))  # as `np.linalg.norm` sums a float32 row
     return dense / norm if norm > 0 else dense
 
