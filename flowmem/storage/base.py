@@ -35,6 +35,7 @@ from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import check_location, os_error_line
 from flowmem.storage.migrations import migrate
 from flowmem.storage.object_store import access_problem, check_endpoint, storage_options
+from flowmem.storage.stamps import Stamp, TableStamps
 
 __all__ = ["TRAJECTORIES", "Key", "KnownKeys", "StoreBase", "Vector", "release_all"]
 
@@ -122,6 +123,10 @@ class StoreBase:
         self._appender: Any = None
         self._known = KnownKeys()
         """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""
+        self._stamps: TableStamps | None = None
+        """Where the served tables' versions can be told by a `stat` (made on the first look)."""
+        self._stamped: dict[str, tuple[Stamp, tuple[int, int, int]]] = {}
+        """Per namespace: the served tables' stamp and the versions read with it."""
         self.writes = 0
         """Commits this object made that change what is served (versions, status, usage, a
         rollback): an in-process served index rebuilds at once after one, without waiting

@@ -28,6 +28,7 @@ from flowmem.storage.maintenance import MaintenanceMixin
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.served import ServedMixin
+from flowmem.storage.stamps import TableStamps, local_directory
 from flowmem.storage.version_state import VersionStateMixin
 
 if TYPE_CHECKING:
@@ -230,8 +231,20 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         """(workflows, usage and lifecycle table versions): changes whenever what search serves
         or how it ranks could change."""
         ns = self._ns(namespace)
+        stamps = self._stamps
+        if stamps is None:
+            stamps = self._stamps = TableStamps(local_directory(self.settings.db))
+        # On a local store, a stat of the tables' version directories tells whether they
+        # changed since last read (`storage.stamps`): ~6 µs against ~0.8-1.7 ms through LanceDB.
+        stamp = stamps.stamp((f"workflows__{ns}", f"usage__{ns}", f"lifecycle__{ns}"))
+        known = self._stamped.get(ns)
+        if stamp is not None and known is not None and known[0] == stamp:
+            return known[1]
         tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
-        return tuple(int(t.version) for t in tables)  # type: ignore[return-value]
+        version: tuple[int, int, int] = tuple(int(t.version) for t in tables)  # type: ignore[assignment]
+        if stamp is not None:  # stamped before the read: a commit in between changes the stamp
+            self._stamped[ns] = (stamp, version)
+        return version
 
     def _served(self, ns: str) -> tuple[list[Workflow], dict[tuple[str, int], dict[str, Any]]]:
         """The versions search serves (`served_versions`), and every committed row by (id, version)."""
