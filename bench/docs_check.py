@@ -21,6 +21,9 @@ the figure of a command's JSON output it must show:
 - docs/performance.md's table of search on the shared sets' stores, and README's sentence on
   it: the run they quote, `bench/results/search_sets.json` (`python bench/search_sets.py --out
   bench/results/search_sets.json` replaces it);
+- docs/performance.md's table of the same searches 0.3 s apart: the run it quotes,
+  `bench/results/search_sets_spaced.json` (`python bench/search_sets.py --gap 0.3 --tasks 40
+  --out bench/results/search_sets_spaced.json` replaces it);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -399,9 +402,17 @@ revision before's."""
 RECORDED_SETS = Path("bench") / "results" / "search_sets.json"
 """The recorded `bench/search_sets.py` run that table quotes, under the checked root."""
 
+SPACED_HEADER = "| searched 0.3 s apart |"
+"""docs/performance.md's table of search on the shared sets' stores, each search 0.3 s after
+the last (`bench/search_sets.py --gap 0.3`)."""
 
-def _sets_checks() -> list[Check]:
-    """docs/performance.md's table of search on the shared sets' stores against its recorded run."""
+RECORDED_SPACED = Path("bench") / "results" / "search_sets_spaced.json"
+"""The recorded `bench/search_sets.py --gap 0.3` run that table quotes, under the checked root."""
+
+
+def _sets_checks(header: str = SETS_HEADER, source: str = "sets") -> list[Check]:
+    """A docs/performance.md table of search on the shared sets' stores (`header`) against its
+    recorded run (`source`)."""
     rows = {"WorkBench": "workbench", "tau2 oracle": "tau2", "tau2 retail agents": "tau2_agents"}
     columns = (
         "workflows",
@@ -417,7 +428,7 @@ def _sets_checks() -> list[Check]:
         "ratio_mean",
     )
     return [
-        Check("docs/performance.md", SETS_HEADER, row, col, "sets", (name, key), "recorded")
+        Check("docs/performance.md", header, row, col, source, (name, key), "recorded")
         for row, name in rows.items()
         for col, key in enumerate(columns, start=1)
     ]
@@ -440,6 +451,7 @@ SOURCES = {
     "clusters": "bench/cluster_quality.py",
     "start": str(RECORDED_START),
     "sets": str(RECORDED_SETS),
+    "spaced": str(RECORDED_SPACED),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -619,6 +631,7 @@ RECORDED_GROUPS: dict[
     "perf": (RECORDED, "bench", bench_figures, lambda _: _perf_checks() + _search_checks() + _api_checks()),
     "start": (RECORDED_START, "start", dict, lambda _: _start_checks()),
     "sets": (RECORDED_SETS, "sets", dict, lambda _: _sets_checks()),
+    "spaced": (RECORDED_SPACED, "spaced", dict, lambda _: _sets_checks(SPACED_HEADER, "spaced")),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -632,7 +645,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "sets", "scaling", "clusters")
+    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "scaling", "clusters")
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}

@@ -17,8 +17,12 @@ The synthetic stores of `python -m bench search` hold one key per workflow and t
 recur; these hold what induction commits from real runs (a workflow keyed by its source tasks,
 sub-routines, loops) and tasks that recur, which `cover` chooses for by their past runs.
 
-Usage: python bench/search_sets.py [DATA_DIR] [--before REV | --before none] [--rounds N] [--json]
-       [--out FILE]
+With `--gap`, each search comes that many seconds after the last, as an agent's do while it
+waits on its model: past the served index's `check_every` (0.25 s), every search first asks
+whether the store moved on, and the CPU's caches have gone cold.
+
+Usage: python bench/search_sets.py [DATA_DIR] [--before REV | --before none] [--rounds N]
+       [--gap SECONDS] [--tasks N] [--json] [--out FILE]
 """
 
 from __future__ import annotations
@@ -56,11 +60,12 @@ PROBE = """
 import hashlib, json, sys, time
 from flowmem.agents import WorkflowMemory
 
-tasks = json.load(open(sys.argv[2]))
+tasks, gap = json.load(open(sys.argv[2])), float(sys.argv[3])
 with WorkflowMemory.open(sys.argv[1]) as memory:
     memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
     times, cpu, served = [], [], hashlib.sha256()
     for task in tasks:
+        time.sleep(gap)  # an agent's wait for its model between two searches
         start, used = time.perf_counter(), time.thread_time()
         hits = memory.search(task, k=3)
         times.append((time.perf_counter() - start) * 1000)
@@ -87,10 +92,11 @@ def _sets(data: Path, settings: Settings) -> dict[str, tuple[list[Trajectory], l
     return found
 
 
-def _probe(code: Path, db: Path, tasks: Path) -> dict[str, Any]:
-    """One fresh process of the flowmem at `code` searching every task of the file `tasks`."""
+def _probe(code: Path, db: Path, tasks: Path, gap: float = 0.0) -> dict[str, Any]:
+    """One fresh process of the flowmem at `code` searching every task of the file `tasks`,
+    `gap` seconds after the last search each."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(db), str(tasks)],
+        [sys.executable, "-c", PROBE, str(db), str(tasks), str(gap)],
         env=_env(code),
         cwd=db.parent,
         capture_output=True,
@@ -112,13 +118,21 @@ def _percentiles(times: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), p95, statistics.fmean(ordered)
 
 
-def search_sets(data: Path = SHARED_DATA, *, before: str | None = BEFORE, rounds: int = 5) -> dict[str, Any]:
-    """Per shared set: the store's size, the test tasks searched, and each revision's median
-    p50 and p95 over `rounds` probes (ms), with the median ratio of this checkout's p50 to
-    `before`'s."""
+def search_sets(
+    data: Path = SHARED_DATA,
+    *,
+    before: str | None = BEFORE,
+    rounds: int = 5,
+    gap: float = 0.0,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Per shared set: the store's size, the test tasks searched (the first `limit`), and each
+    revision's median p50 and p95 over `rounds` probes (ms), with the median ratio of this
+    checkout's p50 to `before`'s; each search `gap` seconds after the last."""
     settings = Settings()
     out: dict[str, Any] = {
         "rounds": rounds,
+        "gap_s": gap,
         "before": before,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
@@ -127,7 +141,7 @@ def search_sets(data: Path = SHARED_DATA, *, before: str | None = BEFORE, rounds
         if before is not None:
             codes["before"] = _code_at(before, Path(tmp) / "before")
         for name, (train, test) in _sets(data, settings).items():
-            tasks = list(dict.fromkeys(t.task for t in test))
+            tasks = list(dict.fromkeys(t.task for t in test))[:limit]
             task_file = Path(tmp) / f"{name}.json"
             task_file.write_text(json.dumps(tasks))
             with induced_store(train, RuleInducer(), settings=settings) as (store, report):
@@ -135,7 +149,7 @@ def search_sets(data: Path = SHARED_DATA, *, before: str | None = BEFORE, rounds
                 probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
                 for turn in range(rounds):  # in turn first, so that neither always follows the other
                     for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
-                        probes[code].append(_probe(path, db, task_file))
+                        probes[code].append(_probe(path, db, task_file, gap))
             row: dict[str, Any] = {
                 "workflows": len(report.versions),
                 "train": len(train),
@@ -191,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--before", default=BEFORE, help="the revision to compare with ('none': no other)")
     parser.add_argument("--rounds", type=int, default=5, help="probes of each revision (the median is kept)")
+    parser.add_argument(
+        "--gap", type=float, default=0.0, help="seconds between two searches (an agent waiting on its model)"
+    )
+    parser.add_argument("--tasks", type=int, help="search only each set's first N test tasks")
     parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
     args = parser.parse_args(argv)
@@ -198,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if not any((args.data / f).exists() for f in (*(s[0] for s in SPLITS.values()), AGENT_RUNS)):
         print(f"no shared data set in {args.data}", file=sys.stderr)
         return 1
-    found = search_sets(args.data, before=before, rounds=args.rounds)
+    found = search_sets(args.data, before=before, rounds=args.rounds, gap=args.gap, limit=args.tasks)
     if not emitted(found, args.out, as_json=args.as_json):
         print(_table(found, before))
     return 0

@@ -32,10 +32,11 @@ def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path
         head = list(itertools.islice(full, 400))
     with gzip.open(data / WORKBENCH.name, "wt", encoding="utf-8") as part:
         part.writelines(head)
-    found = search_sets(data, before="HEAD", rounds=1)
+    found = search_sets(data, before="HEAD", rounds=1, gap=0.01, limit=5)
     row = found["workbench"]
-    assert set(found) == {"rounds", "before", "load_average_1m", "workbench"}
-    assert row["tasks"] > 0 and row["workflows"] > 0 and row["train"] > row["tasks"]
+    assert set(found) == {"rounds", "gap_s", "before", "load_average_1m", "workbench"}
+    assert found["gap_s"] == 0.01 and row["tasks"] == 5
+    assert row["workflows"] > 0 and row["train"] > row["tasks"]
     assert row["same_hits"] is True  # HEAD's flowmem is this checkout's, or serves as it does
     assert 0 < row["p50_ms"] <= row["p95_ms"] and 0 < row["p50_ms_before"]
     assert row["ratio"] > 0 and row["ratio_cpu"] > 0
