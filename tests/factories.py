@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -153,6 +155,25 @@ def induced(settings: Settings) -> Store:
 
 
 # -- interchange lines -------------------------------------------------------------------------
+
+
+def revise(store: Any, workflow_id: str, version: int, pitfall: str) -> None:
+    """Commit a revision of a workflow, keyed by its source tasks as an induction run keys it."""
+    import numpy as np
+
+    w = store.get_workflow(workflow_id)
+    revised = w.model_copy(update={"version": version, "parent_version": w.version, "pitfalls": [pitfall]})
+    served, vectors, owners, _ = store.workflow_index()
+    keys = {w.id: vectors[np.asarray(owners) == [x.id for x in served].index(w.id)]}
+    store.commit_run(InductionRun(id=f"revision-{version}"), [revised], keys=keys)
+
+
+def until(done: Callable[[], bool]) -> None:
+    """Wait until `done()` holds (a background reload landed, or failed), at most a minute."""
+    deadline = time.monotonic() + 60
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
 
 
 def good(i: int) -> str:

@@ -44,7 +44,7 @@ from flowmem.storage.object_store import access_problem, check_endpoint, storage
 from flowmem.storage.vector_cache import StoreVectorCache
 from tests import s3_server
 from tests.bounds import idle_bound
-from tests.factories import cancel, forward, remind
+from tests.factories import cancel, forward, remind, until
 from tests.processes import READY_LIMIT
 from tests.s3_server import BUCKET, KEY, S3Server
 
@@ -266,13 +266,16 @@ def test_induce_search_hot_reload_and_rollback(s3: S3Server, prefix: str) -> Non
         update={"version": 2, "parent_version": 1, "pitfalls": ["look before you cancel"]}
     )
     run = other.commit_run(InductionRun(id="revision"), [v2])
-    assert _served_version(index, task) == (wid, 2) and index.reloads == 2
+    # The store is asked behind the searches (not a local store): v2 is served once read.
+    until(lambda: _served_version(index, task) == (wid, 2))
+    assert index.reloads == 2
     assert other.get_run("revision").tag == "revision"
     assert "revision" in other.checkout_tags(settings.namespace)
 
     # A rollback restores the table as it was before that run: version 1 is served again.
     other.rollback(run.id)
-    assert _served_version(index, task) == (wid, 1) and index.reloads == 3
+    until(lambda: _served_version(index, task) == (wid, 1))
+    assert index.reloads == 3
     assert [w.version for w in store.history(wid)] == [1]
     assert any(k.startswith(f"workflows__{settings.namespace}.lance/_refs/tags/") for k in s3.keys(prefix))
 

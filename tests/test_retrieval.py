@@ -6,8 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,7 +26,7 @@ from flowmem.policy.lifecycle import rank_factor
 from flowmem.retrieval.serving import above_floor
 from flowmem.server.api import create_app
 from flowmem.settings import EMBEDDER_FLOORS, Settings
-from tests.factories import WORKBENCH, forward, induced, make_workflow, remind, run
+from tests.factories import WORKBENCH, forward, induced, make_workflow, remind, revise, run, until
 
 
 def test_search_and_context_serve_the_fitting_workflow(settings: Settings) -> None:
@@ -226,27 +225,6 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 
-def _revise(store: Any, workflow_id: str, version: int, pitfall: str) -> None:
-    """Commit a revision of a workflow, keyed by its source tasks as an induction run keys it."""
-    import numpy as np
-
-    from flowmem.models import InductionRun
-
-    w = store.get_workflow(workflow_id)
-    revised = w.model_copy(update={"version": version, "parent_version": w.version, "pitfalls": [pitfall]})
-    served, vectors, owners, _ = store.workflow_index()
-    keys = {w.id: vectors[np.asarray(owners) == [x.id for x in served].index(w.id)]}
-    store.commit_run(InductionRun(id=f"revision-{version}"), [revised], keys=keys)
-
-
-def _until(done: Callable[[], bool]) -> None:
-    """Wait until `done()` holds (a background reload landed, or failed), at most a minute."""
-    deadline = time.monotonic() + 60
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert done()
-
-
 def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_once(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -260,7 +238,7 @@ def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_
     [hit] = index.search(task, k=1)
     wid = hit.workflow.id
     assert hit.workflow.version == 1 and index.reloads == 1
-    _revise(other, wid, 2, "look before you cancel")
+    revise(other, wid, 2, "look before you cancel")
     full = mine.served_rows
 
     def away(**kw: Any) -> Any:
@@ -268,15 +246,58 @@ def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_
 
     monkeypatch.setattr(mine, "served_rows", away)
     assert index.search(task, k=1)[0].workflow.version == 1  # the reload fails behind it
-    _until(lambda: index._pending is None)
+    until(lambda: index._pending is None)
     assert "reloading the served index" in caplog.text and "store away" in caplog.text
     assert index.reloads == 1
     monkeypatch.setattr(mine, "served_rows", full)
     assert index.search(task, k=1)[0].workflow.version == 1  # tried again, behind it
-    _until(lambda: index.reloads == 2)
+    until(lambda: index.reloads == 2)
     [hit] = index.search(task, k=1)
     assert hit.workflow.version == 2 and [p.text for p in hit.workflow.pitfalls] == ["look before you cancel"]
-    _revise(mine, wid, 3, "look twice")  # through the index's own store: served at once
+    revise(mine, wid, 3, "look twice")  # through the index's own store: served at once
+    [hit] = index.search(task, k=1)
+    assert hit.workflow.version == 3 and index.reloads == 3
+
+
+def test_a_store_that_is_not_local_is_asked_behind_the_search(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On object storage (here: a local store said not to be one), the store is asked for its
+    versions in a background thread: a search does not wait on it, a change it finds is served
+    once read, a failed ask is logged and asked again; a change through the index's own store
+    is served at the next search."""
+    induced(settings)
+    mine, other = store_from(settings), store_from(settings)  # `other`: as another process's
+    index = served_index.ServedIndex(mine, settings.namespace, check_every=0.0)
+    task = "Cancel my next meeting with zed"
+    [hit] = index.search(task, k=1)  # the first load waits for the store
+    wid = hit.workflow.id
+    monkeypatch.setattr(mine, "versions_local", lambda: False)
+    gate, asked = threading.Event(), mine.served_version
+
+    def held(**kw: Any) -> Any:
+        gate.wait(60)  # the network, held
+        return asked(**kw)
+
+    monkeypatch.setattr(mine, "served_version", held)
+    revise(other, wid, 2, "look before you cancel")
+    for _ in range(3):  # served while the one ask is held
+        assert index.search(task, k=1)[0].workflow.version == 1
+    assert index._pending is not None and index.reloads == 1
+    gate.set()
+    until(lambda: index.reloads == 2)
+    [hit] = index.search(task, k=1)
+    assert hit.workflow.version == 2 and [p.text for p in hit.workflow.pitfalls] == ["look before you cancel"]
+
+    def away(**kw: Any) -> Any:
+        raise OSError("network away")
+
+    monkeypatch.setattr(mine, "served_version", away)
+    assert index.search(task, k=1)[0].workflow.version == 2
+    until(lambda: index._pending is None)
+    assert "asking the store" in caplog.text and "network away" in caplog.text
+    monkeypatch.setattr(mine, "served_version", asked)
+    revise(mine, wid, 3, "look twice")  # through the index's own store: asked and served at once
     [hit] = index.search(task, k=1)
     assert hit.workflow.version == 3 and index.reloads == 3
 

@@ -16,8 +16,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import stamps
 from flowmem.storage.stamps import local_directory, parse_mounts
-from tests.factories import induced
-from tests.test_retrieval import _revise
+from tests.factories import induced, revise
 
 
 def _age(settings: Settings, seconds: float) -> None:
@@ -54,11 +53,11 @@ def test_a_settled_store_is_asked_by_stat_and_another_process_commit_is_still_se
     for _ in range(3):
         assert index.search(task, k=1)[0].workflow.version == 1
     assert len(asked) == 4 and index.reloads == 1  # the same stamp: LanceDB is not asked
-    _revise(other, wid, 2, "look before you cancel")
+    revise(other, wid, 2, "look before you cancel")
     _age(settings, 5)  # a commit first seen once settled: another stamp than the one kept
     [hit] = index.search(task, k=1)
     assert hit.workflow.version == 2 and index.reloads == 2
-    _revise(other, wid, 3, "look twice")
+    revise(other, wid, 3, "look twice")
     asked.clear()
     [hit] = index.search(task, k=1)  # just committed: not trusted, LanceDB asked
     assert hit.workflow.version == 3 and index.reloads == 3 and asked

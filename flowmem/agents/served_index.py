@@ -10,7 +10,10 @@ The index is rebuilt only when the store has a new workflows table version (a co
 induction run, a rollback), new usage stats or a status change, and for new usage stats alone
 only their stats are read anew (`ServedRows.with_usage`); the store is asked at most every
 `check_every` seconds, so an agent's search costs no I/O in between, or at once after a
-commit made through the same `Store` object. A change another process made, on an index of
+commit made through the same `Store` object. On a local store that question is mostly a `stat`
+(`Store.served_version`); on object storage it is asked in a background thread, and a change
+it finds read there too, so that a search never waits on the network but for the first load
+and this process's own commits. A change another process made, on an index of
 `background_from` served versions or more, is reloaded in a background thread while the
 snapshot before it is served.
 """
@@ -145,24 +148,49 @@ class ServedIndex:
         own = writes != self._writes
         self._checked, self._writes = now, writes
         if self._pending is not None and not own:
-            return  # a reload on its way: the first check after it lands catches up
-        version = self.store.served_version(namespace=self.namespace)
-        if version == self._version:
-            return
+            return  # a check or reload on its way: the first check after it lands catches up
         before = self._version
+        behind = not _stopping.is_set()  # at exit, nothing more is started behind a search
+        if behind and not own and before is not None and not self.store.versions_local():
+            # Not a local store: asking it costs round trips (~9 ms for three on a local S3
+            # server, more over a network), so it is asked behind the search, and what it
+            # says served once read.
+            self._pending = before
+            _start_thread(lambda: self._check_behind(before), "flowmem-check")
+            return
+        version = self.store.served_version(namespace=self.namespace)
+        if version == before:
+            return
         usage_only = before is not None and (version[0], version[2]) == (before[0], before[2])
-        if own or usage_only or before is None or len(self._snapshot) < self.background_from:
+        if not behind or own or usage_only or before is None or len(self._snapshot) < self.background_from:
             self._install(version, self._read(version, usage_only=usage_only))
             return
         self._pending = version
         _start_thread(lambda: self._reload_behind(version, before), "flowmem-reload")
 
-    def _reload_behind(self, version: tuple[int, int, int], before: tuple[int, int, int]) -> None:
+    def _check_behind(self, before: tuple[int, int, int]) -> None:
+        """The store asked for its versions in a background thread, and a change reloaded
+        there too (`_reload_behind`); an error is logged and the next check tries again."""
+        try:
+            version = self.store.served_version(namespace=self.namespace)
+        except Exception:  # the store failed: the snapshot being served stays, and says so
+            logger.warning("asking the store of %r for its versions failed", self.namespace, exc_info=True)
+            version = before
+        if version == before:
+            with self._lock:
+                self._pending = None
+            return
+        usage_only = (version[0], version[2]) == (before[0], before[2])
+        self._reload_behind(version, before, usage_only=usage_only)
+
+    def _reload_behind(
+        self, version: tuple[int, int, int], before: tuple[int, int, int], *, usage_only: bool = False
+    ) -> None:
         """A reload in a background thread: installed if nothing was installed meanwhile (a
         reload of this process's own write, which is newer); an error is logged and the next
         check tries again."""
         try:
-            found = self._read(version, usage_only=False)
+            found = self._read(version, usage_only=usage_only)
         except Exception:  # the store failed: the snapshot being served stays, and says so
             logger.warning("reloading the served index of %r failed", self.namespace, exc_info=True)
             with self._lock:

@@ -227,13 +227,23 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
             self.get_workflow(workflow_id, new, namespace=namespace),
         )
 
+    def _table_stamps(self) -> TableStamps:
+        stamps = self._stamps
+        if stamps is None:
+            stamps = self._stamps = TableStamps(local_directory(self.settings.db))
+        return stamps
+
+    def versions_local(self) -> bool:
+        """Whether `served_version` is mostly told by a `stat` (a local store, on a file system
+        that keeps directory times: `storage.stamps`); else every call asks LanceDB, which on
+        object storage means round trips to it."""
+        return self._table_stamps().root is not None
+
     def served_version(self, *, namespace: str | None = None) -> tuple[int, int, int]:
         """(workflows, usage and lifecycle table versions): changes whenever what search serves
         or how it ranks could change."""
         ns = self._ns(namespace)
-        stamps = self._stamps
-        if stamps is None:
-            stamps = self._stamps = TableStamps(local_directory(self.settings.db))
+        stamps = self._table_stamps()
         # On a local store, a stat of the tables' version directories tells whether they
         # changed since last read (`storage.stamps`): ~6 µs against ~0.8-1.7 ms through LanceDB.
         stamp = stamps.stamp((f"workflows__{ns}", f"usage__{ns}", f"lifecycle__{ns}"))
