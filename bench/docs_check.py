@@ -23,7 +23,8 @@ the figure of a command's JSON output it must show:
   bench/results/search_sets.json` replaces it);
 - docs/performance.md's table of the same searches 0.3 s apart: the run it quotes,
   `bench/results/search_sets_spaced.json` (`python bench/search_sets.py --gap 0.3 --tasks 40
-  --out bench/results/search_sets_spaced.json` replaces it);
+  --out bench/results/search_sets_spaced.json` replaces it), and docs/operations.md's of them on
+  moto's S3 server, `bench/results/search_sets_s3.json` (`--s3` added);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -409,10 +410,18 @@ the last (`bench/search_sets.py --gap 0.3`)."""
 RECORDED_SPACED = Path("bench") / "results" / "search_sets_spaced.json"
 """The recorded `bench/search_sets.py --gap 0.3` run that table quotes, under the checked root."""
 
+S3_HEADER = "| searched 0.3 s apart on S3 (moto) |"
+"""docs/operations.md's table of the same searches on the stores copied to moto's S3 server."""
 
-def _sets_checks(header: str = SETS_HEADER, source: str = "sets") -> list[Check]:
-    """A docs/performance.md table of search on the shared sets' stores (`header`) against its
-    recorded run (`source`)."""
+RECORDED_S3 = Path("bench") / "results" / "search_sets_s3.json"
+"""The recorded `bench/search_sets.py --s3 --gap 0.3` run that table quotes, under the checked root."""
+
+
+def _sets_checks(
+    header: str = SETS_HEADER, source: str = "sets", doc: str = "docs/performance.md"
+) -> list[Check]:
+    """A table of search on the shared sets' stores (`header`, in `doc`) against its recorded
+    run (`source`)."""
     rows = {"WorkBench": "workbench", "tau2 oracle": "tau2", "tau2 retail agents": "tau2_agents"}
     columns = (
         "workflows",
@@ -428,7 +437,7 @@ def _sets_checks(header: str = SETS_HEADER, source: str = "sets") -> list[Check]
         "ratio_mean",
     )
     return [
-        Check("docs/performance.md", header, row, col, source, (name, key), "recorded")
+        Check(doc, header, row, col, source, (name, key), "recorded")
         for row, name in rows.items()
         for col, key in enumerate(columns, start=1)
     ]
@@ -452,6 +461,7 @@ SOURCES = {
     "start": str(RECORDED_START),
     "sets": str(RECORDED_SETS),
     "spaced": str(RECORDED_SPACED),
+    "s3": str(RECORDED_S3),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -632,6 +642,7 @@ RECORDED_GROUPS: dict[
     "start": (RECORDED_START, "start", dict, lambda _: _start_checks()),
     "sets": (RECORDED_SETS, "sets", dict, lambda _: _sets_checks()),
     "spaced": (RECORDED_SPACED, "spaced", dict, lambda _: _sets_checks(SPACED_HEADER, "spaced")),
+    "s3": (RECORDED_S3, "s3", dict, lambda _: _sets_checks(S3_HEADER, "s3", "docs/operations.md")),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -645,7 +656,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "scaling", "clusters")
+    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "s3", "scaling", "clusters")
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}

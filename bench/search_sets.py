@@ -21,20 +21,25 @@ With `--gap`, each search comes that many seconds after the last, as an agent's 
 waits on its model: past the served index's `check_every` (0.25 s), every search first asks
 whether the store moved on, and the CPU's caches have gone cold.
 
+With `--s3`, each induced store is copied to moto's S3 server (started in this process, as
+`bench/s3_commits.py` starts it) and searched there: a check whether the store moved on is
+then three listings over HTTP.
+
 Usage: python bench/search_sets.py [DATA_DIR] [--before REV | --before none] [--rounds N]
-       [--gap SECONDS] [--tasks N] [--json] [--out FILE]
+       [--gap SECONDS] [--tasks N] [--s3] [--json] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +97,15 @@ def _sets(data: Path, settings: Settings) -> dict[str, tuple[list[Trajectory], l
     return found
 
 
-def _probe(code: Path, db: Path, tasks: Path, gap: float = 0.0) -> dict[str, Any]:
+def _probe(
+    code: Path, db: str, tasks: Path, gap: float = 0.0, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One fresh process of the flowmem at `code` searching every task of the file `tasks`,
-    `gap` seconds after the last search each."""
+    `gap` seconds after the last search each (`env`: FLOWMEM_* settings besides the store)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(db), str(tasks), str(gap)],
-        env=_env(code),
-        cwd=db.parent,
+        [sys.executable, "-c", PROBE, db, str(tasks), str(gap)],
+        env={**_env(code), **(env or {})},
+        cwd=tasks.parent,
         capture_output=True,
         text=True,
         check=False,
@@ -109,6 +116,53 @@ def _probe(code: Path, db: Path, tasks: Path, gap: float = 0.0) -> dict[str, Any
     if not found["code"].startswith(str(code.resolve() / "flowmem")):
         raise RuntimeError(f"the probe on {code} ran {found['code']}")
     return found
+
+
+class _Bucket:
+    """moto's S3 server (in this process) with a bucket that stores are copied to."""
+
+    def __init__(self, endpoint: str) -> None:
+        import boto3  # type: ignore[import-untyped]
+
+        from bench.s3_commits import BUCKET, KEY
+
+        self.endpoint, self.name, self.key = endpoint, BUCKET, KEY
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=KEY,
+            aws_secret_access_key=KEY,
+        )
+
+    def upload(self, db: Path, prefix: str) -> tuple[str, dict[str, str]]:
+        """A local store's files copied under `prefix` (a Lance table is its files, at paths
+        relative to it): its URI, and the FLOWMEM_* settings that open it."""
+        for path in sorted(p for p in db.rglob("*") if p.is_file()):
+            self.client.upload_file(str(path), self.name, f"{prefix}/{path.relative_to(db).as_posix()}")
+        env = {
+            "FLOWMEM_S3_ENDPOINT": self.endpoint,
+            "FLOWMEM_S3_REGION": "us-east-1",
+            "FLOWMEM_S3_ACCESS_KEY_ID": self.key,
+            "FLOWMEM_S3_SECRET_ACCESS_KEY": self.key,
+            "FLOWMEM_S3_ALLOW_HTTP": "true",
+        }
+        return f"s3://{self.name}/{prefix}", env
+
+
+@contextlib.contextmanager
+def _object_store(wanted: bool) -> Iterator[_Bucket | None]:
+    """moto's S3 server while the bench runs (`bench/s3_commits.start_server`), if `wanted`."""
+    if not wanted:
+        yield None
+        return
+    from bench.s3_commits import start_server
+
+    server, endpoint = start_server()
+    try:
+        yield _Bucket(endpoint)
+    finally:
+        server.stop()
 
 
 def _percentiles(times: Sequence[float]) -> tuple[float, float, float]:
@@ -125,18 +179,21 @@ def search_sets(
     rounds: int = 5,
     gap: float = 0.0,
     limit: int | None = None,
+    s3: bool = False,
 ) -> dict[str, Any]:
     """Per shared set: the store's size, the test tasks searched (the first `limit`), and each
     revision's median p50 and p95 over `rounds` probes (ms), with the median ratio of this
-    checkout's p50 to `before`'s; each search `gap` seconds after the last."""
+    checkout's p50 to `before`'s; each search `gap` seconds after the last; with `s3`, the
+    store copied to moto's S3 server and searched there."""
     settings = Settings()
     out: dict[str, Any] = {
         "rounds": rounds,
         "gap_s": gap,
+        "s3": s3,
         "before": before,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _object_store(s3) as bucket:
         codes = {"now": REPO}
         if before is not None:
             codes["before"] = _code_at(before, Path(tmp) / "before")
@@ -145,12 +202,15 @@ def search_sets(
             task_file = Path(tmp) / f"{name}.json"
             task_file.write_text(json.dumps(tasks))
             with induced_store(train, RuleInducer(), settings=settings) as (store, report):
-                db = Path(store.settings.db)
+                db, env = str(store.settings.db), dict[str, str]()
+                if bucket is not None:
+                    db, env = bucket.upload(Path(db), name)
                 probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
                 for turn in range(rounds):  # in turn first, so that neither always follows the other
                     for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
-                        probes[code].append(_probe(path, db, task_file, gap))
+                        probes[code].append(_probe(path, db, task_file, gap, env))
             row: dict[str, Any] = {
+                "store": db if bucket is not None else "local",
                 "workflows": len(report.versions),
                 "train": len(train),
                 "tasks": len(tasks),
@@ -209,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "--gap", type=float, default=0.0, help="seconds between two searches (an agent waiting on its model)"
     )
     parser.add_argument("--tasks", type=int, help="search only each set's first N test tasks")
+    parser.add_argument("--s3", action="store_true", help="search each store copied to moto's S3 server")
     parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
     parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
     args = parser.parse_args(argv)
@@ -216,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if not any((args.data / f).exists() for f in (*(s[0] for s in SPLITS.values()), AGENT_RUNS)):
         print(f"no shared data set in {args.data}", file=sys.stderr)
         return 1
-    found = search_sets(args.data, before=before, rounds=args.rounds, gap=args.gap, limit=args.tasks)
+    found = search_sets(
+        args.data, before=before, rounds=args.rounds, gap=args.gap, limit=args.tasks, s3=args.s3
+    )
     if not emitted(found, args.out, as_json=args.as_json):
         print(_table(found, before))
     return 0

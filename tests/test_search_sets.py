@@ -34,7 +34,7 @@ def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path
         part.writelines(head)
     found = search_sets(data, before="HEAD", rounds=1, gap=0.01, limit=5)
     row = found["workbench"]
-    assert set(found) == {"rounds", "gap_s", "before", "load_average_1m", "workbench"}
+    assert set(found) == {"rounds", "gap_s", "s3", "before", "load_average_1m", "workbench"}
     assert found["gap_s"] == 0.01 and row["tasks"] == 5
     assert row["workflows"] > 0 and row["train"] > row["tasks"]
     assert row["same_hits"] is True  # HEAD's flowmem is this checkout's, or serves as it does
@@ -43,3 +43,18 @@ def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path
     table = _table(found, "HEAD").splitlines()
     assert table[0].startswith("| set | workflows | test tasks | p50 | p95 | mean | HEAD: p50")
     assert table[2].startswith(f"| workbench | {row['workflows']} | {row['tasks']} | ")
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
+def test_the_stores_copied_to_s3_are_searched_there(tmp_path: Path) -> None:
+    pytest.importorskip("moto", reason="the S3 server comes with the dev extra")
+    data = tmp_path / "data"
+    data.mkdir()
+    with gzip.open(WORKBENCH, "rt", encoding="utf-8") as full:
+        head = list(itertools.islice(full, 400))
+    with gzip.open(data / WORKBENCH.name, "wt", encoding="utf-8") as part:
+        part.writelines(head)
+    found = search_sets(data, before=None, rounds=1, limit=3, s3=True)
+    row = found["workbench"]
+    assert found["s3"] is True and row["store"] == "s3://flowmem-bench/workbench"
+    assert row["tasks"] == 3 and 0 < row["p50_ms"] <= row["p95_ms"]
