@@ -172,6 +172,31 @@ def _percentiles(times: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), p95, statistics.fmean(ordered)
 
 
+def _figures(probes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each revision's median p50, p95, mean and CPU p50 over its probes (ms), and, with a
+    revision before, whether both served the same and the median ratios of their rounds."""
+    row: dict[str, Any] = {}
+    for code, found in probes.items():
+        suffix = "" if code == "now" else "_before"
+        figures = [_percentiles(p["times"]) for p in found]
+        for at, label in enumerate(("p50", "p95", "mean")):
+            row[f"{label}_ms{suffix}"] = statistics.median(f[at] for f in figures)
+        row[f"cpu_p50_ms{suffix}"] = statistics.median(_percentiles(p["cpu"])[0] for p in found)
+        if len({p["served"] for p in found}) != 1:
+            raise RuntimeError(f"the probes on {code} served different hits")
+    if "before" in probes:
+        row["same_hits"] = probes["now"][0]["served"] == probes["before"][0]["served"]
+        pairs = list(zip(probes["now"], probes["before"], strict=True))
+        for at, label in enumerate(("ratio", "ratio_p95", "ratio_mean")):
+            row[label] = statistics.median(
+                _percentiles(now["times"])[at] / _percentiles(then["times"])[at] for now, then in pairs
+            )
+        row["ratio_cpu"] = statistics.median(
+            _percentiles(now["cpu"])[0] / _percentiles(then["cpu"])[0] for now, then in pairs
+        )
+    return row
+
+
 def search_sets(
     data: Path = SHARED_DATA,
     *,
@@ -215,25 +240,7 @@ def search_sets(
                 "train": len(train),
                 "tasks": len(tasks),
             }
-            for code, found in probes.items():
-                suffix = "" if code == "now" else "_before"
-                figures = [_percentiles(p["times"]) for p in found]
-                for at, label in enumerate(("p50", "p95", "mean")):
-                    row[f"{label}_ms{suffix}"] = statistics.median(f[at] for f in figures)
-                row[f"cpu_p50_ms{suffix}"] = statistics.median(_percentiles(p["cpu"])[0] for p in found)
-                if len({p["served"] for p in found}) != 1:
-                    raise RuntimeError(f"the probes on {code} served different hits")
-            if before is not None:
-                row["same_hits"] = probes["now"][0]["served"] == probes["before"][0]["served"]
-                pairs = list(zip(probes["now"], probes["before"], strict=True))
-                for at, label in enumerate(("ratio", "ratio_p95", "ratio_mean")):
-                    row[label] = statistics.median(
-                        _percentiles(now["times"])[at] / _percentiles(then["times"])[at]
-                        for now, then in pairs
-                    )
-                row["ratio_cpu"] = statistics.median(
-                    _percentiles(now["cpu"])[0] / _percentiles(then["cpu"])[0] for now, then in pairs
-                )
+            row.update(_figures(probes))
             out[name] = row
     return out
 
