@@ -292,6 +292,7 @@ def test_a_store_that_is_not_local_is_asked_behind_the_search(
     def away(**kw: Any) -> Any:
         raise OSError("network away")
 
+    until(lambda: index._pending is None)  # the check the last search started, answered
     monkeypatch.setattr(mine, "served_version", away)
     assert index.search(task, k=1)[0].workflow.version == 2
     until(lambda: index._pending is None)
