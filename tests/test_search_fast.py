@@ -3,11 +3,15 @@ against the ranking of every version by a stable sort, on random data with ties.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from flowmem.models import UsageStats
+from flowmem.retrieval import ranking
+from flowmem.retrieval.ann import KeyANN
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.nearest import SHARE_WEIGHT, snap_cosines
 from flowmem.retrieval.ranking import _ONE_BLAS_THREAD, Ask, Ranked, Snapshot
@@ -59,15 +63,15 @@ def _snapshot(
     return Snapshot.of(rows)
 
 
-def _reference(
-    snap: Snapshot,
-    query: npt.NDArray[np.float32],
-    ask: Ask,
-) -> Ranked:
+def _reference(snap: Snapshot, query: npt.NDArray[np.float32], ask: Ask, *, by_rows: bool = False) -> Ranked:
     """Every version scored, sorted stably (ties by position), the trial pairs decided on the top
-    until none of it loses: the ranking before the fast path."""
-    with _ONE_BLAS_THREAD:
-        cosines = snap.index.vectors @ query
+    until none of it loses: the ranking before the fast path (`by_rows`: each key's product as
+    the ANN path computes it, `KeyANN.products`, rather than by BLAS, whose float sums differ)."""
+    if by_rows:
+        cosines = KeyANN.products(snap.index.vectors, query, np.arange(len(snap.index.vectors)))
+    else:
+        with _ONE_BLAS_THREAD:
+            cosines = snap.index.vectors @ query
     per_key = snap_cosines(cosines) - SHARE_WEIGHT * (1.0 - np.asarray(snap.rows.shares))
     similarity = np.full(len(snap), -np.inf)
     for key, owner in enumerate(snap.index.owners.tolist()):
@@ -140,3 +144,48 @@ def test_floor_keeps_looks_at_stored_runs_only_when_the_memories_are_below_the_f
     assert calls == [1]  # below: the task is of a known domain (its own run is stored)
     far = -query
     assert evidence.floor_keeps(far, 0.95, [0.3, 0.1], [True, False], recurs=False) == [False, True]
+
+
+class _ExactANN(KeyANN):
+    """An ANN that returns the truly nearest keys, counting its searches."""
+
+    def __init__(self, vectors: npt.NDArray[np.float32]) -> None:
+        super().__init__(None, len(vectors))
+        self.vectors, self.searches = vectors, 0
+
+    def search(
+        self, query: npt.NDArray[np.float32], count: int, ef: int | None = None
+    ) -> npt.NDArray[np.int64]:
+        self.searches += 1
+        return np.argsort(-(self.vectors @ query), kind="stable")[:count].astype(np.int64)
+
+
+@pytest.mark.parametrize("boosted", [5, 300])
+def test_versions_ranked_up_by_outcomes_are_scored_beside_the_ann_keys(
+    boosted: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few versions whose outcomes raised their rank factor (to 1.5) can outscore nearer
+    ones: they are scored exactly beside the ANN's nearest keys, so the ranking is the full
+    sort's and is proven from the first keys; past `BOOSTED` such keys, the largest factor of
+    those left bounds the rest, and the ranking is still the full sort's."""
+    monkeypatch.setattr(ranking, "BOOSTED", 64)
+    rng = np.random.default_rng(boosted)
+    rows = _snapshot(rng, 6000, keys=1, pool=6000, trials=0).rows
+    assert isinstance(rows, ServedRows)
+    lucky = rng.choice(len(rows), size=boosted, replace=False)
+    stats = [UsageStats()] * len(rows)  # untried: factor 1
+    for i in lucky.tolist():
+        stats[i] = UsageStats(served=40, successes=40)
+    snap = Snapshot.of(replace(rows, stats=stats))
+    ann = _ExactANN(snap.index.vectors)
+    snap.slot.ann = ann
+    for q in range(20):
+        near = snap.index.vectors[lucky[q % len(lucky)]]
+        query = _unit((near + rng.normal(scale=0.6, size=24))[None, :])[0]
+        ask = Ask(f"task {q}", 20, None, 0.0)
+        before = ann.searches
+        got, want = snap.ranked(query, ask), _reference(snap, query, ask, by_rows=True)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b), q
+        if boosted <= ranking.BOOSTED:
+            assert ann.searches - before == 1  # proven from the first keys

@@ -141,6 +141,12 @@ below, ranking every version costs less than the proof (one `similarities_of`: 1
 51 µs at 390 keys of 96 workflows, the WorkBench store; the same at 2,000; the same hits)."""
 _MAX_KEYS = 4096
 """Past this many keys from the ANN, score every key instead."""
+BOOSTED = 2048
+"""Keys of the highest rank factors scored exactly beside the ANN's, at most (`Snapshot.boost`):
+a version that outcomes ranked up (a factor up to 1.5) can outscore a closer one, so the most a
+key the ANN did not return can score is its cosine bound times the largest factor of the keys
+not scored, not of every key (with one version at 1.3 among 100k untried ones, the proof failed
+and a search scored every key: 38 against 1.5 ms)."""
 _ONE_THREAD = 50_000
 """Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
 above, memory bandwidth makes two threads faster."""
@@ -208,6 +214,8 @@ class Snapshot:
     """Per key: its version's rank factor."""
     _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _boost: tuple[npt.NDArray[np.int64], float] | None = field(default=None, repr=False)
+    """`boost`, once worked out."""
 
     @classmethod
     def of(
@@ -231,6 +239,38 @@ class Snapshot:
                 partner[i], partner[active[w]] = active[w], i
         index = ExampleIndex(rows.keys, rows.owners, len(rows), rows.shares)
         return cls(rows, index, factors, partner, ann_min=ann_min)
+
+    def with_stats(self, rows: Columns, changed: Collection[int], params: LifecycleParams) -> Snapshot:
+        """A snapshot of `rows`, which hold this one's versions, statuses and keys and differ in
+        the stats of the versions at `changed` alone (an outcome reported): their rank factors
+        computed anew, the key index, trial pairs and ANN shared, and the `Workflow`s built
+        for the other positions kept."""
+        factors = self.factors.copy()
+        for i in changed:
+            factors[i] = rank_factor(rows.stats[i], params)
+        snap = Snapshot(rows, self.index, factors, self.partner, slot=self.slot, ann_min=self.ann_min)
+        gone = set(changed)
+        with self._lock:
+            snap._cache.update((i, w) for i, w in self._cache.items() if i not in gone)
+        return snap
+
+    def boost(self) -> tuple[npt.NDArray[np.int64], float]:
+        """The keys an ANN search scores exactly besides those it returns (those of the
+        highest rank factors: at most `BOOSTED`, every key of a factor or none), and the
+        largest factor of the other keys (worked out on the first ANN search)."""
+        found = self._boost
+        if found is None:
+            factors = self.key_factors
+            # An untried version's factor, 1, is most versions' (`rank_factor` of no outcomes):
+            # the keys above it, unless there are too many; then the `BOOSTED` highest (a sort:
+            # `np.partition` takes ~17 ms on 100k factors of few distinct values).
+            above = factors > 1.0
+            if np.count_nonzero(above) > BOOSTED:
+                above = factors > np.sort(factors)[len(factors) - BOOSTED - 1]
+            rest = float(factors[~above].max()) if not above.all() else self.fmin
+            found = (np.flatnonzero(above).astype(np.int64), rest)
+            self._boost = found
+        return found
 
     def __post_init__(self) -> None:
         self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
@@ -402,14 +442,20 @@ class Snapshot:
         """`ranked` from the ANN's keys, exactly re-ranked (`_proven`); None when not proven
         exact within `_MAX_KEYS` keys (the caller then scores every key)."""
         count = max(_FIRST_KEYS, 2 * ask.m)
+        boosted, rest = self.boost()
+        boosted_cosines = ann.products(self.index.vectors, query, boosted)
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
             cosines = ann.products(self.index.vectors, query, keys)
             # Every key the ANN did not return is at most as similar as the farthest it did
-            # (rounded as the scores are: monotone), and its version's factor at most the largest.
+            # (rounded as the scores are: monotone), and, unless scored as boosted, its
+            # version's factor at most `rest`.
             farthest = float(snap_cosines(cosines.min(initial=1.0)))
             everything = len(keys) >= len(self.index.vectors)
-            bound = -np.inf if everything else farthest * (self.fmax if farthest >= 0 else self.fmin)
+            bound = -np.inf if everything else farthest * (rest if farthest >= 0 else self.fmin)
+            if len(boosted) and (extra := ~np.isin(boosted, keys)).any():
+                keys = np.concatenate([keys, boosted[extra]])
+                cosines = np.concatenate([cosines, boosted_cosines[extra]])
             found = self._proven(query, keys, cosines, bound, ask)
             if found is not None:
                 return found
