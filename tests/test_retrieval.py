@@ -225,6 +225,32 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 
+def test_an_outcome_changes_the_stats_of_its_versions_alone(settings: Settings) -> None:
+    """A change of the usage table is applied to the versions whose figures changed (found by
+    id and version), the rest kept as read, their built `Workflow`s too; the same stats as a
+    whole read of the store."""
+    import numpy as np
+
+    from flowmem.policy.lifecycle import DEFAULT_PARAMS
+    from flowmem.retrieval.ranking import Snapshot
+
+    store = induced(settings)
+    rows = store.served_rows()
+    snap = Snapshot.of(rows)
+    built = snap.workflows([0, 1])
+    key = (rows.ids[0], int(rows.versions[0]))
+    won = UsageStats(served=2, successes=2)
+    new, changed = rows.with_usage({**rows.usage, key: won, ("not-served", 1): UsageStats(served=1)})
+    assert changed == [0] and new.stats[0] == won and new.stats[1:] == rows.stats[1:]
+    after = snap.with_stats(new, changed, DEFAULT_PARAMS)
+    assert after.factors[0] == rank_factor(won) and np.array_equal(after.factors[1:], snap.factors[1:])
+    assert after.workflow(1) is built[1] and after.workflow(0).stats == won  # kept; built anew
+    store.put_usage({key: won})
+    assert store.served_rows().stats == new.stats  # as a whole read gives them
+    back, changed = new.with_usage(rows.usage)  # the figures gone: the row's own stats again
+    assert changed == [0] and back.stats == rows.stats
+
+
 def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_once(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

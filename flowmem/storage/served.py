@@ -9,6 +9,7 @@ imported by the functions that read, so that importing the store does not load i
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
@@ -70,6 +71,9 @@ class ServedRows:
     """What builds a served version's `Workflow` (`workflows`), made on the first."""
     _sources: frozenset[str] | None = field(default=None, repr=False, compare=False)
     """`sources`, read once."""
+    usage: Mapping[tuple[str, int], UsageStats] = field(default_factory=dict, repr=False, compare=False)
+    """The usage table's figures `stats` were read with: `with_usage` changes only the versions
+    whose figures differ from these."""
 
     @classmethod
     def empty(cls, dim: int) -> ServedRows:
@@ -95,23 +99,50 @@ class ServedRows:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def with_usage(self, usage: Mapping[tuple[str, int], UsageStats]) -> ServedRows:
+    def with_usage(self, usage: Mapping[tuple[str, int], UsageStats]) -> tuple[ServedRows, list[int]]:
         """These versions with their usage read anew from the usage table's figures (a version
         without any keeps its row's `stats`), all else as it is, what was read of the columns
         too: what a change of the usage table alone changes (which versions are served, their
-        status and keys are the workflows' and the lifecycle's)."""
+        status and keys are the workflows' and the lifecycle's); and the positions whose stats
+        changed. Only the figures that differ from `usage`'s are looked at, each version found
+        by a binary search of the sorted ids: an outcome reported costs its versions, not every
+        served one."""
         if self.table is None:
-            return self
-        keys = list(zip(self.ids, self.versions.tolist(), strict=True))
-        stats = _live_stats(usage, keys, self.columns()["stats"].to_pylist())
-        return replace(
+            return self, []
+        changed: dict[int, UsageStats] = {}
+        for key in usage.keys() | self.usage.keys():
+            figures = usage.get(key)
+            if figures != self.usage.get(key) and (at := self.position(key)) is not None:
+                changed[at] = figures if figures is not None else self._stored_stats(at)
+        stats = self.stats
+        if changed:
+            stats = list(stats)
+            for at, figures in changed.items():
+                stats[at] = figures
+        rows = replace(
             self,
             stats=stats,
+            usage=usage,
             _chunks=self._chunks,
             _micros=self._micros,
             _reader=self._reader,
             _sources=self._sources,
         )
+        return rows, sorted(changed)
+
+    def position(self, key: tuple[str, int]) -> int | None:
+        """Where version `key` (id, version) is served, if it is (`ids` are sorted)."""
+        wid, version = key
+        at = bisect.bisect_left(self.ids, wid)
+        while at < len(self.ids) and self.ids[at] == wid:
+            if int(self.versions[at]) == version:
+                return at
+            at += 1
+        return None
+
+    def _stored_stats(self, i: int) -> UsageStats:
+        """The stats the row at position i holds (what a version without usage figures has)."""
+        return UsageStats.model_validate(json.loads(self.columns()["stats"][i].as_py()))
 
     def actions(self, i: int) -> Pattern:
         """The actions of the version at position i as its `Workflow.pattern` (a loop as its
@@ -315,6 +346,7 @@ class ServedMixin(StoreBase):
             subroutine=np.array([k == "subroutine" for k in kinds], dtype=bool),
             by_example=_by_example(table),
             table=table.combine_chunks(),
+            usage=usage,
         )
 
     def _recorded(self, table: Any, ns: str) -> tuple[Any, npt.NDArray[np.int64]]:
