@@ -1,0 +1,168 @@
+"""Search on a store whose versions have outcomes, and the search right after an outcome, this
+checkout's code and another revision's side by side in one run.
+
+`python -m bench search` times stores where no version has an outcome: every rank factor is 1.
+An agent's store has outcomes, which rank some versions up (a factor up to 1.5) and others
+down, and a process that reports one (`WorkflowMemory`'s runs, `POST /v1/runs/{id}/outcome`)
+reloads the usage before its next search. Here a synthetic store of `--n` workflows is filled
+once (`bench.data.fill`, as `python -m bench search` fills it); then, in turn, a fresh process
+of each revision works on a copy of it: it opens a `WorkflowMemory`, waits for its ANN, and
+- searches `--queries` distinct tasks, k=3 (p50: `untried`);
+- `--queries` times, reports one success of a version chosen at random through its own store
+  and searches (p50 of those searches: `after_outcome`);
+- for each count B of `--boosted`, gives B versions chosen at random three successes (one
+  commit) and searches `--queries` other tasks (p50: `boosted_B`).
+The other revision (`--before`) is its `flowmem/` from `git archive`, run by the same interpreter;
+the revisions alternate by process, `--rounds` times; a figure is the median of the rounds'.
+
+Usage: python bench/outcomes.py [--n 100000] [--queries 200] [--boosted 1,2000]
+       [--before REV | --before none] [--rounds 2] [--json] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.agent_start import _code_at, _env, emitted
+from bench.data import fill, queries
+from bench.paths import REPO
+from flowmem.jobs.factories import store_from
+from flowmem.settings import Settings
+
+__all__ = ["BEFORE", "main", "outcomes"]
+
+BEFORE = "76354dc"
+"""The revision compared with by default: before the usage reload applied the changed versions
+alone and the ANN's proof scored the versions ranked up beside its keys (issue 41)."""
+
+PROBE = """
+import json, random, statistics, sys, time
+from flowmem.agents import WorkflowMemory
+from flowmem.models import UsageStats
+
+db, tasks, boosted = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+n = len(tasks) // (2 + len(boosted))
+out = {}
+with WorkflowMemory.open(db) as memory:
+    memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
+    deadline = time.monotonic() + 1200
+    while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rows, store, rng = memory.index._snapshot.rows, memory.store, random.Random(7)
+
+    def timed(batch):
+        times = []
+        for task in batch:
+            start = time.perf_counter()
+            memory.search(task, k=3)
+            times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+
+    def key(i):
+        return rows.ids[i], int(rows.versions[i])
+
+    out["untried"] = timed(tasks[:n])
+    after = []
+    for task in tasks[n : 2 * n]:
+        store.add_usage({key(rng.randrange(len(rows))): UsageStats(served=1, successes=1)})
+        start = time.perf_counter()
+        memory.search(task, k=3)
+        after.append((time.perf_counter() - start) * 1000)
+    out["after_outcome"] = statistics.median(after)
+    for j, count in enumerate(boosted):
+        chosen = rng.sample(range(len(rows)), count)
+        store.add_usage({key(i): UsageStats(served=3, successes=3) for i in chosen})
+        memory.search(tasks[0], k=3)  # the usage reloaded
+        out[f"boosted_{count}"] = timed(tasks[(2 + j) * n : (3 + j) * n])
+    import flowmem.agents
+out["code"] = flowmem.agents.__file__
+print(json.dumps(out))
+"""
+"""One probe: the p50 search times (ms) of a fresh process on its own copy of the store."""
+
+
+def _probe(code: Path, db: Path, tasks: list[str], boosted: list[int]) -> dict[str, Any]:
+    """One fresh process of the flowmem at `code` on a copy of the store at `db`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "db"
+        shutil.copytree(db, copy)
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, str(copy), json.dumps(tasks), json.dumps(boosted)],
+            env=_env(code),
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the probe on {code} ended with {done.returncode}: {done.stderr[-2000:]}")
+    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    if not found.pop("code").startswith(str(code.resolve() / "flowmem")):
+        raise RuntimeError(f"the probe on {code} ran another flowmem")
+    return found
+
+
+def outcomes(
+    n: int = 100_000,
+    *,
+    count: int = 200,
+    boosted: tuple[int, ...] = (1, 2000),
+    before: str | None = BEFORE,
+    rounds: int = 2,
+) -> dict[str, Any]:
+    """Each revision's median (over `rounds` probes) of each p50, and the ratios of this
+    checkout's to `before`'s."""
+    out: dict[str, Any] = {"n": n, "queries": count, "rounds": rounds, "before": before}
+    tasks = queries(count * (2 + len(boosted)), seed=11)
+    with tempfile.TemporaryDirectory() as tmp:
+        codes = {"now": REPO}
+        if before is not None:
+            codes["before"] = _code_at(before, Path(tmp) / "before")
+        db = Path(tmp) / "store"
+        fill(store_from(Settings(db=str(db))), n, examples=True)
+        probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
+        for turn in range(rounds):  # in turn first, so that neither always follows the other
+            for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
+                probes[code].append(_probe(path, db, tasks, list(boosted)))
+    for code, found in probes.items():
+        suffix = "" if code == "now" else "_before"
+        for name in found[0]:
+            out[f"{name}_ms{suffix}"] = statistics.median(p[name] for p in found)
+    if before is not None:
+        for name in probes["now"][0]:
+            out[f"{name}_ratio"] = out[f"{name}_ms"] / out[f"{name}_ms_before"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000, help="workflows in the store")
+    parser.add_argument("--queries", type=int, default=200, help="searches per figure")
+    parser.add_argument("--boosted", default="1,2000", help="versions given successes, in turn")
+    parser.add_argument("--before", default=BEFORE, help="the revision to compare with ('none': no other)")
+    parser.add_argument("--rounds", type=int, default=2, help="probes of each revision (the median is kept)")
+    parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
+    parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
+    args = parser.parse_args(argv)
+    boosted = tuple(int(b) for b in args.boosted.split(",") if b)
+    before = None if args.before == "none" else args.before
+    found = outcomes(args.n, count=args.queries, boosted=boosted, before=before, rounds=args.rounds)
+    if not emitted(found, args.out, as_json=args.as_json):
+        for name, value in found.items():
+            print(f"{name:28s} {value:.3f}" if isinstance(value, float) else f"{name:28s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
