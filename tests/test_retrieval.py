@@ -225,6 +225,24 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 
+def test_outcomes_keep_the_usage_table_in_few_files(settings: Settings) -> None:
+    """Each outcome is a merge commit that adds a file to the usage table; every
+    `USAGE_COMPACT_EVERY` of them the store compacts it, so that reading it (every outcome
+    does, and every reload after one) does not slow down file by file until `flowmem maintain`."""
+    from flowmem.storage.lance_ops import lance_dataset
+    from flowmem.storage.version_state import USAGE_COMPACT_EVERY
+
+    store = store_from(settings)
+    count = 2 * USAGE_COMPACT_EVERY + 3
+    for i in range(count):  # outcomes of distinct versions: each leaves a file of its own
+        store.add_usage({(f"w{i}", 1): UsageStats(served=1, successes=1)})
+    store.add_usage({("w0", 1): UsageStats(served=1, failures=1)})
+    usage = store.usage()
+    assert len(usage) == count and usage[("w0", 1)] == UsageStats(served=2, successes=1, failures=1)
+    table = store._usage_table(settings.namespace)
+    assert len(lance_dataset(table.uri).get_fragments()) <= USAGE_COMPACT_EVERY
+
+
 def test_an_outcome_changes_the_stats_of_its_versions_alone(settings: Settings) -> None:
     """A change of the usage table is applied to the versions whose figures changed (found by
     id and version), the rest kept as read, their built `Workflow`s too; the same stats as a

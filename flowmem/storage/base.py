@@ -121,6 +121,8 @@ class StoreBase:
         (`WorkflowMemory`), and another thread that needs it meanwhile waits for that one."""
         self._tables: dict[str, Table] = {}
         self._appender: Any = None
+        self._usage_commits = 0
+        """Usage commits this object made (`VersionStateMixin.put_usage` compacts every so many)."""
         self._known = KnownKeys()
         """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""
         self._stamps: TableStamps | None = None
