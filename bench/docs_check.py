@@ -25,6 +25,8 @@ the figure of a command's JSON output it must show:
   `bench/results/search_sets_spaced.json` (`python bench/search_sets.py --gap 0.3 --tasks 40
   --out bench/results/search_sets_spaced.json` replaces it), and docs/operations.md's of them on
   moto's S3 server, `bench/results/search_sets_s3.json` (`--s3` added);
+- docs/performance.md's table of search with outcomes: the run it quotes,
+  `bench/results/outcomes.json` (`python bench/outcomes.py --out bench/results/outcomes.json`);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -416,6 +418,27 @@ S3_HEADER = "| searched 0.3 s apart on S3 (moto) |"
 RECORDED_S3 = Path("bench") / "results" / "search_sets_s3.json"
 """The recorded `bench/search_sets.py --s3 --gap 0.3` run that table quotes, under the checked root."""
 
+OUTCOMES_HEADER = "| search with outcomes, 100k workflows |"
+"""docs/performance.md's table of search on a store whose versions have outcomes."""
+
+RECORDED_OUTCOMES = Path("bench") / "results" / "outcomes.json"
+"""The recorded `bench/outcomes.py` run that table quotes, under the checked root."""
+
+
+def _outcomes_checks() -> list[Check]:
+    """docs/performance.md's table of search with outcomes against its recorded run."""
+    rows = {
+        "no outcome (every rank factor 1)": "untried",
+        "right after an outcome (its own store)": "after_outcome",
+        "1 version ranked up": "boosted_1",
+        "2,000 versions ranked up": "boosted_2000",
+    }
+    return [
+        Check("docs/performance.md", OUTCOMES_HEADER, row, col, "outcomes", (f"{name}_{key}",), "recorded")
+        for row, name in rows.items()
+        for col, key in enumerate(("ms", "ms_before", "ratio"), start=1)
+    ]
+
 
 def _sets_checks(
     header: str = SETS_HEADER, source: str = "sets", doc: str = "docs/performance.md"
@@ -462,6 +485,7 @@ SOURCES = {
     "sets": str(RECORDED_SETS),
     "spaced": str(RECORDED_SPACED),
     "s3": str(RECORDED_S3),
+    "outcomes": str(RECORDED_OUTCOMES),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -643,6 +667,7 @@ RECORDED_GROUPS: dict[
     "sets": (RECORDED_SETS, "sets", dict, lambda _: _sets_checks()),
     "spaced": (RECORDED_SPACED, "spaced", dict, lambda _: _sets_checks(SPACED_HEADER, "spaced")),
     "s3": (RECORDED_S3, "s3", dict, lambda _: _sets_checks(S3_HEADER, "s3", "docs/operations.md")),
+    "outcomes": (RECORDED_OUTCOMES, "outcomes", dict, lambda _: _outcomes_checks()),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -656,7 +681,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "s3", "scaling", "clusters")
+    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "s3", "outcomes", "scaling", "clusters")
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}
