@@ -443,7 +443,7 @@ class Snapshot:
         exact within `_MAX_KEYS` keys (the caller then scores every key)."""
         count = max(_FIRST_KEYS, 2 * ask.m)
         boosted, rest = self.boost()
-        boosted_cosines = ann.products(self.index.vectors, query, boosted)
+        boosted_cosines = ann.products(self.index.vectors, query, boosted) if len(boosted) else None
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
             cosines = ann.products(self.index.vectors, query, keys)
@@ -453,7 +453,7 @@ class Snapshot:
             farthest = float(snap_cosines(cosines.min(initial=1.0)))
             everything = len(keys) >= len(self.index.vectors)
             bound = -np.inf if everything else farthest * (rest if farthest >= 0 else self.fmin)
-            if len(boosted) and (extra := ~np.isin(boosted, keys)).any():
+            if boosted_cosines is not None and (extra := ~np.isin(boosted, keys)).any():
                 keys = np.concatenate([keys, boosted[extra]])
                 cosines = np.concatenate([cosines, boosted_cosines[extra]])
             found = self._proven(query, keys, cosines, bound, ask)
