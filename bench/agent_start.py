@@ -126,6 +126,26 @@ def agent_start(runs: int = 10, *, before: str | None = BEFORE, to_exit: bool = 
     return out
 
 
+def run_probe(code: Path, script: str, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> Any:
+    """A fresh process of the flowmem at `code` running `script` with `args` (and FLOWMEM_*
+    settings `env`): the JSON object its last line prints, without its `code` (where it
+    imported `flowmem.agents` from, checked to be under `code`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env={**_env(code), **(env or {})},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the probe on {code} ended with {done.returncode}: {done.stderr[-2000:]}")
+    found = json.loads(done.stdout.splitlines()[-1])
+    if not str(found.pop("code")).startswith(str(code.resolve() / "flowmem")):
+        raise RuntimeError(f"the probe on {code} ran another flowmem")
+    return found
+
+
 def emitted(found: dict[str, Any], out: Path | None, *, as_json: bool) -> bool:
     """A run's figures written to `out` (when given) as indented JSON, and printed as one line
     of JSON when `as_json`: whether they were printed (else the caller prints its table)."""

@@ -25,7 +25,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, _env, emitted
+from bench.agent_start import _code_at, emitted, run_probe
 from bench.data import fill, queries
 from bench.paths import REPO
 from flowmem.jobs.factories import store_from
@@ -97,19 +96,9 @@ def _probe(code: Path, db: Path, tasks: list[str], boosted: list[int]) -> dict[s
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "db"
         shutil.copytree(db, copy)
-        done = subprocess.run(
-            [sys.executable, "-c", PROBE, str(copy), json.dumps(tasks), json.dumps(boosted)],
-            env=_env(code),
-            cwd=tmp,
-            capture_output=True,
-            text=True,
-            check=False,
+        found: dict[str, Any] = run_probe(
+            code, PROBE, [str(copy), json.dumps(tasks), json.dumps(boosted)], Path(tmp)
         )
-    if done.returncode != 0:
-        raise RuntimeError(f"the probe on {code} ended with {done.returncode}: {done.stderr[-2000:]}")
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    if not found.pop("code").startswith(str(code.resolve() / "flowmem")):
-        raise RuntimeError(f"the probe on {code} ran another flowmem")
     return found
 
 

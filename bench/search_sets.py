@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -46,7 +45,7 @@ from typing import Any
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, _env, emitted
+from bench.agent_start import _code_at, emitted, run_probe
 from bench.eval_sets import AGENT_RUNS, SPLITS, agent_split
 from bench.paths import REPO, SHARED_DATA
 from flowmem.induction.inducers.rule import RuleInducer
@@ -102,19 +101,7 @@ def _probe(
 ) -> dict[str, Any]:
     """One fresh process of the flowmem at `code` searching every task of the file `tasks`,
     `gap` seconds after the last search each (`env`: FLOWMEM_* settings besides the store)."""
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, db, str(tasks), str(gap)],
-        env={**_env(code), **(env or {})},
-        cwd=tasks.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the probe on {code} ended with {done.returncode}: {done.stderr[-2000:]}")
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    if not found["code"].startswith(str(code.resolve() / "flowmem")):
-        raise RuntimeError(f"the probe on {code} ran {found['code']}")
+    found: dict[str, Any] = run_probe(code, PROBE, [db, str(tasks), str(gap)], tasks.parent, env)
     return found
 
 

@@ -23,15 +23,21 @@ def _in_git() -> bool:
     return found.returncode == 0
 
 
-@pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
-@pytest.mark.skipif(not _in_git(), reason="needs the checkout's git history")
-def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path) -> None:
+def _slice(tmp_path: Path) -> Path:
+    """A data folder holding the shared WorkBench set's first 400 runs."""
     data = tmp_path / "data"
     data.mkdir()
     with gzip.open(WORKBENCH, "rt", encoding="utf-8") as full:
         head = list(itertools.islice(full, 400))
     with gzip.open(data / WORKBENCH.name, "wt", encoding="utf-8") as part:
         part.writelines(head)
+    return data
+
+
+@pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
+@pytest.mark.skipif(not _in_git(), reason="needs the checkout's git history")
+def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path) -> None:
+    data = _slice(tmp_path)
     found = search_sets(data, before="HEAD", rounds=1, gap=0.01, limit=5)
     row = found["workbench"]
     assert set(found) == {"rounds", "gap_s", "s3", "before", "load_average_1m", "workbench"}
@@ -48,12 +54,7 @@ def test_both_revisions_search_every_test_task_and_serve_the_same(tmp_path: Path
 @pytest.mark.skipif(not WORKBENCH.exists(), reason="needs ../shared/data")
 def test_the_stores_copied_to_s3_are_searched_there(tmp_path: Path) -> None:
     pytest.importorskip("moto", reason="the S3 server comes with the dev extra")
-    data = tmp_path / "data"
-    data.mkdir()
-    with gzip.open(WORKBENCH, "rt", encoding="utf-8") as full:
-        head = list(itertools.islice(full, 400))
-    with gzip.open(data / WORKBENCH.name, "wt", encoding="utf-8") as part:
-        part.writelines(head)
+    data = _slice(tmp_path)
     found = search_sets(data, before=None, rounds=1, limit=3, s3=True)
     row = found["workbench"]
     assert found["s3"] is True and row["store"] == "s3://flowmem-bench/workbench"
