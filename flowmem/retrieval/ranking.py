@@ -145,8 +145,8 @@ BOOSTED = 2048
 """Keys of the highest rank factors scored exactly beside the ANN's, at most (`Snapshot.boost`):
 a version that outcomes ranked up (a factor up to 1.5) can outscore a closer one, so the most a
 key the ANN did not return can score is its cosine bound times the largest factor of the keys
-not scored, not of every key (with one version at 1.3 among 100k untried ones, the proof failed
-and a search scored every key: 38 against 1.5 ms)."""
+not scored, not of every key (with one version ranked up among 100k untried ones, the proof
+failed and searches scored up to every key: p50 13.5 against 0.8 ms, `bench/outcomes.py`)."""
 _ONE_THREAD = 50_000
 """Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
 above, memory bandwidth makes two threads faster."""
