@@ -243,6 +243,20 @@ def test_outcomes_keep_the_usage_table_in_few_files(settings: Settings) -> None:
     assert len(lance_dataset(table.uri).get_fragments()) <= USAGE_COMPACT_EVERY
 
 
+def test_usage_is_read_for_some_workflows_or_all(settings: Settings) -> None:
+    """`usage(ids=...)` reads those workflows' versions alone (what an outcome adds to); each
+    `UsageStats` is shared by the versions with the same figures."""
+    store = store_from(settings)
+    one, other = UsageStats(served=2, successes=1), UsageStats(served=1, failures=1)
+    store.put_usage({("a", 1): one, ("a", 2): other, ("it's", 1): one, ("b", 1): one})
+    assert store.usage(ids=["a", "it's"]) == {("a", 1): one, ("a", 2): other, ("it's", 1): one}
+    assert store.usage(ids=[]) == {}
+    everything = store.usage()
+    assert len(everything) == 4 and everything[("a", 1)] is everything[("b", 1)]
+    store.add_usage({("it's", 1): UsageStats(served=1, successes=1)})
+    assert store.usage()[("it's", 1)] == UsageStats(served=3, successes=2)
+
+
 def test_an_outcome_changes_the_stats_of_its_versions_alone(settings: Settings) -> None:
     """A change of the usage table is applied to the versions whose figures changed (found by
     id and version), the rest kept as read, their built `Workflow`s too; the same stats as a
