@@ -245,7 +245,8 @@ def test_outcomes_keep_the_usage_table_in_few_files(settings: Settings) -> None:
 
 def test_usage_is_read_for_some_workflows_or_all(settings: Settings) -> None:
     """`usage(ids=...)` reads those workflows' versions alone (what an outcome adds to); each
-    `UsageStats` is shared by the versions with the same figures."""
+    `UsageStats` is shared by the versions with the same figures, and by later reads (a served
+    index compares two reads by identity first)."""
     store = store_from(settings)
     one, other = UsageStats(served=2, successes=1), UsageStats(served=1, failures=1)
     store.put_usage({("a", 1): one, ("a", 2): other, ("it's", 1): one, ("b", 1): one})
@@ -253,6 +254,7 @@ def test_usage_is_read_for_some_workflows_or_all(settings: Settings) -> None:
     assert store.usage(ids=[]) == {}
     everything = store.usage()
     assert len(everything) == 4 and everything[("a", 1)] is everything[("b", 1)]
+    assert store.usage()[("a", 1)] is everything[("a", 1)]  # and by the next read
     store.add_usage({("it's", 1): UsageStats(served=1, successes=1)})
     assert store.usage()[("it's", 1)] == UsageStats(served=3, successes=2)
 

@@ -110,10 +110,14 @@ class ServedRows:
         if self.table is None:
             return self, []
         changed: dict[int, UsageStats] = {}
-        for key in usage.keys() | self.usage.keys():
-            figures = usage.get(key)
-            if figures != self.usage.get(key) and (at := self.position(key)) is not None:
-                changed[at] = figures if figures is not None else self._stored_stats(at)
+        old = self.usage
+        for key, figures in usage.items():  # the same figures are the same object (`Store.usage`)
+            before = old.get(key)
+            if figures is not before and figures != before and (at := self.position(key)) is not None:
+                changed[at] = figures
+        for key in old.keys() - usage.keys():  # figures gone: the row's own stats again
+            if (at := self.position(key)) is not None:
+                changed[at] = self._stored_stats(at)
         stats = self.stats
         if changed:
             stats = list(stats)
