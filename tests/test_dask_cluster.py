@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -113,6 +114,14 @@ def scheduler() -> Iterator[str]:
 
 
 SERVER = "prefect.server.api.server:create_app"
+
+SLOW_SCRATCH = re.compile(
+    r"^.*UserWarning: Creating scratch directories is taking a surprisingly long time\..*\n(?:  .*\n)?", re.M
+)
+"""Dask's warning when a server (the scheduler, a nanny, a worker) took over 1 s to make its
+scratch directory, with the line of source Python prints under it: on a loaded machine its
+processes wait on each other's file locks there. The machine's, not the run's: left out of
+what the run is held to print."""
 """What a Prefect API server's command line runs (Prefect's temporary server, the harness's)."""
 
 
@@ -312,7 +321,7 @@ def test_flowmem_run_on_a_local_cluster_prints_json_only_and_its_workers_report_
     }
     command = [sys.executable, "-m", "flowmem.cli", "run", "induce", "--json"]
     code, stdout, stderr, servers, started = watched(command, env, tmp_path)
-    assert (code, stderr) == (0, ""), stderr[-3000:]
+    assert (code, SLOW_SCRATCH.sub("", stderr)) == (0, ""), stderr[-3000:]
     [line] = stdout.splitlines()
     summary = json.loads(line)
     assert summary["versions_created"] > 0 and summary["clusters_changed"] > 3
