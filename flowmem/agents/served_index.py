@@ -162,7 +162,7 @@ class ServedIndex:
         version = self.store.served_version(namespace=self.namespace)
         if version == before:
             return
-        usage_only = before is not None and (version[0], version[2]) == (before[0], before[2])
+        usage_only = before is not None and _usage_only(version, before)
         if not behind or own or usage_only or before is None or len(self._snapshot) < self.background_from:
             self._install(version, self._read(version, usage_only=usage_only))
             return
@@ -181,8 +181,7 @@ class ServedIndex:
             with self._lock:
                 self._pending = None
             return
-        usage_only = (version[0], version[2]) == (before[0], before[2])
-        self._reload_behind(version, before, usage_only=usage_only)
+        self._reload_behind(version, before, usage_only=_usage_only(version, before))
 
     def _reload_behind(
         self, version: tuple[int, int, int], before: tuple[int, int, int], *, usage_only: bool = False
@@ -324,6 +323,12 @@ def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
         slot.ann = build_ann(vectors, stop=_stopping)
 
     _start_thread(build, "flowmem-ann")
+
+
+def _usage_only(version: tuple[int, int, int], before: tuple[int, int, int]) -> bool:
+    """Whether, of the served tables' versions (workflows, usage, lifecycle), only the usage
+    table's moved from `before` to `version`."""
+    return (version[0], version[2]) == (before[0], before[2])
 
 
 def _start_thread(work: Callable[[], None], name: str) -> None:

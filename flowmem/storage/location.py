@@ -15,7 +15,15 @@ from pathlib import Path
 
 from flowmem.storage.errors import StoreLocationError
 
-__all__ = ["ACCEPTED", "SCHEMES", "check_location", "location_problem", "os_error", "os_error_line"]
+__all__ = [
+    "ACCEPTED",
+    "SCHEMES",
+    "check_location",
+    "local_path",
+    "location_problem",
+    "os_error",
+    "os_error_line",
+]
 
 SCHEMES = ("file", "s3", "s3+ddb", "gs", "az", "abfss")
 """URI schemes of object stores LanceDB and Lance both open as a directory of datasets."""
@@ -45,16 +53,26 @@ def location_problem(db: str) -> str | None:
             return "an in-memory database is dropped with its last connection, and a store outlives them"
         if scheme not in SCHEMES:
             return f"{scheme}:// is not a scheme LanceDB can keep a store in"
-        if scheme != "file":
-            return None
-        db = db[len("file://") :]
-    path = Path(db).expanduser()
+    path = local_path(db)
+    if path is None:
+        return None
     if path.exists():
         return None if path.is_dir() else "it is a file, not a directory"
     for parent in path.parents:
         if parent.exists():
             return None if parent.is_dir() else f"{parent} is a file, not a directory"
     return None
+
+
+def local_path(db: str) -> Path | None:
+    """The local directory a store location names (a path or a `file://` URI), or None for an
+    object store's URI."""
+    match = _SCHEME.match(db)
+    if match:
+        if match.group(1).lower() != "file":
+            return None
+        db = db[len("file://") :]
+    return Path(db).expanduser()
 
 
 def check_location(db: str) -> None:

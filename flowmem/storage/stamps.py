@@ -28,6 +28,8 @@ import re
 import time
 from pathlib import Path
 
+from flowmem.storage.location import local_path
+
 __all__ = ["LOCAL_FILESYSTEMS", "SETTLED_NS", "Stamp", "TableStamps", "local_directory", "parse_mounts"]
 
 LOCAL_FILESYSTEMS = frozenset(
@@ -43,7 +45,6 @@ coarsest clock step of the file systems above)."""
 Stamp = tuple[tuple[int, int, int], ...]
 """(inode, modification time in ns, size) of each table's `_versions` directory."""
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
@@ -76,12 +77,10 @@ def _mounts() -> tuple[tuple[str, str], ...]:
 def local_directory(db: str) -> Path | None:
     """The store's directory when its table times can be trusted (a local path or `file://`
     URI on one of `LOCAL_FILESYSTEMS`), else None."""
-    match = _SCHEME.match(db)
-    if match:
-        if match.group(1).lower() != "file":
-            return None
-        db = db[len("file://") :]
-    path = Path(os.path.realpath(Path(db).expanduser()))
+    named = local_path(db)
+    if named is None:
+        return None
+    path = Path(os.path.realpath(named))
     for point, kind in _mounts():
         if path == Path(point) or Path(point) in path.parents:
             return path if kind in LOCAL_FILESYSTEMS else None
