@@ -190,11 +190,13 @@ def test_a_run_committed_by_another_process_is_served_at_the_first_search_after_
     memory.close()
 
 
-def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
+def test_an_outcome_reloads_the_usage_alone_and_a_status_change_what_it_must(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Usage alone changed (an outcome reported): the next search serves the new stats, read
-    from the usage table without reading the workflows table again; a status change reads it."""
+    from the usage table without reading the workflows table again. A status change that
+    takes a version out is served without reading it either (`ServedRows.restatus`); one that
+    serves a version again reads it."""
     from flowmem.policy.lifecycle import Transition
 
     store = induced(settings)
@@ -221,7 +223,13 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_everything(
         change = Transition(second.workflow.id, second.workflow.version, "active", "retired", reason="test")
         memory.store.record_transitions([change])
         assert [h.workflow.id for h in memory.search(task, k=2)] == [first.workflow.id]
-        assert memory.index.reloads == 3 and reads == ["read"]
+        assert memory.index.reloads == 3 and reads == []
+        back = Transition(second.workflow.id, second.workflow.version, "retired", "active", reason="test")
+        memory.store.record_transitions([back])
+        again = memory.search(task, k=2)
+        assert [h.workflow.id for h in again] == [first.workflow.id, second.workflow.id]
+        assert memory.index.reloads == 4 and reads == ["read"]
+        assert again[0].workflow.stats == UsageStats(served=3, successes=1, failures=2)
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 

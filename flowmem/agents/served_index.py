@@ -164,7 +164,7 @@ class ServedIndex:
             return
         usage_only = before is not None and _usage_only(version, before)
         if not behind or own or usage_only or before is None or len(self._snapshot) < self.background_from:
-            self._install(version, self._read(version, usage_only=usage_only))
+            self._install(version, self._read(version, before, usage_only=usage_only))
             return
         self._pending = version
         _start_thread(lambda: self._reload_behind(version, before), "flowmem-reload")
@@ -190,7 +190,7 @@ class ServedIndex:
         reload of this process's own write, which is newer); an error is logged and the next
         check tries again."""
         try:
-            found = self._read(version, usage_only=usage_only)
+            found = self._read(version, before, usage_only=usage_only)
         except Exception:  # the store failed: the snapshot being served stays, and says so
             logger.warning("reloading the served index of %r failed", self.namespace, exc_info=True)
             with self._lock:
@@ -201,9 +201,12 @@ class ServedIndex:
                 self._install(version, found)
             self._pending = None
 
-    def _read(self, version: tuple[int, int, int], *, usage_only: bool) -> _Reloaded:
+    def _read(
+        self, version: tuple[int, int, int], before: tuple[int, int, int] | None, *, usage_only: bool
+    ) -> _Reloaded:
         """What the store serves at `version`, read and indexed (not yet served: `_install`);
-        `usage_only`: only the usage table changed since the snapshot being served."""
+        `before`: the version of the snapshot being served; `usage_only`: only the usage table
+        changed since."""
         old = self._snapshot
         if usage_only:
             # Usage alone changed (an outcome reported): the same versions, statuses and keys,
@@ -212,12 +215,13 @@ class ServedIndex:
             rows, changed = self._rows.with_usage(self.store.usage(namespace=self.namespace))
             snap = old.with_stats(rows, changed, self.params)
         else:
-            rows = self.store.served_rows(namespace=self.namespace)
+            rows = self._restatused(version, before) or self.store.served_rows(namespace=self.namespace)
             snap = Snapshot.of(rows, self.params, ann_min=self.ann_min)
-            if old.wants_ann() and np.array_equal(old.index.vectors, snap.index.vectors):
-                snap.slot = old.slot  # the status changed, not the keys: the same ANN holds
-            elif snap.wants_ann():
-                self._build_ann(snap.slot, snap.index.vectors)
+            # The ANN of the snapshot replaced serves this one when its keys are the same or
+            # most of these (`retrieval.ann_reuse`); else, or when they drifted too far, a new
+            # one is built (in the background, the borrowed one searched meanwhile).
+            if snap.adopt(old):
+                self._build_ann(snap.to_build(), snap.index.vectors)
         evidence = None
         if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
             evidence = newest_successes(
@@ -226,6 +230,22 @@ class ServedIndex:
             if len(evidence.seen_vectors) >= self.ann_min:  # `Evidence.familiar` asks it
                 self._build_ann(evidence.index, evidence.seen_vectors)
         return _Reloaded(rows, snap, evidence)
+
+    def _restatused(
+        self, version: tuple[int, int, int], before: tuple[int, int, int] | None
+    ) -> ServedRows | None:
+        """The rows served after a change of status alone (the workflows table as when the
+        rows served were read; the lifecycle log moved), taken from those rows without reading
+        the workflows table (`ServedRows.restatus`): a retirement, a deprecation or a promotion
+        among the versions served costs the lifecycle log's read, not the workflows table's
+        (~1.5 s at 100k). None: a whole read is needed."""
+        before = self._version
+        if before is None or version[0] != before[0] or version[2] == before[2]:
+            return None
+        rows = self._rows.restatus(self.store.live_statuses(namespace=self.namespace))
+        if rows is not None and version[1] != before[1]:
+            rows = rows.with_usage(self.store.usage(namespace=self.namespace))[0]
+        return rows
 
     def _install(self, version: tuple[int, int, int], found: _Reloaded) -> None:
         """Serve what `_read` read (with the lock held)."""

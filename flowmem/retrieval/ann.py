@@ -14,13 +14,14 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ADD_CHUNK", "EF_SEARCH", "AnnSlot", "KeyANN", "ann_available", "breadth", "build_ann"]
+__all__ = ["ADD_CHUNK", "EF_SEARCH", "AnnSlot", "KeyANN", "KeyBase", "ann_available", "breadth", "build_ann"]
 
 ADD_CHUNK = 2048
 """Rows added to the HNSW in one call (`build_ann`): what a stop waits for at most, ~0.5 s at
@@ -102,11 +103,30 @@ class KeyANN:
         return out
 
 
+@dataclass(frozen=True)
+class KeyBase:
+    """Who owns the keys an ANN is built over: a key matrix laid out version by version."""
+
+    ids: Sequence[str]
+    """Per version: its workflow's id."""
+    versions: npt.NDArray[np.int64]
+    """Per version: its number."""
+    lo: npt.NDArray[np.int64]
+    """Per version: its first key."""
+    hi: npt.NDArray[np.int64]
+    """Per version: one past its last key."""
+    keys: int
+    """How many keys."""
+
+
 @dataclass
 class AnnSlot:
-    """Where an ANN lands once built (in the background); snapshots of the same keys share one."""
+    """Where an ANN lands once built (in the background); snapshots of the same keys share one,
+    and a later snapshot of other keys may borrow it (`retrieval.ann_reuse`)."""
 
     ann: KeyANN | None = None
+    base: KeyBase | None = None
+    """The keys it is built over, once a build is started (what a borrower maps)."""
 
 
 def build_ann(

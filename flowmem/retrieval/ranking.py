@@ -32,7 +32,8 @@ from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.retrieval.align import Pattern
-from flowmem.retrieval.ann import AnnSlot, KeyANN
+from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
+from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
 from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
 
 __all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
@@ -202,7 +203,11 @@ class Snapshot:
     partner: npt.NDArray[np.int64]
     """Per version on trial (a candidate and its workflow's active version): the other one; -1."""
     slot: AnnSlot = field(default_factory=AnnSlot)
-    """Its ANN once built (in the background); until then search is brute force."""
+    """Its ANN once built (in the background); until then search is brute force, or searches
+    `borrowed`."""
+    borrowed: Borrowed | None = None
+    """The ANN of the snapshot this one replaced, over other keys, mapped to these
+    (`retrieval.ann_reuse`): searched while `slot` has none."""
     ann_min: int = ANN_MIN
     fmax: float = field(init=False)
     """The largest rank factor (1 without versions): what bounds a version not looked at."""
@@ -216,6 +221,8 @@ class Snapshot:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _boost: tuple[npt.NDArray[np.int64], float] | None = field(default=None, repr=False)
     """`boost`, once worked out."""
+    _exact: npt.NDArray[np.int64] | None = field(default=None, repr=False)
+    """`boost`'s keys and `borrowed`'s extra keys, once worked out (`_scored_beside`)."""
 
     @classmethod
     def of(
@@ -248,11 +255,57 @@ class Snapshot:
         factors = self.factors.copy()
         for i in changed:
             factors[i] = rank_factor(rows.stats[i], params)
-        snap = Snapshot(rows, self.index, factors, self.partner, slot=self.slot, ann_min=self.ann_min)
+        snap = Snapshot(
+            rows,
+            self.index,
+            factors,
+            self.partner,
+            slot=self.slot,
+            borrowed=self.borrowed,
+            ann_min=self.ann_min,
+        )
         gone = set(changed)
         with self._lock:
             snap._cache.update((i, w) for i, w in self._cache.items() if i not in gone)
         return snap
+
+    def key_base(self) -> KeyBase:
+        """Who owns each of this snapshot's keys (what an ANN built over them is mapped by)."""
+        return key_base(self.rows.ids, self.rows.versions, self.index.owners)
+
+    def adopt(self, old: Snapshot) -> bool:
+        """Take the ANN of `old`, the snapshot this one replaces: shared when it is over the
+        same keys, else borrowed when it holds most of these (`ann_reuse.Borrowed.useful`).
+        Returns whether a new ANN is still to be built for this snapshot (`to_build`): it
+        wants one and the ANN taken, if any, is not close enough (`ann_reuse.Borrowed.close`)."""
+        if not self.wants_ann():
+            return False
+        lent = old.slot if old.slot.base is not None else None
+        if (
+            (lent is None or lent.ann is None)
+            and old.borrowed is not None
+            and old.borrowed.slot.ann is not None
+        ):
+            lent = old.borrowed.slot  # `old`'s own is not built yet: the one it searches
+        if lent is None or lent.base is None:
+            return True
+        found = borrow(lent, lent.base, self.key_base())
+        if (
+            not found.gone
+            and not len(found.extra)
+            and bool(np.all(found.remap == np.arange(len(found.remap))))
+        ):
+            self.slot = lent  # the same keys in the same order
+            return False
+        if found.useful:
+            self.borrowed = found
+        return not found.close
+
+    def to_build(self) -> AnnSlot:
+        """The slot a new ANN of this snapshot's keys is to be built into, marked as built over
+        them (what a later snapshot maps, `adopt`)."""
+        self.slot.base = self.key_base()
+        return self.slot
 
     def boost(self) -> tuple[npt.NDArray[np.int64], float]:
         """The keys an ANN search scores exactly besides those it returns (those of the
@@ -326,9 +379,13 @@ class Snapshot:
         """The best `ask.m` servable versions for the query, best first, with their scores and
         similarities."""
         few = ask.ok is not None and ask.ok.sum() * 4 < len(ask.ok)
-        ann = self.slot.ann
+        ann, borrowed = self.slot.ann, self.borrowed
+        if ann is None and borrowed is not None:
+            ann = borrowed.slot.ann
+        elif borrowed is not None:  # its own is built: the borrowed one is let go
+            self.borrowed = borrowed = None
         if ann is not None and not few:
-            found = self._ranked_ann(ann, query, ask)
+            found = self._ranked_ann(ann, query, ask, borrowed)
             if found is not None:
                 return found
         if few and self.index.grouped:
@@ -433,25 +490,41 @@ class Snapshot:
         wid, version = self.rows.ids[candidate], int(self.rows.versions[candidate])
         return [active] if serve_candidate(ask.task, wid, version, ask.share) else [candidate]
 
+    def _scored_beside(self, borrowed: Borrowed | None) -> npt.NDArray[np.int64]:
+        """The keys an ANN search scores exactly besides what the ANN returns: `boost`'s, and
+        the borrowed ANN's extra keys (those it does not hold)."""
+        boosted = self.boost()[0]
+        if borrowed is None or not len(borrowed.extra):
+            return boosted
+        found = self._exact
+        if found is None:
+            found = self._exact = np.union1d(boosted, borrowed.extra).astype(np.int64)
+        return found
+
     def _ranked_ann(
         self,
         ann: KeyANN,
         query: npt.NDArray[np.float32],
         ask: Ask,
+        borrowed: Borrowed | None = None,
     ) -> Ranked | None:
-        """`ranked` from the ANN's keys, exactly re-ranked (`_proven`); None when not proven
-        exact within `_MAX_KEYS` keys (the caller then scores every key)."""
+        """`ranked` from the ANN's keys (through `borrowed`'s map, when the ANN is another
+        snapshot's), exactly re-ranked (`_proven`); None when not proven exact within
+        `_MAX_KEYS` keys (the caller then scores every key)."""
         count = max(_FIRST_KEYS, 2 * ask.m)
-        boosted, rest = self.boost()
+        rest = self.boost()[1]
+        boosted = self._scored_beside(borrowed)
         boosted_cosines = ann.products(self.index.vectors, query, boosted) if len(boosted) else None
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
+            everything = len(keys) >= ann.size
+            if borrowed is not None:
+                keys = borrowed.keys(keys)
             cosines = ann.products(self.index.vectors, query, keys)
             # Every key the ANN did not return is at most as similar as the farthest it did
-            # (rounded as the scores are: monotone), and, unless scored as boosted, its
+            # (rounded as the scores are: monotone), and, unless scored beside it, its
             # version's factor at most `rest`.
             farthest = float(snap_cosines(cosines.min(initial=1.0)))
-            everything = len(keys) >= len(self.index.vectors)
             bound = -np.inf if everything else farthest * (rest if farthest >= 0 else self.fmin)
             if boosted_cosines is not None and (extra := ~np.isin(boosted, keys)).any():
                 keys = np.concatenate([keys, boosted[extra]])

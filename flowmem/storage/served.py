@@ -32,7 +32,24 @@ from flowmem.storage.workflow_json import WorkflowReader
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ServedMixin", "ServedRows"]
+__all__ = ["Candidates", "ServedMixin", "ServedRows"]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Every committed version of a namespace as a whole read found them (`served_rows`): what
+    a change of status alone picks among (`ServedRows.restatus`) while the workflows table is
+    as it was."""
+
+    ids: list[str]
+    versions: npt.NDArray[np.int64]
+    statuses: list[str]
+    """As stored (the lifecycle log's changes not applied)."""
+    order: npt.NDArray[np.int64]
+    """Positions by id, newest version first (what `_pick` walks)."""
+    torn: bool
+    """Whether rows of a run not recorded (yet, or ever: a crash) were left out: the next read
+    must be whole, as that run may be recorded by then."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,10 @@ class ServedRows:
     usage: Mapping[tuple[str, int], UsageStats] = field(default_factory=dict, repr=False, compare=False)
     """The usage table's figures `stats` were read with: `with_usage` changes only the versions
     whose figures differ from these."""
+    candidates: Candidates | None = field(default=None, repr=False, compare=False)
+    """What the whole read these rows come from chose among (`restatus`)."""
+    picked: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
+    """Per version: its position in `candidates`."""
 
     @classmethod
     def empty(cls, dim: int) -> ServedRows:
@@ -133,6 +154,61 @@ class ServedRows:
             _sources=self._sources,
         )
         return rows, sorted(changed)
+
+    def restatus(self, live: Mapping[tuple[str, int], str]) -> ServedRows | None:
+        """These versions after a change of status alone (the workflows table as it was when
+        they were read): `live`, the lifecycle log's statuses (`live_statuses`), applied to
+        the candidates, the served versions picked again (`_pick`), and those rows taken from
+        these (`take`), their keys, stats and columns as read. None when a version not served
+        here would be (one served again: a promotion, a rollback), or when the whole read left
+        out a run not recorded: then only a whole read (`served_rows`) has it."""
+        found = self.candidates
+        if found is None or found.torn or self.picked is None:
+            return None
+        statuses = [
+            live.get(key, s)
+            for key, s in zip(
+                zip(found.ids, found.versions.tolist(), strict=True), found.statuses, strict=True
+            )
+        ]
+        chosen = np.asarray(_pick(found.ids, statuses, found.order), dtype=np.int64)
+        here = np.full(len(found.ids), -1, dtype=np.int64)
+        here[self.picked] = np.arange(len(self), dtype=np.int64)
+        positions = here[chosen]
+        if np.any(positions < 0):
+            return None
+        return self.take(positions, [statuses[i] for i in chosen.tolist()])
+
+    def take(self, positions: npt.NDArray[np.int64], statuses: list[str]) -> ServedRows:
+        """The versions at these positions (ascending), with these statuses: their keys, stats
+        and columns as these hold them."""
+        counts = np.bincount(self.owners, minlength=len(self))
+        starts = np.cumsum(counts) - counts
+        kept = counts[positions]
+        first = np.cumsum(kept) - kept
+        keys = np.repeat(starts[positions] - first, kept) + np.arange(int(kept.sum()), dtype=np.int64)
+        import pyarrow as pa
+
+        return replace(
+            self,
+            ids=[self.ids[i] for i in positions.tolist()],
+            versions=self.versions[positions],
+            statuses=statuses,
+            stats=[self.stats[i] for i in positions.tolist()],
+            agents=self.agents[positions],
+            scopes=self.scopes[positions],
+            keys=self.keys[keys],
+            owners=np.repeat(np.arange(len(positions), dtype=np.int64), kept),
+            shares=self.shares[keys],
+            subroutine=self.subroutine[positions],
+            by_example=self.by_example[positions],
+            table=self.table.take(pa.array(positions, pa.int64())).combine_chunks(),
+            _chunks={},
+            _micros=None if self._micros is None else self._micros[positions],
+            _reader=None,
+            _sources=None,
+            picked=None if self.picked is None else self.picked[positions],
+        )
 
     def position(self, key: tuple[str, int]) -> int | None:
         """Where version `key` (id, version) is served, if it is (`ids` are sorted)."""
@@ -232,13 +308,17 @@ def _codes(values: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
     return np.array([code[v] for v in values], dtype=np.int32), names
 
 
-def _pick(ids: list[str], versions: list[int], statuses: list[str]) -> list[int]:
-    """`served_versions` over columns: per id (sorted), newest first, the latest servable
-    version and, when that one is not active, the latest active one below it."""
-    order = sorted(range(len(ids)), key=lambda i: (ids[i], -versions[i]))
+def _order(ids: list[str], versions: list[int]) -> npt.NDArray[np.int64]:
+    """Positions by id, newest version first."""
+    return np.array(sorted(range(len(ids)), key=lambda i: (ids[i], -versions[i])), dtype=np.int64)
+
+
+def _pick(ids: list[str], statuses: list[str], order: npt.NDArray[np.int64]) -> list[int]:
+    """`served_versions` over columns: per id (sorted), newest first (`order`, `_order`), the
+    latest servable version and, when that one is not active, the latest active one below it."""
     chosen: list[int] = []
     current, picked, active = None, 0, False
-    for i in order:
+    for i in order.tolist():
         if ids[i] != current:
             current, picked, active = ids[i], 0, False
         if statuses[i] in NOT_SERVED or active:
@@ -308,16 +388,20 @@ class ServedMixin(StoreBase):
         table = select(source, where, [c for c in source.schema.names if c != "vector"])
         keys = table.column("keys") if "keys" in table.column_names else None
         table = table.drop_columns(["keys"]) if keys is not None else table
+        everything = len(table)
         table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = self.live_statuses(namespace=ns)  # type: ignore[attr-defined]
+        named: dict[str, str] = {}  # one str per distinct status, not one a row
+        stored = [named.setdefault(s, s) for s in table.column("status").to_pylist()]
         statuses = [
-            changed.get(key, s)
-            for key, s in zip(
-                zip(ids, versions, strict=True), table.column("status").to_pylist(), strict=True
-            )
+            changed.get(key, s) for key, s in zip(zip(ids, versions, strict=True), stored, strict=True)
         ]
-        chosen = _pick(ids, versions, statuses)
+        order = _order(ids, versions)
+        chosen = _pick(ids, statuses, order)
+        candidates = Candidates(
+            ids, np.array(versions, dtype=np.int64), stored, order, len(table) < everything
+        )
         table = table.take(pa.array(chosen, pa.int64()))
 
         def vectors_of(missing: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
@@ -351,6 +435,8 @@ class ServedMixin(StoreBase):
             by_example=_by_example(table),
             table=table.combine_chunks(),
             usage=usage,
+            candidates=candidates,
+            picked=np.array(chosen, dtype=np.int64),
         )
 
     def _recorded(self, table: Any, ns: str) -> tuple[Any, npt.NDArray[np.int64]]:
