@@ -27,6 +27,9 @@ the figure of a command's JSON output it must show:
   moto's S3 server, `bench/results/search_sets_s3.json` (`--s3` added);
 - docs/performance.md's table of search with outcomes: the run it quotes,
   `bench/results/outcomes.json` (`python bench/outcomes.py --out bench/results/outcomes.json`);
+- docs/performance.md's table of search around a change of the served versions: the run it
+  quotes, `bench/results/status_change.json` (`python bench/status_change.py --out
+  bench/results/status_change.json`);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -425,6 +428,33 @@ RECORDED_OUTCOMES = Path("bench") / "results" / "outcomes.json"
 """The recorded `bench/outcomes.py` run that table quotes, under the checked root."""
 
 
+CHANGES_HEADER = "| around a change of the served versions, 100k workflows |"
+"""docs/performance.md's table of search around a status change and new versions."""
+
+RECORDED_CHANGES = Path("bench") / "results" / "status_change.json"
+"""The recorded `bench/status_change.py` run that table quotes, under the checked root."""
+
+
+def _changes_checks() -> list[Check]:
+    """docs/performance.md's table of search around a change of the served versions against
+    its recorded run."""
+    rows = {
+        "steady, no change (ms)": ("steady", "ms"),
+        "its own retirement: the first search (ms)": ("own_first", "ms"),
+        "its own retirement: the searches after (ms)": ("own_after", "ms"),
+        "another's retirement: served after (s)": ("other_served_s", ""),
+        "another's retirement: the searches after (ms)": ("other_after", "ms"),
+        "another's 100 new versions: served after (s)": ("added_served_s", ""),
+        "another's 100 new versions: the searches after (ms)": ("added_after", "ms"),
+    }
+    checks = []
+    for row, (name, unit) in rows.items():
+        now, before = (f"{name}_{unit}", f"{name}_{unit}_before") if unit else (name, f"{name}_before")
+        for col, key in enumerate((now, before, f"{name}_ratio"), start=1):
+            checks.append(Check("docs/performance.md", CHANGES_HEADER, row, col, "changes", (key,), "recorded"))
+    return checks
+
+
 def _outcomes_checks() -> list[Check]:
     """docs/performance.md's table of search with outcomes against its recorded run."""
     rows = {
@@ -486,6 +516,7 @@ SOURCES = {
     "spaced": str(RECORDED_SPACED),
     "s3": str(RECORDED_S3),
     "outcomes": str(RECORDED_OUTCOMES),
+    "changes": str(RECORDED_CHANGES),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -668,6 +699,7 @@ RECORDED_GROUPS: dict[
     "spaced": (RECORDED_SPACED, "spaced", dict, lambda _: _sets_checks(SPACED_HEADER, "spaced")),
     "s3": (RECORDED_S3, "s3", dict, lambda _: _sets_checks(S3_HEADER, "s3", "docs/operations.md")),
     "outcomes": (RECORDED_OUTCOMES, "outcomes", dict, lambda _: _outcomes_checks()),
+    "changes": (RECORDED_CHANGES, "changes", dict, lambda _: _changes_checks()),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -681,7 +713,19 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--root", type=Path, default=REPO, help="where the docs to check are")
-    groups = ("readme", "demo", "perf", "start", "sets", "spaced", "s3", "outcomes", "scaling", "clusters")
+    groups = (
+        "readme",
+        "demo",
+        "perf",
+        "start",
+        "sets",
+        "spaced",
+        "s3",
+        "outcomes",
+        "changes",
+        "scaling",
+        "clusters",
+    )
     parser.add_argument("--only", choices=groups, help="one group of checks")
     args = parser.parse_args(argv)
     sources: dict[str, Any] = {}

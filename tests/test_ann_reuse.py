@@ -192,3 +192,22 @@ def test_restatus_takes_what_a_whole_read_reads(settings: Settings) -> None:
         torn, "candidates", torn.candidates.__class__(**{**vars(torn.candidates), "torn": True})
     )
     assert torn.restatus(store.live_statuses()) is None
+
+
+def test_an_ann_that_never_landed_is_built_anew(settings: Settings) -> None:
+    """An ANN whose build failed stays None: a snapshot that would borrow it builds its own
+    rather than scoring every key from then on."""
+    pytest.importorskip("faiss")
+    store = store_from(settings)
+    seed(store)
+    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    _hits(index)
+    first = index._snapshot
+    first.slot.ann = None  # as a build that raised leaves it
+    store.record_transitions(
+        [Transition(first.rows.ids[4], int(first.rows.versions[4]), "active", "retired", "t")]
+    )
+    got = _hits(index)
+    snap = index._snapshot
+    assert snap.slot.ann is not None and snap.slot.ann.size == len(snap.index.vectors)
+    _same(got, _hits(_exact(store)))

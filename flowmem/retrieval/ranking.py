@@ -277,7 +277,8 @@ class Snapshot:
         """Take the ANN of `old`, the snapshot this one replaces: shared when it is over the
         same keys, else borrowed when it holds most of these (`ann_reuse.Borrowed.useful`).
         Returns whether a new ANN is still to be built for this snapshot (`to_build`): it
-        wants one and the ANN taken, if any, is not close enough (`ann_reuse.Borrowed.close`)."""
+        wants one, and no ANN is taken, or the one taken is not built yet or not close enough
+        (`ann_reuse.Borrowed.close`)."""
         if not self.wants_ann():
             return False
         lent = old.slot if old.slot.base is not None else None
@@ -299,7 +300,8 @@ class Snapshot:
             return False
         if found.useful:
             self.borrowed = found
-        return not found.close
+        # One not built yet may never be (a failed build): then a new one is built too.
+        return not (found.close and lent.ann is not None)
 
     def to_build(self) -> AnnSlot:
         """The slot a new ANN of this snapshot's keys is to be built into, marked as built over
