@@ -435,6 +435,9 @@ RECORDED_CHANGES = Path("bench") / "results" / "status_change.json"
 """The recorded `bench/status_change.py` run that table quotes, under the checked root."""
 
 
+DOC_CHANGES = "docs/performance.md"
+
+
 def _changes_checks() -> list[Check]:
     """docs/performance.md's table of search around a change of the served versions against
     its recorded run."""
@@ -451,7 +454,7 @@ def _changes_checks() -> list[Check]:
     for row, (name, unit) in rows.items():
         now, before = (f"{name}_{unit}", f"{name}_{unit}_before") if unit else (name, f"{name}_before")
         for col, key in enumerate((now, before, f"{name}_ratio"), start=1):
-            checks.append(Check("docs/performance.md", CHANGES_HEADER, row, col, "changes", (key,), "recorded"))
+            checks.append(Check(DOC_CHANGES, CHANGES_HEADER, row, col, "changes", (key,), "recorded"))
     return checks
 
 

@@ -233,6 +233,41 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_what_it_must(
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 
+def test_its_own_outcomes_are_served_without_reading_the_usage_table(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcomes this process's store wrote are served from what it wrote (`usage_since`),
+    without reading the usage table; another store's commit among them, or alone, is read."""
+    store = induced(settings)
+    task = "Forward the latest email about 'roadmap' to zed"
+    unbounded = settings.model_copy(update={"relevance_gap": None, "relevance_ratio": None})
+    with WorkflowMemory.open(unbounded) as memory:
+        first, second = memory.search(task, k=2)
+        whole: list[int] = []
+        read = memory.store.usage
+
+        def counted(**kw: Any) -> Any:
+            if kw.get("ids") is None:
+                whole.append(1)
+            return read(**kw)
+
+        monkeypatch.setattr(memory.store, "usage", counted)
+        one, two = (first.workflow.id, first.workflow.version), (second.workflow.id, second.workflow.version)
+        memory.store.add_usage({one: UsageStats(served=2, successes=2)})
+        memory.store.add_usage({one: UsageStats(served=1, failures=1), two: UsageStats(served=1, failures=1)})
+        hits = {h.workflow.id: h.workflow.stats for h in memory.search(task, k=2)}
+        assert hits[one[0]] == UsageStats(served=3, successes=2, failures=1)
+        assert hits[two[0]] == UsageStats(served=1, failures=1)
+        assert whole == [] and memory.index.reloads == 2
+        store.add_usage({two: UsageStats(served=1, successes=1)})  # another store object
+        memory.store.add_usage({one: UsageStats(served=1, successes=1)})
+        hits = {h.workflow.id: h.workflow.stats for h in memory.search(task, k=2)}
+        assert hits[one[0]] == UsageStats(served=4, successes=3, failures=1)
+        assert hits[two[0]] == UsageStats(served=2, successes=1, failures=1)
+        assert whole == [1]
+    assert memory.store.usage_since(0, 0) is None
+
+
 def test_outcomes_keep_the_usage_table_in_few_files(settings: Settings) -> None:
     """Each outcome is a merge commit that adds a file to the usage table; every
     `USAGE_COMPACT_EVERY` of them the store compacts it, so that reading it (every outcome

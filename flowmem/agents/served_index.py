@@ -212,7 +212,12 @@ class ServedIndex:
             # Usage alone changed (an outcome reported): the same versions, statuses and keys,
             # the stats of those whose figures changed read anew, not the workflows table
             # (the search after an outcome at 100k: ~12 ms against ~1 s for a whole reload).
-            rows, changed = self._rows.with_usage(self.store.usage(namespace=self.namespace))
+            assert before is not None  # usage alone changed since a snapshot
+            mine = self.store.usage_since(before[1], version[1], namespace=self.namespace)
+            if mine is not None:  # this process's own outcomes alone: what they wrote
+                rows, changed = self._rows.with_figures(mine)
+            else:
+                rows, changed = self._rows.with_usage(self.store.usage(namespace=self.namespace))
             snap = old.with_stats(rows, changed, self.params)
         else:
             rows = self._restatused(version, before) or self.store.served_rows(namespace=self.namespace)

@@ -123,6 +123,9 @@ class StoreBase:
         self._appender: Any = None
         self._usage_commits = 0
         """Usage commits this object made (`VersionStateMixin.put_usage` compacts every so many)."""
+        self._usage_written: dict[str, dict[int, dict[tuple[str, int], Any]]] = {}
+        """Per namespace, the figures of this store's last usage commits by the table version
+        each made (`VersionStateMixin.usage_since`)."""
         self._known = KnownKeys()
         """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""
         self._stamps: TableStamps | None = None

@@ -139,12 +139,33 @@ class ServedRows:
         for key in old.keys() - usage.keys():  # figures gone: the row's own stats again
             if (at := self.position(key)) is not None:
                 changed[at] = self._stored_stats(at)
+        return self._restated(changed, usage), sorted(changed)
+
+    def with_figures(self, figures: Mapping[tuple[str, int], UsageStats]) -> tuple[ServedRows, list[int]]:
+        """`with_usage` when what changed in the usage table is known (`Store.usage_since`: the
+        figures this process's own commits wrote): only those versions looked at, not every
+        figure read anew (an outcome reported, at 100k versions with usage: ~1 ms against
+        ~0.13 s)."""
+        if self.table is None:
+            return self, []
+        changed: dict[int, UsageStats] = {}
+        for key, stats in figures.items():
+            at = self.position(key)
+            if at is not None and stats is not self.stats[at] and stats != self.stats[at]:
+                changed[at] = stats
+        return self._restated(changed, {**self.usage, **figures}), sorted(changed)
+
+    def _restated(
+        self, changed: Mapping[int, UsageStats], usage: Mapping[tuple[str, int], UsageStats]
+    ) -> ServedRows:
+        """These versions with the stats at `changed` positions replaced, read with `usage`;
+        what was read of the columns kept."""
         stats = self.stats
         if changed:
             stats = list(stats)
             for at, figures in changed.items():
                 stats[at] = figures
-        rows = replace(
+        return replace(
             self,
             stats=stats,
             usage=usage,
@@ -153,7 +174,6 @@ class ServedRows:
             _reader=self._reader,
             _sources=self._sources,
         )
-        return rows, sorted(changed)
 
     def restatus(self, live: Mapping[tuple[str, int], str]) -> ServedRows | None:
         """These versions after a change of status alone (the workflows table as it was when

@@ -36,6 +36,18 @@ served index compares two reads' figures by identity first (`ServedRows.with_usa
 _FIGURES_KEPT = 100_000
 """Distinct figures kept in `_FIGURES` at most (past it, a read makes its own)."""
 
+USAGE_WRITTEN_KEPT = 64
+"""A store's usage commits whose figures it keeps (`usage_since`), the newest."""
+
+
+def _shared(stats: UsageStats) -> UsageStats:
+    """The `UsageStats` a read of the same figures gives (`_FIGURES`), this one if none yet."""
+    key = (stats.served, stats.successes, stats.failures)
+    found = _FIGURES.get(key)
+    if found is None and len(_FIGURES) < _FIGURES_KEPT:
+        found = _FIGURES[key] = stats
+    return found or stats
+
 
 class LoggedTransition(BaseModel):
     """A status change as the lifecycle log holds it: the `Transition` and when it was logged."""
@@ -81,11 +93,18 @@ class VersionStateMixin(StoreBase):
         """Store usage stats per workflow version. Returns how many versions were updated."""
         data = [{"id": i, "version": v, **u.model_dump()} for (i, v), u in usage.items()]
         if data:
-            table = self._usage_table(self._ns(namespace))
+            ns = self._ns(namespace)
+            table = self._usage_table(ns)
             merge = (
                 table.merge_insert(["id", "version"]).when_matched_update_all().when_not_matched_insert_all()
             )
-            retry_conflicts(lambda: merge.execute(data))
+            done = retry_conflicts(lambda: merge.execute(data))
+            written = self._usage_written.setdefault(ns, {})
+            version = getattr(done, "version", None)
+            if isinstance(version, int):  # the table version this commit made
+                written[version] = {key: _shared(u) for key, u in usage.items()}
+                for old in sorted(written)[:-USAGE_WRITTEN_KEPT]:
+                    del written[old]
             self.writes += 1
             self._usage_commits += 1
             if self._usage_commits % USAGE_COMPACT_EVERY == 0:
@@ -117,6 +136,21 @@ class VersionStateMixin(StoreBase):
                 failures=max(0, c.failures + d.failures),
             )
         return self.put_usage(merged, namespace=namespace)
+
+    def usage_since(
+        self, before: int, after: int, *, namespace: str | None = None
+    ) -> dict[tuple[str, int], UsageStats] | None:
+        """What changed in the usage table from version `before` to `after` when this store's
+        own commits made every version between (an outcome it reported, say): the figures they
+        wrote, the later over the earlier. None when any other commit is among them (another
+        process's, a compaction): then only a read of the table says."""
+        written = self._usage_written.get(self._ns(namespace), {})
+        if after <= before or any(v not in written for v in range(before + 1, after + 1)):
+            return None
+        changed: dict[tuple[str, int], UsageStats] = {}
+        for version in range(before + 1, after + 1):
+            changed.update(written[version])
+        return changed
 
     def usage(
         self, *, namespace: str | None = None, ids: Sequence[str] | None = None
