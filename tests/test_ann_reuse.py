@@ -12,7 +12,7 @@ import pytest
 
 from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
-from flowmem.models import InductionRun
+from flowmem.models import InductionRun, UsageStats
 from flowmem.policy.lifecycle import Transition
 from flowmem.retrieval import ann_reuse
 from flowmem.retrieval.ann import AnnSlot
@@ -210,4 +210,23 @@ def test_an_ann_that_never_landed_is_built_anew(settings: Settings) -> None:
     got = _hits(index)
     snap = index._snapshot
     assert snap.slot.ann is not None and snap.slot.ann.size == len(snap.index.vectors)
+    _same(got, _hits(_exact(store)))
+
+
+def test_a_status_change_and_outcomes_together(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retirement and outcomes between two searches (the lifecycle log and the usage table
+    both moved): the rows are taken without the workflows table, with the new usage."""
+    store = store_from(settings)
+    seed(store)
+    index = ServedIndex(store, "default")
+    _hits(index)
+    rows = index._snapshot.rows
+    reads = _counting(store, monkeypatch)
+    kept, gone = (rows.ids[9], int(rows.versions[9])), (rows.ids[10], int(rows.versions[10]))
+    store.record_transitions([Transition(*gone, "active", "retired", "t")])
+    store.add_usage({kept: UsageStats(served=5, successes=5)})
+    got = _hits(index)
+    assert reads == []
+    served = {(w.id, w.version): w for w in index.served()}
+    assert gone not in served and served[kept].stats == store.usage()[kept]
     _same(got, _hits(_exact(store)))
