@@ -268,6 +268,32 @@ def test_its_own_outcomes_are_served_without_reading_the_usage_table(
     assert memory.store.usage_since(0, 0) is None
 
 
+def test_a_run_read_between_its_commit_and_its_record_is_served_once_recorded(settings: Settings) -> None:
+    """`commit_run` appends a run's versions, then records the run. A served index that reads in
+    between leaves them out (they may be a crashed run's), and no served table moves when the
+    run is recorded: the runs table's version is asked while such rows are left out, and its
+    move brings a whole read that serves them."""
+    from flowmem.models import InductionRun, now
+    from flowmem.storage import rows as stored
+
+    store = store_from(settings)
+    store.commit_run(InductionRun(id="r1"), [make_workflow("w1", status="active")])
+    index = served_index.ServedIndex(store_from(settings), settings.namespace, check_every=0)
+    assert [h.workflow.id for h in index.search("anything", k=5)] == ["w1"]
+    made = make_workflow("w2", status="active")
+    late = made.model_copy(update={"provenance": made.provenance.model_copy(update={"run_id": "r2"})})
+    version = store._append_workflows(settings.namespace, [late])  # the commit, not yet its record
+    assert [h.workflow.id for h in index.search("anything", k=5)] == ["w1"]
+    reloads = index.reloads
+    assert [h.workflow.id for h in index.search("anything", k=5)] == ["w1"] and index.reloads == reloads
+    run = InductionRun(id="r2").model_copy(
+        update={"finished_at": now(), "tag": "r2", "table_version": version}
+    )
+    store._runs().add([stored.run_to_row(run)])
+    assert sorted(h.workflow.id for h in index.search("anything", k=5)) == ["w1", "w2"]
+    assert index._rows.candidates is not None and index._rows.candidates.runs is None
+
+
 def test_outcomes_keep_the_usage_table_in_few_files(settings: Settings) -> None:
     """Each outcome is a merge commit that adds a file to the usage table; every
     `USAGE_COMPACT_EVERY` of them the store compacts it, so that reading it (every outcome

@@ -160,14 +160,31 @@ class ServedIndex:
             _start_thread(lambda: self._check_behind(before), "flowmem-check")
             return
         version = self.store.served_version(namespace=self.namespace)
-        if version == before:
+        recorded = version == before and self._recorded_since()
+        if version == before and not recorded:
             return
-        usage_only = before is not None and _usage_only(version, before)
+        usage_only = before is not None and not recorded and _usage_only(version, before)
         if not behind or own or usage_only or before is None or len(self._snapshot) < self.background_from:
             self._install(version, self._read(version, before, usage_only=usage_only))
             return
         self._pending = version
         _start_thread(lambda: self._reload_behind(version, before), "flowmem-reload")
+
+    def _recorded_since(self) -> bool:
+        """Whether the rows served left out versions of a run not recorded when they were read
+        (read between its commit and its record) and the runs table moved since: then a whole
+        read may serve them, though no served table moved. Asked only while such rows are
+        left out (a crashed run's, until the next commit repairs it)."""
+        found = self._rows.candidates
+        if found is None or found.runs is None:
+            return False
+        try:
+            return bool(self.store.runs_version() != found.runs)
+        except Exception:  # the store failed: asked again at the next check
+            logger.warning(
+                "asking the store of %r for its runs' version failed", self.namespace, exc_info=True
+            )
+            return False
 
     def _check_behind(self, before: tuple[int, int, int]) -> None:
         """The store asked for its versions in a background thread, and a change reloaded
@@ -177,11 +194,12 @@ class ServedIndex:
         except Exception:  # the store failed: the snapshot being served stays, and says so
             logger.warning("asking the store of %r for its versions failed", self.namespace, exc_info=True)
             version = before
-        if version == before:
+        recorded = version == before and self._recorded_since()
+        if version == before and not recorded:
             with self._lock:
                 self._pending = None
             return
-        self._reload_behind(version, before, usage_only=_usage_only(version, before))
+        self._reload_behind(version, before, usage_only=not recorded and _usage_only(version, before))
 
     def _reload_behind(
         self, version: tuple[int, int, int], before: tuple[int, int, int], *, usage_only: bool = False

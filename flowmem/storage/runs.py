@@ -134,6 +134,11 @@ class RunsMixin(StoreBase):
         recorded = {r.id for r in self.list_runs(namespace=namespace)}
         return [r for r in found if r["run_id"] is None or r["run_id"] in recorded]
 
+    def runs_version(self) -> int:
+        """The runs table's version: it moves when a run is recorded (`commit_run`, after its
+        versions are appended: a reader in between leaves them out, `storage.served`)."""
+        return int(self._runs().version)
+
     def list_runs(self, *, namespace: str | None = None) -> list[InductionRun]:
         """Committed runs and rollbacks of a namespace, oldest first."""
         where = f"namespace = {quote(self._ns(namespace))}"

@@ -50,6 +50,10 @@ class Candidates:
     torn: bool
     """Whether rows of a run not recorded (yet, or ever: a crash) were left out: the next read
     must be whole, as that run may be recorded by then."""
+    runs: int | None = None
+    """The runs table's version read before the recorded runs were (when `torn`): once it
+    moves, that run may be recorded, and a whole read serves its versions
+    (`agents.served_index.ServedIndex`)."""
 
 
 @dataclass(frozen=True)
@@ -409,6 +413,7 @@ class ServedMixin(StoreBase):
         keys = table.column("keys") if "keys" in table.column_names else None
         table = table.drop_columns(["keys"]) if keys is not None else table
         everything = len(table)
+        runs = self.runs_version()  # type: ignore[attr-defined]  # read before the runs are listed
         table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = self.live_statuses(namespace=ns)  # type: ignore[attr-defined]
@@ -419,8 +424,9 @@ class ServedMixin(StoreBase):
         ]
         order = _order(ids, versions)
         chosen = _pick(ids, statuses, order)
+        torn = len(table) < everything
         candidates = Candidates(
-            ids, np.array(versions, dtype=np.int64), stored, order, len(table) < everything
+            ids, np.array(versions, dtype=np.int64), stored, order, torn, runs if torn else None
         )
         table = table.take(pa.array(chosen, pa.int64()))
 
