@@ -230,3 +230,32 @@ def test_a_status_change_and_outcomes_together(settings: Settings, monkeypatch: 
     served = {(w.id, w.version): w for w in index.served()}
     assert gone not in served and served[kept].stats == store.usage()[kept]
     _same(got, _hits(_exact(store)))
+
+
+def test_outcomes_that_move_many_factors_build_an_ann_scaled_by_them(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ANN holds each key scaled by its version's rank factor when built. Outcomes that
+    raise more keys' factors than `BOOSTED` (here 3) build a new one, scaled by the factors
+    then, the old one searched until it lands; what is served is what brute force serves."""
+    pytest.importorskip("faiss")
+    from flowmem.retrieval import ranking
+
+    store = store_from(settings)
+    seed(store)
+    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    _hits(index)
+    first = index._snapshot
+    assert first.slot.scale is not None and np.array_equal(first.slot.scale, first.key_factors)
+    monkeypatch.setattr(ranking, "BOOSTED", 3)
+    rows = first.rows
+    store.add_usage({(rows.ids[i], int(rows.versions[i])): UsageStats(served=1, successes=1) for i in (1, 2)})
+    _hits(index)
+    assert index._snapshot.slot is first.slot  # two versions' keys scored beside it
+    grown = [i for i in range(3, 40) if rows.stats[i] == UsageStats()][:8]
+    store.add_usage({(rows.ids[i], int(rows.versions[i])): UsageStats(served=2, successes=2) for i in grown})
+    got = _hits(index)
+    snap = index._snapshot
+    assert snap.slot is not first.slot and snap.slot.ann is not None
+    assert snap.slot.scale is not None and np.array_equal(snap.slot.scale, snap.key_factors)
+    _same(got, _hits(_exact(store)))

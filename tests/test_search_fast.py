@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from flowmem.models import UsageStats
+from flowmem.policy.lifecycle import DEFAULT_PARAMS
 from flowmem.retrieval import ranking
 from flowmem.retrieval.ann import KeyANN
 from flowmem.retrieval.cover import Evidence
@@ -189,3 +190,55 @@ def test_versions_ranked_up_by_outcomes_are_scored_beside_the_ann_keys(
             assert np.array_equal(a, b), q
         if boosted <= ranking.BOOSTED:
             assert ann.searches - before == 1  # proven from the first keys
+
+
+class _ScaledANN(_ExactANN):
+    """An exact ANN over keys scaled by the factors they had when it was built."""
+
+    def __init__(self, vectors: npt.NDArray[np.float32], scale: npt.NDArray[np.float64]) -> None:
+        super().__init__((vectors * scale[:, None]).astype(np.float32))
+
+
+def test_an_ann_of_keys_scaled_by_their_factors_ranks_as_the_full_sort(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every version with outcomes (factors from 0.6 to 1.5): the ANN holds each key scaled by
+    its factor when built (`Snapshot.to_build`), and its bound (the farthest key's product
+    scaled, times the largest factor over scale left) proves the ranking from the first keys;
+    after outcomes change some factors (`with_stats`), those grown are scored beside it, and
+    the ranking is still the full sort's."""
+    monkeypatch.setattr(ranking, "BOOSTED", 64)
+    rng = np.random.default_rng(11)
+    rows = _snapshot(rng, 6000, keys=2, pool=6000, trials=0).rows
+    assert isinstance(rows, ServedRows)
+    stats = [
+        UsageStats(served=int(s + f), successes=int(s), failures=int(f))
+        for s, f in zip(rng.integers(0, 12, len(rows)), rng.integers(0, 12, len(rows)), strict=True)
+    ]
+    snap = Snapshot.of(replace(rows, stats=stats))
+    assert len(set(snap.factors.tolist())) > 20 and (snap.factors > 1).mean() > 0.3
+    slot = snap.to_build()
+    assert slot.scale is not None
+    ann = _ScaledANN(snap.index.vectors, slot.scale)
+    slot.ann = ann
+    later = list(stats)
+    for i in rng.choice(len(rows), size=40, replace=False).tolist():
+        later[i] = UsageStats(served=30, successes=30)  # grown: scored beside the ANN
+    for i in rng.choice(len(rows), size=40, replace=False).tolist():
+        later[i] = UsageStats(served=30, failures=30)
+    grown = snap.with_stats(replace(rows, stats=later), range(len(rows)), DEFAULT_PARAMS)
+    for current in (snap, grown):
+        searches = []
+        for q in range(30):
+            query = _unit(rng.normal(size=(1, 24)))[0]  # near no key in particular
+            ask = Ask(f"task {q}", 20, None, 0.0)
+            before = ann.searches
+            got, want = current.ranked(query, ask), _reference(current, query, ask, by_rows=True)
+            # The same versions; a version's other keys are multiplied by BLAS here, whose sums
+            # may round a cosine to the next step (`snap_cosines`).
+            assert np.array_equal(got[0], want[0]), q
+            assert np.allclose(got[1], want[1], rtol=0, atol=2**-15) and np.allclose(
+                got[2], want[2], rtol=0, atol=2**-15
+            )
+            searches.append(ann.searches - before)
+        assert np.median(searches) == 1  # proven from the first keys, as a store of untried ones

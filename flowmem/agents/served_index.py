@@ -237,6 +237,8 @@ class ServedIndex:
             else:
                 rows, changed = self._rows.with_usage(self.store.usage(namespace=self.namespace))
             snap = old.with_stats(rows, changed, self.params)
+            if snap.drifted():  # the factors moved far from those the ANN ranks by
+                self._build_ann(snap.rebuild(), snap.index.vectors)
         else:
             rows = self._restatused(version, before) or self.store.served_rows(namespace=self.namespace)
             snap = Snapshot.of(rows, self.params, ann_min=self.ann_min)
@@ -278,10 +280,11 @@ class ServedIndex:
         self.reloads += 1
 
     def _build_ann(self, slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
-        """Build an ANN into the slot in a background thread (here when `ann_wait`): a reload
-        is served at once by brute force, and by the ANN once it is ready."""
+        """Build an ANN into the slot in a background thread (here when `ann_wait`), its keys
+        scaled by `slot.scale` when it has one: a reload is served at once by the ANN it
+        borrows or by brute force, and by its own ANN once it is ready."""
         if self.ann_wait:
-            slot.ann = build_ann(vectors)
+            slot.ann = build_ann(vectors, scale=slot.scale)
         else:
             _start_build(slot, vectors)
 
@@ -363,7 +366,7 @@ def _start_build(slot: AnnSlot, vectors: npt.NDArray[np.float32]) -> None:
     """Build an ANN into the slot in a daemon thread that `stop_builds` stops at exit."""
 
     def build() -> None:
-        slot.ann = build_ann(vectors, stop=_stopping)
+        slot.ann = build_ann(vectors, scale=slot.scale, stop=_stopping)
 
     _start_thread(build, "flowmem-ann")
 

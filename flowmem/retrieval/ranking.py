@@ -34,7 +34,7 @@ from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_facto
 from flowmem.retrieval.align import Pattern
 from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
-from flowmem.retrieval.nearest import ExampleIndex, snap_cosines
+from flowmem.retrieval.nearest import COSINE_BITS, ExampleIndex, snap_cosines
 
 __all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
 
@@ -140,6 +140,8 @@ _PROVEN_FROM = 2048
 """Keys from which brute force ranks the versions of the first keys alone (`_ranked_exact`):
 below, ranking every version costs less than the proof (one `similarities_of`: 19 µs against
 51 µs at 390 keys of 96 workflows, the WorkBench store; the same at 2,000; the same hits)."""
+_HALF_STEP = 2.0 ** -(COSINE_BITS + 1)
+"""Half the step cosines are rounded to (`nearest.snap_cosines`): what rounding adds at most."""
 _MAX_KEYS = 4096
 """Past this many keys from the ANN, score every key instead."""
 BOOSTED = 2048
@@ -192,6 +194,22 @@ class Ask(NamedTuple):
 """Versions best first, their scores and their similarities (`Snapshot.ranked`)."""
 
 
+class Boost(NamedTuple):
+    """What an ANN search scores exactly beside the keys the ANN returns, and what bounds the
+    rest (`Snapshot.boost`)."""
+
+    keys: npt.NDArray[np.int64]
+    """Keys scored exactly on every search: those whose rank factor grew most since the ANN
+    was built (at most `BOOSTED`), and the keys it does not hold (a borrowed one's extra)."""
+    scale: npt.NDArray[np.float64] | None
+    """Per key: the rank factor its vector was scaled by in the ANN (None: 1, every key)."""
+    rest: float
+    """The largest factor / scale of the keys not scored exactly (the factor a key has now
+    over the one the ANN ranked it by)."""
+    least: float
+    """The smallest of those (what bounds them where the products are negative)."""
+
+
 @dataclass
 class Snapshot:
     """The served versions of one namespace, as arrays (see the module docstring)."""
@@ -219,10 +237,8 @@ class Snapshot:
     """Per key: its version's rank factor."""
     _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _boost: tuple[npt.NDArray[np.int64], float] | None = field(default=None, repr=False)
-    """`boost`, once worked out."""
-    _exact: npt.NDArray[np.int64] | None = field(default=None, repr=False)
-    """`boost`'s keys and `borrowed`'s extra keys, once worked out (`_scored_beside`)."""
+    _boost: tuple[AnnSlot | None, Boost] | None = field(default=None, repr=False)
+    """`boost`, once worked out, and for the ANN of which slot."""
 
     @classmethod
     def of(
@@ -303,29 +319,80 @@ class Snapshot:
         # One not built yet may never be (a failed build): then a new one is built too.
         return not (found.close and lent.ann is not None)
 
+    def drifted(self) -> bool:
+        """Whether the rank factors moved so far from those its ANN scaled its keys by that
+        more keys grew than `BOOSTED` (so a search bounds the others by a ratio above 1, and
+        needs more of the ANN's keys): then a new ANN is to be built (`rebuild`). Not while
+        one is being built."""
+        if self.slot.base is not None and self.slot.ann is None:
+            return False  # being built
+        slot = self.slot if self.slot.ann is not None else self.borrowed.slot if self.borrowed else None
+        if slot is None or slot.ann is None:
+            return False
+        return self.boost(slot, self.borrowed if slot is not self.slot else None).rest > 1.0
+
+    def rebuild(self) -> AnnSlot:
+        """A new slot to build an ANN of this snapshot's keys into (`to_build`), the ANN it
+        has searched meanwhile (its own, over the same keys) borrowed until it lands."""
+        if self.slot.ann is not None:
+            keys = len(self.index.vectors)
+            self.borrowed = Borrowed(self.slot, np.arange(keys, dtype=np.int64), np.zeros(0, np.int64), 0)
+        self.slot, self._boost = AnnSlot(), None
+        return self.to_build()
+
     def to_build(self) -> AnnSlot:
         """The slot a new ANN of this snapshot's keys is to be built into, marked as built over
         them (what a later snapshot maps, `adopt`)."""
         self.slot.base = self.key_base()
+        self.slot.scale = self.key_factors.copy()
         return self.slot
 
-    def boost(self) -> tuple[npt.NDArray[np.int64], float]:
-        """The keys an ANN search scores exactly besides those it returns (those of the
-        highest rank factors: at most `BOOSTED`, every key of a factor or none), and the
-        largest factor of the other keys (worked out on the first ANN search)."""
+    def boost(self, slot: AnnSlot | None = None, borrowed: Borrowed | None = None) -> Boost:
+        """What a search of the ANN in `slot` (this snapshot's, or `borrowed`'s) scores exactly
+        beside the keys it returns, and what bounds the others (worked out on the first
+        search of that ANN).
+
+        The ANN holds each key scaled by its rank factor when it was built (`to_build`), so
+        it returns the keys of the highest cosine × that factor. A key's factor may have
+        changed since (an outcome): the keys whose factor over that one grew, at most
+        `BOOSTED` (every key of a ratio or none), are scored exactly, and the others are
+        bounded by the largest ratio left: 1 while few grew, whatever the factors are."""
         found = self._boost
-        if found is None:
-            factors = self.key_factors
-            # An untried version's factor, 1, is most versions' (`rank_factor` of no outcomes):
-            # the keys above it, unless there are too many; then the `BOOSTED` highest (a sort:
-            # `np.partition` takes ~17 ms on 100k factors of few distinct values).
-            above = factors > 1.0
-            if np.count_nonzero(above) > BOOSTED:
-                above = factors > np.sort(factors)[len(factors) - BOOSTED - 1]
-            rest = float(factors[~above].max()) if not above.all() else self.fmin
-            found = (np.flatnonzero(above).astype(np.int64), rest)
-            self._boost = found
-        return found
+        if found is not None and found[0] is slot:
+            return found[1]
+        factors = self.key_factors
+        scale = self._scale(slot, borrowed)
+        ratios = factors if scale is None else factors / scale
+        held = ~np.isnan(ratios)  # a borrowed ANN's extra keys are not held: scored exactly
+        # A ratio of 1 (an unchanged factor; an untried version's factor, 1, unscaled) is most
+        # keys': those above it, unless there are too many; then the `BOOSTED` highest (a
+        # sort: `np.partition` takes ~17 ms on 100k factors of few distinct values).
+        above = held & (ratios > 1.0)
+        if np.count_nonzero(above) > BOOSTED:
+            kept = np.sort(ratios[held])
+            above = held & (ratios > kept[len(kept) - BOOSTED - 1])
+        others = ratios[held & ~above]
+        exact = np.flatnonzero(above | ~held).astype(np.int64)
+        rest, least = (float(others.max()), float(others.min())) if len(others) else (self.fmin, self.fmin)
+        boost = Boost(exact, scale, rest, least)
+        self._boost = (slot, boost)
+        return boost
+
+    def _scale(self, slot: AnnSlot | None, borrowed: Borrowed | None) -> npt.NDArray[np.float64] | None:
+        """Per key of this snapshot, the factor the ANN in `slot` scaled it by (NaN: a key it
+        does not hold); None: it scaled none."""
+        if slot is None or slot.scale is None:
+            if borrowed is None or not len(borrowed.extra):
+                return None
+            scale = np.ones(len(borrowed.remap))
+        else:
+            scale = slot.scale
+        if borrowed is None:
+            return scale
+        out = np.full(len(self.index.vectors), np.nan)
+        held = borrowed.remap >= 0
+        out[borrowed.remap[held]] = scale[held]
+        return out
 
     def __post_init__(self) -> None:
         self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
@@ -492,17 +559,6 @@ class Snapshot:
         wid, version = self.rows.ids[candidate], int(self.rows.versions[candidate])
         return [active] if serve_candidate(ask.task, wid, version, ask.share) else [candidate]
 
-    def _scored_beside(self, borrowed: Borrowed | None) -> npt.NDArray[np.int64]:
-        """The keys an ANN search scores exactly besides what the ANN returns: `boost`'s, and
-        the borrowed ANN's extra keys (those it does not hold)."""
-        boosted = self.boost()[0]
-        if borrowed is None or not len(borrowed.extra):
-            return boosted
-        found = self._exact
-        if found is None:
-            found = self._exact = np.union1d(boosted, borrowed.extra).astype(np.int64)
-        return found
-
     def _ranked_ann(
         self,
         ann: KeyANN,
@@ -514,8 +570,8 @@ class Snapshot:
         snapshot's), exactly re-ranked (`_proven`); None when not proven exact within
         `_MAX_KEYS` keys (the caller then scores every key)."""
         count = max(_FIRST_KEYS, 2 * ask.m)
-        rest = self.boost()[1]
-        boosted = self._scored_beside(borrowed)
+        boost = self.boost(self.slot if borrowed is None else borrowed.slot, borrowed)
+        boosted = boost.keys
         boosted_cosines = ann.products(self.index.vectors, query, boosted) if len(boosted) else None
         while count <= _MAX_KEYS:
             keys = ann.search(query, count)
@@ -523,11 +579,14 @@ class Snapshot:
             if borrowed is not None:
                 keys = borrowed.keys(keys)
             cosines = ann.products(self.index.vectors, query, keys)
-            # Every key the ANN did not return is at most as similar as the farthest it did
-            # (rounded as the scores are: monotone), and, unless scored beside it, its
-            # version's factor at most `rest`.
-            farthest = float(snap_cosines(cosines.min(initial=1.0)))
-            bound = -np.inf if everything else farthest * (rest if farthest >= 0 else self.fmin)
+            # The ANN ranks keys by cosine × the factor it scaled them by: every key it did not
+            # return scores at most what the farthest it did scores so (its product, scaled),
+            # times its factor over that one (at most `rest`, unless scored beside it), and
+            # half a rounding step (the scores' cosines are rounded: `snap_cosines`).
+            products = cosines if boost.scale is None else cosines * boost.scale[keys]
+            farthest = float(products.min()) if len(products) else np.inf
+            ratio = boost.rest if farthest >= 0 else boost.least
+            bound = -np.inf if everything else farthest * ratio + _HALF_STEP * self.fmax
             if boosted_cosines is not None and (extra := ~np.isin(boosted, keys)).any():
                 keys = np.concatenate([keys, boosted[extra]])
                 cosines = np.concatenate([cosines, boosted_cosines[extra]])
