@@ -465,6 +465,7 @@ def _outcomes_checks() -> list[Check]:
         "right after an outcome (its own store)": "after_outcome",
         "1 version ranked up": "boosted_1",
         "2,000 versions ranked up": "boosted_2000",
+        "2,000 versions ranked up, once a new ANN is built": "boosted_2000_built",
     }
     return [
         Check("docs/performance.md", OUTCOMES_HEADER, row, col, "outcomes", (f"{name}_{key}",), "recorded")

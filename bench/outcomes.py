@@ -11,7 +11,9 @@ of each revision works on a copy of it: it opens a `WorkflowMemory`, waits for i
 - `--queries` times, reports one success of a version chosen at random through its own store
   and searches (p50 of those searches: `after_outcome`);
 - for each count B of `--boosted`, gives B versions chosen at random three successes (one
-  commit) and searches `--queries` other tasks (p50: `boosted_B`).
+  commit) and searches `--queries` other tasks (p50: `boosted_B`), then, once a new ANN
+  built for the factors now (if one is: more keys ranked up than `ranking.BOOSTED`) has
+  landed, `--queries` more (`boosted_B_built`).
 The other revision (`--before`) is its `flowmem/` from `git archive`, run by the same interpreter;
 the revisions alternate by process, `--rounds` times; a figure is the median of the rounds'.
 
@@ -51,7 +53,7 @@ from flowmem.agents import WorkflowMemory
 from flowmem.models import UsageStats
 
 db, tasks, boosted = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-n = len(tasks) // (2 + len(boosted))
+n = len(tasks) // (2 + 2 * len(boosted))
 out = {}
 with WorkflowMemory.open(db) as memory:
     memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
@@ -83,7 +85,11 @@ with WorkflowMemory.open(db) as memory:
         chosen = rng.sample(range(len(rows)), count)
         store.add_usage({key(i): UsageStats(served=3, successes=3) for i in chosen})
         memory.search(tasks[0], k=3)  # the usage reloaded
-        out[f"boosted_{count}"] = timed(tasks[(2 + j) * n : (3 + j) * n])
+        out[f"boosted_{count}"] = timed(tasks[(2 + 2 * j) * n : (3 + 2 * j) * n])
+        # Once a new ANN, if one is being built for the factors now, has landed.
+        while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out[f"boosted_{count}_built"] = timed(tasks[(3 + 2 * j) * n : (4 + 2 * j) * n])
     import flowmem.agents
 out["code"] = flowmem.agents.__file__
 print(json.dumps(out))
@@ -113,7 +119,7 @@ def outcomes(
     """Each revision's median (over `rounds` probes) of each p50, and the ratios of this
     checkout's to `before`'s."""
     out: dict[str, Any] = {"n": n, "queries": count, "rounds": rounds, "before": before}
-    tasks = queries(count * (2 + len(boosted)), seed=11)
+    tasks = queries(count * (2 + 2 * len(boosted)), seed=11)
     with tempfile.TemporaryDirectory() as tmp:
         codes = {"now": REPO}
         if before is not None:

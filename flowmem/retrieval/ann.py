@@ -6,7 +6,9 @@ keys × 384 on 2 cores): faiss's HNSW (M=32) over 8-bit codes built in 15 s and 
 neighbours in 0.4 ms (recall@3 0.99 once re-ranked); over full floats 18 s and 0.6 ms;
 usearch's built in 52 s (f32) and answered in 1.1 ms, its int8 index lost recall (0.83).
 Callers re-rank what it returns exactly (`retrieval.ranking`), so its approximations cost recall
-only where a key it missed would have ranked.
+only where a key it missed would have ranked. The served index builds it over its keys each
+scaled by its version's rank factor then (`AnnSlot.scale`), so that it returns the keys of the
+highest cosine × factor, what a search ranks by.
 """
 
 from __future__ import annotations

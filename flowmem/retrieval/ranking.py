@@ -13,8 +13,11 @@ query), and from `_PROVEN_FROM` keys takes the `_FIRST_KEYS` best keys by one
 the keys (no other version can: a version scores as its best key); otherwise every version.
 Past `ann_min`, once the ANN is built, it re-ranks exactly the versions owning the keys the
 ANN returns, and stops when the m-th best score is above what any version it has not looked
-at could score (the cosine of the farthest key returned, times the largest rank factor);
-otherwise it asks for more keys, and past a limit scores every key. Both are `Snapshot._proven`.
+at could score; otherwise it asks for more keys, and past a limit scores every key. Both are
+`Snapshot._proven`. The ANN holds each key scaled by its version's rank factor when it was
+built, so what a version it has not looked at could score is the farthest returned key's
+scaled product times the largest ratio of a key's factor now to that one (1 for a factor
+unchanged), the keys whose factor grew most scored exactly beside it (`Snapshot.boost`).
 """
 
 from __future__ import annotations
