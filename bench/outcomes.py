@@ -23,23 +23,16 @@ Usage: python bench/outcomes.py [--n 100000] [--queries 200] [--boosted 1,2000]
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, emitted, run_probe
-from bench.data import fill, queries
-from bench.paths import REPO
-from flowmem.jobs.factories import store_from
-from flowmem.settings import Settings
+from bench import revisions
+from bench.data import queries
+from bench.revisions import OPEN, arguments, compared
 
 __all__ = ["BEFORE", "main", "outcomes"]
 
@@ -47,33 +40,23 @@ BEFORE = "76354dc"
 """The revision compared with by default: before the usage reload applied the changed versions
 alone and the ANN's proof scored the versions ranked up beside its keys (issue 41)."""
 
-PROBE = """
-import json, random, statistics, sys, time
-from flowmem.agents import WorkflowMemory
+PROBE = (
+    OPEN
+    + """
+import random
 from flowmem.models import UsageStats
 
 db, tasks, boosted = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 n = len(tasks) // (2 + 2 * len(boosted))
 out = {}
 with WorkflowMemory.open(db) as memory:
-    memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
-    deadline = time.monotonic() + 1200
-    while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    ready(memory, tasks[0])
     rows, store, rng = memory.index._snapshot.rows, memory.store, random.Random(7)
-
-    def timed(batch):
-        times = []
-        for task in batch:
-            start = time.perf_counter()
-            memory.search(task, k=3)
-            times.append((time.perf_counter() - start) * 1000)
-        return statistics.median(times)
 
     def key(i):
         return rows.ids[i], int(rows.versions[i])
 
-    out["untried"] = timed(tasks[:n])
+    out["untried"] = timed(memory, tasks[:n])
     after = []
     for task in tasks[n : 2 * n]:
         store.add_usage({key(rng.randrange(len(rows))): UsageStats(served=1, successes=1)})
@@ -85,27 +68,18 @@ with WorkflowMemory.open(db) as memory:
         chosen = rng.sample(range(len(rows)), count)
         store.add_usage({key(i): UsageStats(served=3, successes=3) for i in chosen})
         memory.search(tasks[0], k=3)  # the usage reloaded
-        out[f"boosted_{count}"] = timed(tasks[(2 + 2 * j) * n : (3 + 2 * j) * n])
+        out[f"boosted_{count}"] = timed(memory, tasks[(2 + 2 * j) * n : (3 + 2 * j) * n])
         # Once a new ANN, if one is being built for the factors now, has landed.
+        deadline = time.monotonic() + 1200
         while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        out[f"boosted_{count}_built"] = timed(tasks[(3 + 2 * j) * n : (4 + 2 * j) * n])
+        out[f"boosted_{count}_built"] = timed(memory, tasks[(3 + 2 * j) * n : (4 + 2 * j) * n])
     import flowmem.agents
 out["code"] = flowmem.agents.__file__
 print(json.dumps(out))
 """
+)
 """One probe: the p50 search times (ms) of a fresh process on its own copy of the store."""
-
-
-def _probe(code: Path, db: Path, tasks: list[str], boosted: list[int]) -> dict[str, Any]:
-    """One fresh process of the flowmem at `code` on a copy of the store at `db`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "db"
-        shutil.copytree(db, copy)
-        found: dict[str, Any] = run_probe(
-            code, PROBE, [str(copy), json.dumps(tasks), json.dumps(boosted)], Path(tmp)
-        )
-    return found
 
 
 def outcomes(
@@ -120,43 +94,18 @@ def outcomes(
     checkout's to `before`'s."""
     out: dict[str, Any] = {"n": n, "queries": count, "rounds": rounds, "before": before}
     tasks = queries(count * (2 + 2 * len(boosted)), seed=11)
-    with tempfile.TemporaryDirectory() as tmp:
-        codes = {"now": REPO}
-        if before is not None:
-            codes["before"] = _code_at(before, Path(tmp) / "before")
-        db = Path(tmp) / "store"
-        fill(store_from(Settings(db=str(db))), n, examples=True)
-        probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
-        for turn in range(rounds):  # in turn first, so that neither always follows the other
-            for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
-                probes[code].append(_probe(path, db, tasks, list(boosted)))
-    for code, found in probes.items():
-        suffix = "" if code == "now" else "_before"
-        for name in found[0]:
-            out[f"{name}_ms{suffix}"] = statistics.median(p[name] for p in found)
-    if before is not None:
-        for name in probes["now"][0]:
-            out[f"{name}_ratio"] = out[f"{name}_ms"] / out[f"{name}_ms_before"]
+    out.update(compared(n, PROBE, arguments(tasks, list(boosted)), before=before, rounds=rounds))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="workflows in the store")
-    parser.add_argument("--queries", type=int, default=200, help="searches per figure")
+    parser = revisions.parser(__doc__, BEFORE)
     parser.add_argument("--boosted", default="1,2000", help="versions given successes, in turn")
-    parser.add_argument("--before", default=BEFORE, help="the revision to compare with ('none': no other)")
-    parser.add_argument("--rounds", type=int, default=2, help="probes of each revision (the median is kept)")
-    parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
-    parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
     args = parser.parse_args(argv)
     boosted = tuple(int(b) for b in args.boosted.split(",") if b)
     before = None if args.before == "none" else args.before
     found = outcomes(args.n, count=args.queries, boosted=boosted, before=before, rounds=args.rounds)
-    if not emitted(found, args.out, as_json=args.as_json):
-        for name, value in found.items():
-            print(f"{name:28s} {value:.3f}" if isinstance(value, float) else f"{name:28s} {value}")
-    return 0
+    return revisions.report(found, args)
 
 
 if __name__ == "__main__":

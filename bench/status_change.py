@@ -27,23 +27,17 @@ Usage: python bench/status_change.py [--n 100000] [--queries 200] [--added 100]
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
-import statistics
 import sys
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, emitted, run_probe
-from bench.data import fill, queries
-from bench.paths import REPO
-from flowmem.jobs.factories import store_from
-from flowmem.settings import Settings
+from bench import revisions
+from bench.data import queries
+from bench.revisions import OPEN, arguments, compared
 
 __all__ = ["BEFORE", "main", "status_change"]
 
@@ -51,26 +45,18 @@ BEFORE = "db6562e"
 """The revision compared with by default: before a reload borrowed the ANN it replaced and a
 change of status alone was read without the workflows table (issue 41)."""
 
-PROBE = """
-import json, statistics, sys, time
-from flowmem.agents import WorkflowMemory
+PROBE = (
+    OPEN
+    + """
 from flowmem.jobs.factories import store_from
 from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.policy.lifecycle import Transition
 
-db, tasks, added = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+db, tasks, added = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 n = len(tasks) // 4
 out = {}
 
-def timed(batch):
-    times = []
-    for task in batch:
-        start = time.perf_counter()
-        memory.search(task, k=3)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-def served_after(change):
+def served_after(memory, change):
     # Seconds from the change until a search serves it (searching every 10 ms meanwhile).
     before = memory.index.reloads
     start = time.perf_counter()
@@ -81,22 +67,19 @@ def served_after(change):
     return time.perf_counter() - start
 
 with WorkflowMemory.open(db) as memory:
-    memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
-    deadline = time.monotonic() + 1200
-    while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    ready(memory, tasks[0])
     rows = memory.index._snapshot.rows
     key = lambda i: (rows.ids[i], int(rows.versions[i]))
-    out["steady"] = timed(tasks[:n])
+    out["steady"] = timed(memory, tasks[:n])
     memory.store.record_transitions([Transition(*key(1), "active", "retired", "bench")])
     start = time.perf_counter()
     memory.search(tasks[n], k=3)
     out["own_first"] = (time.perf_counter() - start) * 1000
-    out["own_after"] = timed(tasks[n + 1 : 2 * n])
+    out["own_after"] = timed(memory, tasks[n + 1 : 2 * n])
     other = store_from(memory.store.settings)
     retire = lambda: other.record_transitions([Transition(*key(2), "active", "retired", "bench")])
-    out["other_served_s"] = served_after(retire)
-    out["other_after"] = timed(tasks[2 * n : 3 * n])
+    out["other_served_s"] = served_after(memory, retire)
+    out["other_after"] = timed(memory, tasks[2 * n : 3 * n])
     new = [
         Workflow(id=f"zz-added-{i}", version=1, name=f"added {i}", description=f"added workflow {i}",
                  steps=[WorkflowStep(action="task.do", args={})], status="active")
@@ -104,23 +87,15 @@ with WorkflowMemory.open(db) as memory:
     ]
     keys = {w.id: other.embedder.embed([f"{tasks[3 * n + i % n]} added"]) for i, w in enumerate(new)}
     commit = lambda: other.commit_run(InductionRun(id="bench-added"), new, keys=keys)
-    out["added_served_s"] = served_after(commit)
-    out["added_after"] = timed(tasks[3 * n :])
+    out["added_served_s"] = served_after(memory, commit)
+    out["added_after"] = timed(memory, tasks[3 * n :])
     import flowmem.agents
 out["code"] = flowmem.agents.__file__
 print(json.dumps(out))
 """
+)
 """One probe: the p50 search times (ms) and seconds to serve of a fresh process on its own
 copy of the store."""
-
-
-def _probe(code: Path, db: Path, tasks: list[str], added: int) -> dict[str, Any]:
-    """One fresh process of the flowmem at `code` on a copy of the store at `db`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "db"
-        shutil.copytree(db, copy)
-        found: dict[str, Any] = run_probe(code, PROBE, [str(copy), json.dumps(tasks), str(added)], Path(tmp))
-    return found
 
 
 def status_change(
@@ -130,44 +105,18 @@ def status_change(
     checkout's to `before`'s."""
     out: dict[str, Any] = {"n": n, "queries": count, "added": added, "rounds": rounds, "before": before}
     tasks = queries(count * 4, seed=13)
-    with tempfile.TemporaryDirectory() as tmp:
-        codes = {"now": REPO}
-        if before is not None:
-            codes["before"] = _code_at(before, Path(tmp) / "before")
-        db = Path(tmp) / "store"
-        fill(store_from(Settings(db=str(db))), n, examples=True)
-        probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
-        for turn in range(rounds):  # in turn first, so that neither always follows the other
-            for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
-                probes[code].append(_probe(path, db, tasks, added))
-    for code, found in probes.items():
-        suffix = "" if code == "now" else "_before"
-        for name in found[0]:
-            unit = "" if name.endswith("_s") else "_ms"
-            out[f"{name}{unit}{suffix}"] = statistics.median(p[name] for p in found)
-    if before is not None:
-        for name in probes["now"][0]:
-            unit = "" if name.endswith("_s") else "_ms"
-            out[f"{name}_ratio"] = out[f"{name}{unit}"] / out[f"{name}{unit}_before"]
+    unit: Callable[[str], str] = lambda name: "" if name.endswith("_s") else "_ms"  # noqa: E731
+    out.update(compared(n, PROBE, arguments(tasks, added), before=before, rounds=rounds, unit=unit))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000, help="workflows in the store")
-    parser.add_argument("--queries", type=int, default=200, help="searches per figure")
+    parser = revisions.parser(__doc__, BEFORE)
     parser.add_argument("--added", type=int, default=100, help="versions another store commits")
-    parser.add_argument("--before", default=BEFORE, help="the revision to compare with ('none': no other)")
-    parser.add_argument("--rounds", type=int, default=2, help="probes of each revision (the median is kept)")
-    parser.add_argument("--json", action="store_true", dest="as_json", help="print one JSON object")
-    parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
     args = parser.parse_args(argv)
     before = None if args.before == "none" else args.before
     found = status_change(args.n, count=args.queries, added=args.added, before=before, rounds=args.rounds)
-    if not emitted(found, args.out, as_json=args.as_json):
-        for name, value in found.items():
-            print(f"{name:28s} {value:.3f}" if isinstance(value, float) else f"{name:28s} {value}")
-    return 0
+    return revisions.report(found, args)
 
 
 if __name__ == "__main__":

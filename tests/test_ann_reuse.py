@@ -92,16 +92,22 @@ def _counting(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return reads
 
 
+def _with_ann(settings: Settings) -> tuple[Store, ServedIndex]:
+    """The seeded store, and an index that builds its ANN at once from its first key (faiss
+    needed: skipped without it)."""
+    pytest.importorskip("faiss")
+    store = store_from(settings)
+    seed(store)
+    return store, ServedIndex(store, "default", ann_min=0, ann_wait=True)
+
+
 def test_a_status_change_borrows_the_ann_and_reads_no_workflow(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A retirement through the process's own store: the next search reads the lifecycle log,
     not the workflows table, searches the ANN built before it through the map (no new one is
     built), and serves what brute force over a whole read serves."""
-    pytest.importorskip("faiss")
-    store = store_from(settings)
-    seed(store)
-    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    store, index = _with_ann(settings)
     _same(_hits(index), _hits(_exact(store)))
     first = index._snapshot
     assert first.slot.ann is not None and first.slot.base is not None
@@ -124,10 +130,7 @@ def test_new_versions_are_scored_beside_the_borrowed_ann(
     """Another induction run's versions: read whole, their keys scored exactly beside the ANN
     of the keys before (served as brute force serves them); past `EXTRA_MAX` such keys a new
     ANN is built, over every key, and later snapshots borrow that one."""
-    pytest.importorskip("faiss")
-    store = store_from(settings)
-    seed(store)
-    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    store, index = _with_ann(settings)
     _hits(index)
     first = index._snapshot
     rng = random.Random(3)
@@ -197,10 +200,7 @@ def test_restatus_takes_what_a_whole_read_reads(settings: Settings) -> None:
 def test_an_ann_that_never_landed_is_built_anew(settings: Settings) -> None:
     """An ANN whose build failed stays None: a snapshot that would borrow it builds its own
     rather than scoring every key from then on."""
-    pytest.importorskip("faiss")
-    store = store_from(settings)
-    seed(store)
-    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    store, index = _with_ann(settings)
     _hits(index)
     first = index._snapshot
     first.slot.ann = None  # as a build that raised leaves it
@@ -238,12 +238,9 @@ def test_outcomes_that_move_many_factors_build_an_ann_scaled_by_them(
     """The ANN holds each key scaled by its version's rank factor when built. Outcomes that
     raise more keys' factors than `BOOSTED` (here 3) build a new one, scaled by the factors
     then, the old one searched until it lands; what is served is what brute force serves."""
-    pytest.importorskip("faiss")
     from flowmem.retrieval import ranking
 
-    store = store_from(settings)
-    seed(store)
-    index = ServedIndex(store, "default", ann_min=0, ann_wait=True)
+    store, index = _with_ann(settings)
     _hits(index)
     first = index._snapshot
     assert first.slot.scale is not None and np.array_equal(first.slot.scale, first.key_factors)
