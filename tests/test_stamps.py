@@ -63,6 +63,35 @@ def test_a_settled_store_is_asked_by_stat_and_another_process_commit_is_still_se
     assert hit.workflow.version == 3 and index.reloads == 3 and asked
 
 
+def _counting(real: Any, name: str, asked: list[str]) -> Any:
+    def counted(namespace: str) -> Any:
+        asked.append(name)
+        return real(namespace)
+
+    return counted
+
+
+def test_each_table_is_asked_apart(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table whose stamp is as kept is not asked: after another process's outcome, only the
+    usage table's version is read through LanceDB."""
+    from flowmem.models import UsageStats
+
+    induced(settings)
+    mine, other = store_from(settings), store_from(settings)
+    asked: list[str] = []
+    for name in ("_workflows", "_usage_table", "_lifecycle_table"):
+        real = getattr(mine, name)
+        monkeypatch.setattr(mine, name, _counting(real, name, asked))
+    _age(settings, 10)
+    first = mine.served_version()
+    asked.clear()
+    assert mine.served_version() == first and asked == []
+    some = other.list_workflows()[0]
+    other.add_usage({(some.id, some.version): UsageStats(served=1, successes=1)})
+    now = mine.served_version()
+    assert asked == ["_usage_table"] and now[1] > first[1] and (now[0], now[2]) == (first[0], first[2])
+
+
 def test_only_a_local_file_system_is_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     here = Path(os.path.realpath(tmp_path))
     assert local_directory(str(tmp_path / "db")) == here / "db"

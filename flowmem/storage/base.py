@@ -130,7 +130,7 @@ class StoreBase:
         """The stored trajectories' keys as of a table version (`flowmem.storage.appends`)."""
         self._stamps: TableStamps | None = None
         """Where the served tables' versions can be told by a `stat` (made on the first look)."""
-        self._stamped: dict[str, tuple[Stamp, tuple[int, int, int]]] = {}
+        self._stamped: dict[str, tuple[tuple[Stamp, int] | None, ...]] = {}
         """Per namespace: the served tables' stamp and the versions read with it."""
         self.writes = 0
         """Commits this object made that change what is served (versions, status, usage, a

@@ -8,7 +8,8 @@ have gone to sleep and its caches cold), against ~0.8 ms for the search itself. 
 commit (an append, a merge, a delete, a restore, a cleanup) adds or removes a manifest in the
 table's `_versions` directory, which changes the directory's modification time and size; a
 `stat` of the three directories costs ~6 µs. So when none of them changed since the versions
-were last read, those versions still hold.
+were last read, those versions still hold; each table is told apart, so that after an outcome
+(a usage commit) only the usage table's version is asked of LanceDB.
 
 It is trusted only where it cannot miss a commit:
 - a local directory, on a file system whose kernel keeps directory times itself (Linux's

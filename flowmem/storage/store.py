@@ -28,7 +28,7 @@ from flowmem.storage.maintenance import MaintenanceMixin
 from flowmem.storage.migrations import table_names
 from flowmem.storage.runs import RunsMixin
 from flowmem.storage.served import ServedMixin
-from flowmem.storage.stamps import TableStamps, local_directory
+from flowmem.storage.stamps import Stamp, TableStamps, local_directory
 from flowmem.storage.version_state import VersionStateMixin
 
 if TYPE_CHECKING:
@@ -244,17 +244,24 @@ class Store(VersionStateMixin, MaintenanceMixin, RunsMixin, ServedMixin):
         or how it ranks could change."""
         ns = self._ns(namespace)
         stamps = self._table_stamps()
-        # On a local store, a stat of the tables' version directories tells whether they
-        # changed since last read (`storage.stamps`): ~6 µs against ~0.8-1.7 ms through LanceDB.
-        stamp = stamps.stamp((f"workflows__{ns}", f"usage__{ns}", f"lifecycle__{ns}"))
-        known = self._stamped.get(ns)
-        if stamp is not None and known is not None and known[0] == stamp:
-            return known[1]
-        tables = (self._workflows(ns), self._usage_table(ns), self._lifecycle_table(ns))
-        version: tuple[int, int, int] = tuple(int(t.version) for t in tables)  # type: ignore[assignment]
-        if stamp is not None:  # stamped before the read: a commit in between changes the stamp
-            self._stamped[ns] = (stamp, version)
-        return version
+        known = self._stamped.get(ns, (None, None, None))
+        # On a local store, a stat of a table's version directory tells whether it changed
+        # since its version was last read (`storage.stamps`): ~2 µs against ~0.3-0.6 ms through
+        # LanceDB. Each table apart: after an outcome only the usage table is asked.
+        tables = (self._workflows, self._usage_table, self._lifecycle_table)
+        seen: list[tuple[Stamp, int] | None] = []
+        versions: list[int] = []
+        for name, table, before in zip(("workflows", "usage", "lifecycle"), tables, known, strict=True):
+            stamp = stamps.stamp((f"{name}__{ns}",))
+            if stamp is not None and before is not None and before[0] == stamp:
+                version = before[1]
+            else:
+                version = int(table(ns).version)
+            # Stamped before the read: a commit in between changes the stamp.
+            seen.append((stamp, version) if stamp is not None else None)
+            versions.append(version)
+        self._stamped[ns] = tuple(seen)
+        return versions[0], versions[1], versions[2]
 
     def _served(self, ns: str) -> tuple[list[Workflow], dict[tuple[str, int], dict[str, Any]]]:
         """The versions search serves (`served_versions`), and every committed row by (id, version)."""
