@@ -242,3 +242,36 @@ def test_an_ann_of_keys_scaled_by_their_factors_ranks_as_the_full_sort(
             )
             searches.append(ann.searches - before)
         assert np.median(searches) == 1  # proven from the first keys, as a store of untried ones
+
+
+def test_an_outcome_carries_the_boost_over_as_worked_out_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`with_stats` changes the factors of a few versions' keys and carries the boost over: the
+    same keys scored exactly as working it out anew gives, bounds no narrower, the key factors
+    as the full gather gives; past `BOOSTED` keys above 1 it is worked out anew."""
+    rng = np.random.default_rng(5)
+    rows = _snapshot(rng, 3000, keys=3, pool=3000, trials=0).rows
+    assert isinstance(rows, ServedRows)
+    snap = Snapshot.of(rows)
+    slot = snap.to_build()
+    slot.ann = _ScaledANN(snap.index.vectors, slot.scale)  # type: ignore[arg-type]
+    snap.boost(slot)
+    current, stats = snap, list(rows.stats)
+    changed: list[int] = []
+    for _ in range(4):  # some versions changed again: ranked up, then down
+        changed = sorted(set(rng.choice(len(rows), size=20, replace=False).tolist()) | set(changed[:15]))
+        for i in changed:
+            s, f = (int(x) for x in rng.integers(0, 9, 2))
+            stats[i] = UsageStats(served=s + f, successes=s, failures=f)
+        following = current.with_stats(replace(rows, stats=list(stats)), changed, DEFAULT_PARAMS)
+        assert np.array_equal(following.key_factors, following.factors[following.index.owners])
+        assert following._boost is not None and following._boost[0] is slot
+        carried = following._boost[1]
+        following._boost = None
+        fresh = following.boost(slot)
+        assert np.array_equal(carried.keys, fresh.keys)
+        assert carried.rest >= fresh.rest and carried.least <= fresh.least and carried.rest <= 1.0
+        following._boost = (slot, carried)
+        current = following
+    monkeypatch.setattr(ranking, "BOOSTED", 5)
+    ups = [UsageStats(served=9, successes=9)] * len(rows)
+    assert current.with_stats(replace(rows, stats=ups), range(len(rows)), DEFAULT_PARAMS)._boost is None

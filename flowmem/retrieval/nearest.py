@@ -132,6 +132,13 @@ class ExampleIndex:
         """Whether each item's examples are together (what `item_similarities` needs)."""
         return self._starts is not None
 
+    def keys_of(self, items: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The examples of some items of a grouped index, in item order, and how many each has."""
+        lo = self._lo[items]
+        counts = self._hi[items] - lo
+        offsets = np.cumsum(counts) - counts
+        return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum())), counts
+
     def item_similarities(
         self,
         query: npt.NDArray[np.float32],

@@ -242,6 +242,8 @@ class Snapshot:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _boost: tuple[AnnSlot | None, Boost] | None = field(default=None, repr=False)
     """`boost`, once worked out, and for the ANN of which slot."""
+    _keyed: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+    """`key_factors` when worked out by the maker (`with_stats`), else None."""
 
     @classmethod
     def of(
@@ -274,6 +276,11 @@ class Snapshot:
         factors = self.factors.copy()
         for i in changed:
             factors[i] = rank_factor(rows.stats[i], params)
+        keyed, moved = None, None
+        if self.index.grouped:  # the changed versions' keys alone: not a gather of every key
+            moved, counts = self.index.keys_of(np.fromiter(changed, dtype=np.int64, count=len(changed)))
+            keyed = self.key_factors.copy()
+            keyed[moved] = np.repeat(factors[list(changed)], counts)
         snap = Snapshot(
             rows,
             self.index,
@@ -282,11 +289,38 @@ class Snapshot:
             slot=self.slot,
             borrowed=self.borrowed,
             ann_min=self.ann_min,
+            _keyed=keyed,
         )
+        if moved is not None:
+            snap._boost = self._carried(snap, moved)
         gone = set(changed)
         with self._lock:
             snap._cache.update((i, w) for i, w in self._cache.items() if i not in gone)
         return snap
+
+    def _carried(self, snap: Snapshot, moved: npt.NDArray[np.int64]) -> tuple[AnnSlot | None, Boost] | None:
+        """This snapshot's `boost` as it stands for `snap`, the same but for the factors of the
+        keys at `moved`: those whose factor over their scale is now above 1 scored exactly,
+        the others not, and the bounds widened by theirs (never narrowed: still bounds). None
+        when it is to be worked out anew: none was, or it had more keys above 1 than
+        `BOOSTED` (its rest above 1), or would have now."""
+        found = self._boost
+        if found is None or found[1].rest > 1.0:
+            return None
+        slot, boost = found
+        ratios = snap.key_factors[moved]
+        if boost.scale is not None:
+            ratios = ratios / boost.scale[moved]
+        held = ~np.isnan(ratios)
+        up = held & (ratios > 1.0)
+        keys = np.union1d(np.setdiff1d(boost.keys, moved[held & ~up], assume_unique=True), moved[up])
+        unheld = 0 if boost.scale is None else int(np.count_nonzero(np.isnan(boost.scale[keys])))
+        if len(keys) - unheld > BOOSTED:
+            return None
+        others = ratios[held & ~up]
+        rest = max(boost.rest, float(others.max())) if len(others) else boost.rest
+        least = min(boost.least, float(others.min())) if len(others) else boost.least
+        return slot, Boost(keys.astype(np.int64), boost.scale, rest, least)
 
     def key_base(self) -> KeyBase:
         """Who owns each of this snapshot's keys (what an ANN built over them is mapped by)."""
@@ -401,7 +435,8 @@ class Snapshot:
         self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
         self.fmin = float(self.factors.min()) if len(self.factors) else 1.0
         self.trials = bool(np.any(self.partner >= 0))
-        self.key_factors = self.factors[self.index.owners]
+        self.key_factors = self._keyed if self._keyed is not None else self.factors[self.index.owners]
+        self._keyed = None
 
     def __len__(self) -> int:
         return len(self.rows)
