@@ -37,6 +37,7 @@ from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_facto
 from flowmem.retrieval.align import Pattern
 from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
+from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
 from flowmem.retrieval.nearest import COSINE_BITS, ExampleIndex, snap_cosines
 
 __all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
@@ -197,22 +198,6 @@ class Ask(NamedTuple):
 """Versions best first, their scores and their similarities (`Snapshot.ranked`)."""
 
 
-class Boost(NamedTuple):
-    """What an ANN search scores exactly beside the keys the ANN returns, and what bounds the
-    rest (`Snapshot.boost`)."""
-
-    keys: npt.NDArray[np.int64]
-    """Keys scored exactly on every search: those whose rank factor grew most since the ANN
-    was built (at most `BOOSTED`), and the keys it does not hold (a borrowed one's extra)."""
-    scale: npt.NDArray[np.float64] | None
-    """Per key: the rank factor its vector was scaled by in the ANN (None: 1, every key)."""
-    rest: float
-    """The largest factor / scale of the keys not scored exactly (the factor a key has now
-    over the one the ANN ranked it by)."""
-    least: float
-    """The smallest of those (what bounds them where the products are negative)."""
-
-
 @dataclass
 class Snapshot:
     """The served versions of one namespace, as arrays (see the module docstring)."""
@@ -299,28 +284,13 @@ class Snapshot:
         return snap
 
     def _carried(self, snap: Snapshot, moved: npt.NDArray[np.int64]) -> tuple[AnnSlot | None, Boost] | None:
-        """This snapshot's `boost` as it stands for `snap`, the same but for the factors of the
-        keys at `moved`: those whose factor over their scale is now above 1 scored exactly,
-        the others not, and the bounds widened by theirs (never narrowed: still bounds). None
-        when it is to be worked out anew: none was, or it had more keys above 1 than
-        `BOOSTED` (its rest above 1), or would have now."""
+        """This snapshot's `boost` carried over to `snap`, whose keys at `moved` alone have other
+        factors (`boost.carried`); None: none was worked out, or it is to be anew."""
         found = self._boost
-        if found is None or found[1].rest > 1.0:
+        if found is None:
             return None
-        slot, boost = found
-        ratios = snap.key_factors[moved]
-        if boost.scale is not None:
-            ratios = ratios / boost.scale[moved]
-        held = ~np.isnan(ratios)
-        up = held & (ratios > 1.0)
-        keys = np.union1d(np.setdiff1d(boost.keys, moved[held & ~up], assume_unique=True), moved[up])
-        unheld = 0 if boost.scale is None else int(np.count_nonzero(np.isnan(boost.scale[keys])))
-        if len(keys) - unheld > BOOSTED:
-            return None
-        others = ratios[held & ~up]
-        rest = max(boost.rest, float(others.max())) if len(others) else boost.rest
-        least = min(boost.least, float(others.min())) if len(others) else boost.least
-        return slot, Boost(keys.astype(np.int64), boost.scale, rest, least)
+        boost = carried(found[1], snap.key_factors, moved, BOOSTED)
+        return None if boost is None else (found[0], boost)
 
     def key_base(self) -> KeyBase:
         """Who owns each of this snapshot's keys (what an ANN built over them is mapped by)."""
@@ -397,39 +367,10 @@ class Snapshot:
         found = self._boost
         if found is not None and found[0] is slot:
             return found[1]
-        factors = self.key_factors
-        scale = self._scale(slot, borrowed)
-        ratios = factors if scale is None else factors / scale
-        held = ~np.isnan(ratios)  # a borrowed ANN's extra keys are not held: scored exactly
-        # A ratio of 1 (an unchanged factor; an untried version's factor, 1, unscaled) is most
-        # keys': those above it, unless there are too many; then the `BOOSTED` highest (a
-        # sort: `np.partition` takes ~17 ms on 100k factors of few distinct values).
-        above = held & (ratios > 1.0)
-        if np.count_nonzero(above) > BOOSTED:
-            kept = np.sort(ratios[held])
-            above = held & (ratios > kept[len(kept) - BOOSTED - 1])
-        others = ratios[held & ~above]
-        exact = np.flatnonzero(above | ~held).astype(np.int64)
-        rest, least = (float(others.max()), float(others.min())) if len(others) else (self.fmin, self.fmin)
-        boost = Boost(exact, scale, rest, least)
+        scale = key_scale(slot, borrowed, len(self.index.vectors))
+        boost = work_out(self.key_factors, scale, BOOSTED, self.fmin)
         self._boost = (slot, boost)
         return boost
-
-    def _scale(self, slot: AnnSlot | None, borrowed: Borrowed | None) -> npt.NDArray[np.float64] | None:
-        """Per key of this snapshot, the factor the ANN in `slot` scaled it by (NaN: a key it
-        does not hold); None: it scaled none."""
-        if slot is None or slot.scale is None:
-            if borrowed is None or not len(borrowed.extra):
-                return None
-            scale = np.ones(len(borrowed.remap))
-        else:
-            scale = slot.scale
-        if borrowed is None:
-            return scale
-        out = np.full(len(self.index.vectors), np.nan)
-        held = borrowed.remap >= 0
-        out[borrowed.remap[held]] = scale[held]
-        return out
 
     def __post_init__(self) -> None:
         self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
