@@ -268,6 +268,50 @@ def test_its_own_outcomes_are_served_without_reading_the_usage_table(
     assert memory.store.usage_since(0, 0) is None
 
 
+def test_its_own_compaction_of_the_usage_table_is_read_as_no_change(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `USAGE_COMPACT_EVERY` outcomes the store compacts the usage table: commits of its
+    own that change no figure, so the search after them reads the table no more than after
+    any other of its outcomes (`lance_ops.compaction_only`); a compaction with another
+    writer's commit among its versions is not taken for one."""
+    from flowmem.storage.lance_ops import compaction_only, lance_dataset
+    from flowmem.storage.version_state import USAGE_COMPACT_EVERY
+
+    store = induced(settings)
+    task = "Forward the latest email about 'roadmap' to zed"
+    with WorkflowMemory.open(settings) as memory:
+        (hit,) = memory.search(task, k=1)
+        whole: list[int] = []
+        read = memory.store.usage
+
+        def counted(**kw: Any) -> Any:
+            if kw.get("ids") is None:
+                whole.append(1)
+            return read(**kw)
+
+        monkeypatch.setattr(memory.store, "usage", counted)
+        key = (hit.workflow.id, hit.workflow.version)
+        table = memory.store._usage_table(settings.namespace)
+        memory.store.add_usage({key: UsageStats(served=1, successes=1)})
+        for i in range(USAGE_COMPACT_EVERY - 1):  # other versions': a file each, then compacted
+            memory.store.add_usage({(f"other{i}", 1): UsageStats(served=1, failures=1)})
+        assert len(lance_dataset(table.uri).get_fragments()) == 1
+        (after,) = memory.search(task, k=1)
+        assert after.workflow.stats == UsageStats(served=1, successes=1)
+        assert whole == []
+    dataset = lance_dataset(table.uri)
+    before = dataset.version
+    store.add_usage({("another", 1): UsageStats(served=1, failures=1)})  # another writer's commit
+    dataset = lance_dataset(table.uri)
+    between = dataset.version
+    dataset.optimize.compact_files()
+    assert dataset.version > between
+    assert compaction_only(dataset, between, dataset.version)
+    assert not compaction_only(dataset, before, dataset.version)
+    assert not compaction_only(dataset, dataset.version, dataset.version)
+
+
 def test_a_run_read_between_its_commit_and_its_record_is_served_once_recorded(settings: Settings) -> None:
     """`commit_run` appends a run's versions, then records the run. A served index that reads in
     between leaves them out (they may be a crashed run's), and no served table moves when the

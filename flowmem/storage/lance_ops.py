@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from flowmem.storage import object_store
 from flowmem.storage.errors import StoreError
 
-__all__ = ["lance_dataset", "quote", "retry_conflicts", "select"]
+__all__ = ["compaction_only", "lance_dataset", "quote", "retry_conflicts", "select"]
 
 T = TypeVar("T")
 
@@ -70,4 +70,23 @@ def lance_dataset(
         storage_options=dict(storage_options) if storage_options else None,
         metadata_cache_size_bytes=_LANCE_CACHE,
         index_cache_size_bytes=0,
+    )
+
+
+def compaction_only(dataset: Any, before: int, after: int) -> bool:
+    """Whether the commits that took a table from version `before` to `after` (at least one)
+    are one compaction's and nothing else, so that every row reads as it did at `before`: each
+    read version `before`, and each rewrote files (`Rewrite`) or is an operation Lance's
+    Python API does not name (the fragment ids a compaction reserves first: every operation
+    that changes rows is named). A commit of another writer in between (an append, a merge, a
+    delete, a restore), or a transaction that cannot be read, makes it False."""
+    import lance
+
+    kept = (lance.LanceOperation.Rewrite, lance.LanceOperation.BaseOperation)
+    try:
+        transactions = [dataset.read_transaction(v) for v in range(before + 1, after + 1)]
+    except Exception:  # unreadable: not known to be a compaction's
+        return False
+    return bool(transactions) and all(
+        t is not None and t.read_version == before and type(t.operation) in kept for t in transactions
     )

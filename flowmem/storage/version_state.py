@@ -16,7 +16,7 @@ from flowmem.models import UsageStats, Workflow, now
 from flowmem.policy.lifecycle import Cause, Status, Transition
 from flowmem.storage import rows
 from flowmem.storage.base import StoreBase
-from flowmem.storage.lance_ops import lance_dataset, quote, retry_conflicts, select
+from flowmem.storage.lance_ops import compaction_only, lance_dataset, quote, retry_conflicts, select
 
 __all__ = ["LoggedTransition", "VersionStateMixin"]
 
@@ -108,15 +108,23 @@ class VersionStateMixin(StoreBase):
             self.writes += 1
             self._usage_commits += 1
             if self._usage_commits % USAGE_COMPACT_EVERY == 0:
-                self._compact(table)
+                self._compact(table, written)
         return len(data)
 
-    def _compact(self, table: Any) -> None:
-        """Compact a small table's files (Lance's compaction); a failure is logged, not raised:
-        the table stays as it is, only slower to read, until `flowmem maintain`."""
+    def _compact(self, table: Any, written: dict[int, dict[tuple[str, int], Any]]) -> None:
+        """Compact the usage table's files (Lance's compaction); a failure is logged, not raised:
+        the table stays as it is, only slower to read, until `flowmem maintain`. The versions the
+        compaction made are kept as commits of this store's that wrote no figure (`usage_since`),
+        when nothing else was committed among them (`lance_ops.compaction_only`): a served index
+        then applies its outcomes across them without reading the table whole (~0.3 s at 100k
+        versions with usage, once every `USAGE_COMPACT_EVERY` outcomes)."""
         try:
             dataset = lance_dataset(table.uri, storage_options=self.storage_options)
+            before = dataset.version
             retry_conflicts(lambda: dataset.optimize.compact_files())
+            after = dataset.version
+            if compaction_only(dataset, before, after):
+                written.update((version, {}) for version in range(before + 1, after + 1))
         except Exception:
             logger.warning("compacting %s failed; flowmem maintain compacts it", table.name, exc_info=True)
 
