@@ -268,6 +268,51 @@ def test_its_own_outcomes_are_served_without_reading_the_usage_table(
     assert memory.store.usage_since(0, 0) is None
 
 
+def test_an_outcome_keeps_the_built_workflows_of_the_versions_it_did_not_change(settings: Settings) -> None:
+    """The snapshot an outcome makes (`Snapshot.with_stats`) shares the cache of built
+    `Workflow`s rather than copying it: a version whose stats did not change is served as
+    built, the changed one is built anew with its stats, and the snapshot before it still
+    serves its own."""
+    induced(settings)
+    task = "Forward the latest email about 'roadmap' to zed"
+    unbounded = settings.model_copy(update={"relevance_gap": None, "relevance_ratio": None})
+    with WorkflowMemory.open(unbounded) as memory:
+        first, second = memory.search(task, k=2)
+        old = memory.index._snapshot
+        one = (first.workflow.id, first.workflow.version)
+        memory.store.add_usage({one: UsageStats(served=1, successes=1)})
+        found = {h.workflow.id: h.workflow for h in memory.search(task, k=2)}
+        new = memory.index._snapshot
+        assert new is not old and new._cache is old._cache
+        assert found[second.workflow.id] is second.workflow
+        assert found[first.workflow.id].stats.successes == first.workflow.stats.successes + 1
+        at = next(
+            i
+            for i, (w, v) in enumerate(zip(old.rows.ids, old.rows.versions.tolist(), strict=True))
+            if (w, v) == one
+        )
+        assert old.workflow(at).stats == first.workflow.stats
+        assert new.workflow(at).stats == found[first.workflow.id].stats
+
+
+def test_figures_over_a_whole_read_read_as_one_dict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures an outcome of this process's own adds are kept over the usage table's whole
+    read (`served._Layered`), not merged into a copy of it, until there are `_LAYERED_MAX`."""
+    from flowmem.storage import served
+
+    monkeypatch.setattr(served, "_LAYERED_MAX", 3)
+    one, two, three = UsageStats(served=1), UsageStats(served=2), UsageStats(served=3)
+    base = {("a", 1): one, ("b", 1): two}
+    layered = served._Layered.over(base, {("b", 1): three, ("c", 1): one})
+    assert isinstance(layered, served._Layered)
+    assert dict(layered) == {("a", 1): one, ("b", 1): three, ("c", 1): one} == layered.flat()
+    assert len(layered) == 3 and layered.get(("d", 1)) is None and ("a", 1) in layered
+    more = served._Layered.over(layered, {("d", 1): two, ("e", 1): two})
+    assert type(more) is dict
+    assert more == {("a", 1): one, ("b", 1): three, ("c", 1): one, ("d", 1): two, ("e", 1): two}
+    assert base == {("a", 1): one, ("b", 1): two}
+
+
 def test_its_own_compaction_of_the_usage_table_is_read_as_no_change(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

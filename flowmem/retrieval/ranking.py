@@ -158,7 +158,8 @@ _ONE_THREAD = 50_000
 """Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
 above, memory bandwidth makes two threads faster."""
 _CACHE = 1024
-"""Workflow objects kept per snapshot (the hits of recent searches; ~10 MB at most)."""
+"""Workflow objects kept per snapshot and the snapshots outcomes make of it (`with_stats`): the hits
+of recent searches; ~10 MB at most."""
 ANN_MIN = 5_000
 """Keys from which an ANN is built and used: `python bench/ann_crossover.py` times both paths
 on one store, interleaved (p50, k=3; docs/performance.md): brute force 1.45x faster at 2.5k
@@ -223,8 +224,12 @@ class Snapshot:
     """Whether any version is on trial (has a partner)."""
     key_factors: npt.NDArray[np.float64] = field(init=False, repr=False)
     """Per key: its version's rank factor."""
-    _cache: OrderedDict[int, Workflow] = field(default_factory=OrderedDict)
+    _cache: OrderedDict[int, tuple[UsageStats, Workflow]] = field(default_factory=OrderedDict)
+    """Built `Workflow`s by position, each with the stats it was built with: shared by the
+    snapshots `with_stats` makes of this one (the same versions and statuses), an entry used
+    only while its stats are the position's now (the same object)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    """Guards `_cache` (shared with it)."""
     _boost: tuple[AnnSlot | None, Boost] | None = field(default=None, repr=False)
     """`boost`, once worked out, and for the ANN of which slot."""
     _keyed: npt.NDArray[np.float64] | None = field(default=None, repr=False)
@@ -256,8 +261,9 @@ class Snapshot:
     def with_stats(self, rows: Columns, changed: Collection[int], params: LifecycleParams) -> Snapshot:
         """A snapshot of `rows`, which hold this one's versions, statuses and keys and differ in
         the stats of the versions at `changed` alone (an outcome reported): their rank factors
-        computed anew, the key index, trial pairs and ANN shared, and the `Workflow`s built
-        for the other positions kept."""
+        computed anew, the key index, trial pairs and ANN shared, and the cache of built
+        `Workflow`s too (an entry of a changed position is not used: its stats are not the
+        position's; not copied: ~1 ms an outcome with a full cache)."""
         factors = self.factors.copy()
         for i in changed:
             factors[i] = rank_factor(rows.stats[i], params)
@@ -274,13 +280,12 @@ class Snapshot:
             slot=self.slot,
             borrowed=self.borrowed,
             ann_min=self.ann_min,
+            _cache=self._cache,
+            _lock=self._lock,
             _keyed=keyed,
         )
         if moved is not None:
             snap._boost = self._carried(snap, moved)
-        gone = set(changed)
-        with self._lock:
-            snap._cache.update((i, w) for i, w in self._cache.items() if i not in gone)
         return snap
 
     def _carried(self, snap: Snapshot, moved: npt.NDArray[np.int64]) -> tuple[AnnSlot | None, Boost] | None:
@@ -389,16 +394,20 @@ class Snapshot:
     def workflows(self, positions: Sequence[int]) -> list[Workflow]:
         """The served versions at these positions (those not cached built together, then
         cached)."""
+        stats = self.rows.stats
+        found: dict[int, Workflow] = {}
         with self._lock:
-            found = {i: self._cache[i] for i in positions if i in self._cache}
-            for i in found:
-                self._cache.move_to_end(i)
+            for i in positions:
+                entry = self._cache.get(i)
+                if entry is not None and entry[0] is stats[i]:
+                    found[i] = entry[1]
+                    self._cache.move_to_end(i)
         missing = list(dict.fromkeys(i for i in positions if i not in found))
         if missing:
             built = dict(zip(missing, self.rows.workflows(missing), strict=True))
             found.update(built)
             with self._lock:
-                self._cache.update(built)
+                self._cache.update((i, (stats[i], w)) for i, w in built.items())
                 while len(self._cache) > _CACHE:
                     self._cache.popitem(last=False)
         return [found[i] for i in positions]
