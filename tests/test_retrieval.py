@@ -477,6 +477,37 @@ def test_another_process_change_is_reloaded_in_the_background_and_an_own_one_at_
     assert hit.workflow.version == 3 and index.reloads == 3
 
 
+def test_another_process_outcome_is_read_behind_the_search(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `background_from` (here: always), another process's outcome is read in a background
+    thread like any other change of its (a whole read of the usage table: ~0.3 s at 100k
+    versions with usage), the stats before it served meanwhile; the index's own outcome is
+    served at the next search, read on the searching thread."""
+    induced(settings)
+    mine, other = store_from(settings), store_from(settings)  # `other`: as another process's
+    index = served_index.ServedIndex(mine, settings.namespace, check_every=0.0, background_from=0)
+    task = "Cancel my next meeting with zed"
+    [hit] = index.search(task, k=1)
+    key = (hit.workflow.id, hit.workflow.version)
+    threads: list[str] = []
+    read = mine.usage
+
+    def where(**kw: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return read(**kw)
+
+    monkeypatch.setattr(mine, "usage", where)
+    other.add_usage({key: UsageStats(served=1, successes=1)})
+    assert index.search(task, k=1)[0].workflow.stats == hit.workflow.stats  # served meanwhile
+    until(lambda: index._pending is None)
+    assert threads == ["flowmem-reload"]
+    assert index.search(task, k=1)[0].workflow.stats == UsageStats(served=1, successes=1)
+    mine.add_usage({key: UsageStats(served=1, failures=1)})  # the index's own: at once
+    assert index.search(task, k=1)[0].workflow.stats == UsageStats(served=2, successes=1, failures=1)
+    assert threads[1:] and set(threads[1:]) == {threading.current_thread().name}
+
+
 def test_a_store_that_is_not_local_is_asked_behind_the_search(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
