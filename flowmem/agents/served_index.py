@@ -142,8 +142,8 @@ class ServedIndex:
         """Called with the lock held: the snapshot reloaded if the store has moved on, at once
         (the first load, this process's own writes, fewer served versions than
         `background_from`), else in a background thread while this snapshot is served (another
-        process's outcomes too). A store that is not local is asked in a background thread too (`_check_behind`),
-        but for the first load and this process's own writes."""
+        process's outcomes too). A store that is not local is asked in a background thread too
+        (`_check_behind`), but for the first load and this process's own writes."""
         if not self.due():
             return
         now, writes = time.monotonic(), self.store.writes  # this process's own commits are served at once
