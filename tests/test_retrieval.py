@@ -415,6 +415,18 @@ def test_usage_is_read_for_some_workflows_or_all(settings: Settings) -> None:
     assert store.usage()[("a", 1)] is everything[("a", 1)]  # and by the next read
     store.add_usage({("it's", 1): UsageStats(served=1, successes=1)})
     assert store.usage()[("it's", 1)] == UsageStats(served=3, successes=2)
+    import numpy as np
+
+    rng = np.random.default_rng(3)  # many versions, a few figures: one object per figures
+    figures = rng.integers(0, 3, size=(120, 3)).tolist()
+    many = {
+        (f"w{i % 60}", 1 + i // 60): UsageStats(served=s + f + extra, successes=s, failures=f)
+        for i, (s, f, extra) in enumerate(figures)
+    }
+    store.put_usage(many)
+    read = store.usage()
+    assert {key: read[key] for key in many} == many and len(read) == 4 + len(many)
+    assert len({id(u) for u in read.values()}) == len(set(read.values()))
 
 
 def test_an_outcome_changes_the_stats_of_its_versions_alone(settings: Settings) -> None:

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from flowmem.docstrings import attribute_descriptions
@@ -38,6 +40,23 @@ _FIGURES_KEPT = 100_000
 
 USAGE_WRITTEN_KEPT = 64
 """A store's usage commits whose figures it keeps (`usage_since`), the newest."""
+
+
+_COUNTS = ("served", "successes", "failures")
+"""The usage table's figures, in `UsageStats`' order."""
+
+
+def _distinct(counts: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct columns of a (figures, rows) matrix, as rows, and each row's index among
+    them: one `lexsort` (`np.unique(axis=0)` takes longer than a dict lookup a row)."""
+    count = counts.shape[1]
+    order = np.lexsort(counts[::-1])
+    ranked = counts[:, order]
+    starts = np.ones(count, dtype=bool)
+    starts[1:] = np.any(ranked[:, 1:] != ranked[:, :-1], axis=0)
+    which = np.empty(count, dtype=np.int64)
+    which[order] = np.cumsum(starts) - 1
+    return ranked[:, starts].T, which
 
 
 def _shared(stats: UsageStats) -> UsageStats:
@@ -166,28 +185,37 @@ class VersionStateMixin(StoreBase):
         """Usage stats per (workflow id, version), of these workflows' versions only when `ids`
         are given (what an outcome adds to).
 
-        Read as columns, and one `UsageStats` per distinct figures, kept across reads
-        (`_FIGURES`: most versions share a few; 100k versions read in ~0.1 s, against ~0.5 s by
-        a dict and a validation a row)."""
+        Read as columns through Lance itself (LanceDB's query path took ~36 ms for 100k rows,
+        Lance ~9 ms), and one `UsageStats` per distinct figures (`_distinct`), kept across reads
+        (`_FIGURES`: most versions share a few), handed out by index: 100k versions with usage
+        read in ~60 ms, against ~0.14 s by LanceDB and a lookup a row, ~0.5 s by a dict and a
+        validation a row."""
         if ids is not None and not ids:
             return {}
         table = self._usage_table(self._ns(namespace))
         where = f"id IN ({', '.join(map(quote, ids))})" if ids is not None else None
-        found = select(table, where, ["id", "version", "served", "successes", "failures"])
-        made = _FIGURES if len(_FIGURES) < _FIGURES_KEPT else {}
-        out: dict[tuple[str, int], UsageStats] = {}
-        figures = zip(
-            *(found.column(c).to_pylist() for c in ("served", "successes", "failures")), strict=True
+        dataset = lance_dataset(table.uri, storage_options=self.storage_options)
+        found = dataset.to_table(columns=["id", "version", *_COUNTS], filter=where)
+        if not len(found):
+            return {}
+        counts = np.stack(
+            [
+                np.asarray(found.column(c).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+                for c in _COUNTS
+            ]
         )
-        keys = zip(found.column("id").to_pylist(), found.column("version").to_pylist(), strict=True)
-        for key, (served, successes, failures) in zip(keys, figures, strict=True):
+        distinct, which = _distinct(counts)
+        made = _FIGURES if len(_FIGURES) < _FIGURES_KEPT else {}
+        shared: list[UsageStats] = []
+        for served, successes, failures in distinct.tolist():
             stats = made.get((served, successes, failures))
             if stats is None:
                 stats = made[served, successes, failures] = UsageStats(
                     served=served, successes=successes, failures=failures
                 )
-            out[key] = stats
-        return out
+            shared.append(stats)
+        keys = zip(found.column("id").to_pylist(), found.column("version").to_pylist(), strict=True)
+        return dict(zip(keys, [shared[i] for i in which.tolist()], strict=True))
 
     def record_transitions(self, transitions: Iterable[Transition], *, namespace: str | None = None) -> int:
         """Append status transitions to the lifecycle log (one commit)."""
