@@ -26,6 +26,7 @@ from flowmem.policy.lifecycle import rank_factor
 from flowmem.retrieval.serving import above_floor
 from flowmem.server.api import create_app
 from flowmem.settings import EMBEDDER_FLOORS, Settings
+from flowmem.storage import Store
 from tests.factories import WORKBENCH, forward, induced, make_workflow, remind, revise, run, until
 
 
@@ -233,6 +234,20 @@ def test_an_outcome_reloads_the_usage_alone_and_a_status_change_what_it_must(
     assert store.usage()[key] == UsageStats(served=3, successes=1, failures=2)
 
 
+def whole_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each read of the store's usage table whole (not by ids)."""
+    whole: list[int] = []
+    read = store.usage
+
+    def counted(**kw: Any) -> Any:
+        if kw.get("ids") is None:
+            whole.append(1)
+        return read(**kw)
+
+    monkeypatch.setattr(store, "usage", counted)
+    return whole
+
+
 def test_its_own_outcomes_are_served_without_reading_the_usage_table(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,15 +258,7 @@ def test_its_own_outcomes_are_served_without_reading_the_usage_table(
     unbounded = settings.model_copy(update={"relevance_gap": None, "relevance_ratio": None})
     with WorkflowMemory.open(unbounded) as memory:
         first, second = memory.search(task, k=2)
-        whole: list[int] = []
-        read = memory.store.usage
-
-        def counted(**kw: Any) -> Any:
-            if kw.get("ids") is None:
-                whole.append(1)
-            return read(**kw)
-
-        monkeypatch.setattr(memory.store, "usage", counted)
+        whole = whole_reads(memory.store, monkeypatch)
         one, two = (first.workflow.id, first.workflow.version), (second.workflow.id, second.workflow.version)
         memory.store.add_usage({one: UsageStats(served=2, successes=2)})
         memory.store.add_usage({one: UsageStats(served=1, failures=1), two: UsageStats(served=1, failures=1)})
@@ -327,15 +334,7 @@ def test_its_own_compaction_of_the_usage_table_is_read_as_no_change(
     task = "Forward the latest email about 'roadmap' to zed"
     with WorkflowMemory.open(settings) as memory:
         (hit,) = memory.search(task, k=1)
-        whole: list[int] = []
-        read = memory.store.usage
-
-        def counted(**kw: Any) -> Any:
-            if kw.get("ids") is None:
-                whole.append(1)
-            return read(**kw)
-
-        monkeypatch.setattr(memory.store, "usage", counted)
+        whole = whole_reads(memory.store, monkeypatch)
         key = (hit.workflow.id, hit.workflow.version)
         table = memory.store._usage_table(settings.namespace)
         memory.store.add_usage({key: UsageStats(served=1, successes=1)})
