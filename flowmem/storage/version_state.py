@@ -59,6 +59,12 @@ def _distinct(counts: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt
     return ranked[:, starts].T, which
 
 
+def _figures(served: int, successes: int, failures: int) -> UsageStats:
+    """The `UsageStats` of these figures that reads share (`_FIGURES`), made if none yet."""
+    found = _FIGURES.get((served, successes, failures))
+    return found or _shared(UsageStats(served=served, successes=successes, failures=failures))
+
+
 def _shared(stats: UsageStats) -> UsageStats:
     """The `UsageStats` a read of the same figures gives (`_FIGURES`), this one if none yet."""
     key = (stats.served, stats.successes, stats.failures)
@@ -205,15 +211,7 @@ class VersionStateMixin(StoreBase):
             ]
         )
         distinct, which = _distinct(counts)
-        made = _FIGURES if len(_FIGURES) < _FIGURES_KEPT else {}
-        shared: list[UsageStats] = []
-        for served, successes, failures in distinct.tolist():
-            stats = made.get((served, successes, failures))
-            if stats is None:
-                stats = made[served, successes, failures] = UsageStats(
-                    served=served, successes=successes, failures=failures
-                )
-            shared.append(stats)
+        shared = [_figures(served, successes, failures) for served, successes, failures in distinct.tolist()]
         keys = zip(found.column("id").to_pylist(), found.column("version").to_pylist(), strict=True)
         return dict(zip(keys, [shared[i] for i in which.tolist()], strict=True))
 
