@@ -40,8 +40,8 @@ from flowmem.agents import WorkflowMemory
 from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
 from flowmem.retrieval.ann import AnnSlot
+from flowmem.retrieval.blas import ONE_BLAS_THREAD
 from flowmem.retrieval.cover import Evidence
-from flowmem.retrieval.ranking import _ONE_BLAS_THREAD
 from flowmem.settings import Settings
 
 __all__ = ["interleaved", "main", "measure_search", "p50", "rss_mb"]
@@ -122,7 +122,7 @@ def measure_search(
             out["vectors_mb"] = keys.nbytes / 1e6
 
             def one_thread(i: int) -> object:
-                with _ONE_BLAS_THREAD:
+                with ONE_BLAS_THREAD:
                     return np.argpartition(-(keys @ vectors[i]), 3)[:3]
 
             embedder = getattr(memory.store.embedder, "inner", memory.store.embedder)  # no cache

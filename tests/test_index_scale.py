@@ -76,9 +76,9 @@ def test_served_lists_the_same_versions_with_live_stats_and_status(settings: Set
 def test_overlapping_searches_restore_the_blas_threads_the_last_one_out() -> None:
     from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
-    from flowmem.retrieval.ranking import _ONE_BLAS_THREAD
+    from flowmem.retrieval.blas import ONE_BLAS_THREAD
 
-    first, second = _ONE_BLAS_THREAD, _ONE_BLAS_THREAD
+    first, second = ONE_BLAS_THREAD, ONE_BLAS_THREAD
     first.__enter__()
     # The BLAS libraries loaded when the first search ran (not one a later import brought).
     known = {lib.filepath for lib in first._blas or []}

@@ -13,9 +13,10 @@ from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import DEFAULT_PARAMS
 from flowmem.retrieval import ranking
 from flowmem.retrieval.ann import KeyANN
+from flowmem.retrieval.blas import ONE_BLAS_THREAD
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.nearest import SHARE_WEIGHT, snap_cosines
-from flowmem.retrieval.ranking import _ONE_BLAS_THREAD, Ask, Ranked, Snapshot
+from flowmem.retrieval.ranking import Ask, Ranked, Snapshot
 from flowmem.storage.served import ServedRows
 
 
@@ -71,7 +72,7 @@ def _reference(snap: Snapshot, query: npt.NDArray[np.float32], ask: Ask, *, by_r
     if by_rows:
         cosines = KeyANN.products(snap.index.vectors, query, np.arange(len(snap.index.vectors)))
     else:
-        with _ONE_BLAS_THREAD:
+        with ONE_BLAS_THREAD:
             cosines = snap.index.vectors @ query
     per_key = snap_cosines(cosines) - SHARE_WEIGHT * (1.0 - np.asarray(snap.rows.shares))
     similarity = np.full(len(snap), -np.inf)

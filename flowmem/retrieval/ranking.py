@@ -26,17 +26,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.retrieval.align import Pattern
 from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
+from flowmem.retrieval.blas import ONE_BLAS_THREAD, product
 from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
 from flowmem.retrieval.nearest import COSINE_BITS, ExampleIndex, snap_cosines
 
@@ -105,37 +105,6 @@ class Columns(Protocol):
         versions induced from any, without building a `Workflow`."""
 
 
-class _OneBlasThread:
-    """One BLAS thread while any search runs a product: the process's setting is saved by the
-    first search in and restored by the last one out, so concurrent searches never leave it
-    changed (a plain `limit()` per call would restore one call's view over another's). The
-    BLAS libraries are looked up once and set directly: a third of `limit()`'s cost per call."""
-
-    def __init__(self) -> None:
-        self._lock, self._users = threading.Lock(), 0
-        self._blas: list[Any] | None = None
-        self._saved: list[int] = []
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._users == 0:
-                if self._blas is None:
-                    found = ThreadpoolController().lib_controllers
-                    self._blas = [lib for lib in found if lib.user_api == "blas"]
-                self._saved = [lib.get_num_threads() for lib in self._blas]
-                for lib in self._blas:
-                    lib.set_num_threads(1)
-            self._users += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                for lib, n in zip(self._blas or [], self._saved, strict=True):
-                    lib.set_num_threads(n)
-
-
-_ONE_BLAS_THREAD = _OneBlasThread()
 _FIRST_KEYS = 64
 """Keys looked at first (the nearest by one `argpartition`, or the ANN's), at least twice the
 versions asked for: their versions are scored exactly, and kept when proven the best
@@ -154,9 +123,6 @@ a version that outcomes ranked up (a factor up to 1.5) can outscore a closer one
 key the ANN did not return can score is its cosine bound times the largest factor of the keys
 not scored, not of every key (with one version ranked up among 100k untried ones, the proof
 failed and searches scored up to every key: p50 13.5 against 0.8 ms, `bench/outcomes.py`)."""
-_ONE_THREAD = 50_000
-"""Below this many keys a product runs on one BLAS thread (two are bimodal there, FACTS.md);
-above, memory bandwidth makes two threads faster."""
 _CACHE = 1024
 """Workflow objects kept per snapshot and the snapshots outcomes make of it (`with_stats`): the hits
 of recent searches; ~10 MB at most."""
@@ -449,14 +415,10 @@ class Snapshot:
             assert ask.ok is not None
             items = np.flatnonzero(ask.ok)
             similarity = np.full(len(self), -np.inf)
-            with _ONE_BLAS_THREAD:
+            with ONE_BLAS_THREAD:
                 similarity[items] = self.index.item_similarities(query, items)
             return self._ranked_all(similarity, ask)
-        if len(self.index.vectors) < _ONE_THREAD:
-            with _ONE_BLAS_THREAD:
-                cosines = self.index.vectors @ query
-        else:
-            cosines = self.index.vectors @ query
+        cosines = product(self.index.vectors, query)
         return self._ranked_exact(cosines, query, ask)
 
     def _ranked_exact(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flowmem.induction.plan.orchestrate import task_key
 from flowmem.models import InductionRun
-from flowmem.retrieval.ranking import _ONE_BLAS_THREAD
+from flowmem.retrieval.blas import ONE_BLAS_THREAD
 from flowmem.storage import NotFoundError, Store
 from flowmem.storage.listings import TaskPoint, task_vectors, workflow_summaries
 
@@ -131,7 +131,7 @@ def _top_directions(centred: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     typically and 400 ms at worst on that machine."""
     start = np.random.default_rng(0).standard_normal((centred.shape[1], _SKETCH))
     basis, _ = np.linalg.qr(start)
-    with _ONE_BLAS_THREAD:
+    with ONE_BLAS_THREAD:
         for _ in range(8):
             basis, _ = np.linalg.qr(centred.T @ (centred @ basis))
         _, _, vt = np.linalg.svd(centred @ basis, full_matrices=False)

@@ -1,0 +1,64 @@
+"""How many threads a BLAS product of one query runs on (the search's products, pure)."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+__all__ = ["ONE_BLAS_THREAD", "ONE_THREAD", "product", "threads_for"]
+
+ONE_THREAD = 50_000
+"""Below this many rows a product runs on one BLAS thread (two are bimodal there, FACTS.md);
+above, memory bandwidth makes two threads faster."""
+
+
+class _OneBlasThread:
+    """One BLAS thread while any search runs a product: the process's setting is saved by the
+    first search in and restored by the last one out, so concurrent searches never leave it
+    changed (a plain `limit()` per call would restore one call's view over another's). The
+    BLAS libraries are looked up once and set directly: a third of `limit()`'s cost per call."""
+
+    def __init__(self) -> None:
+        self._lock, self._users = threading.Lock(), 0
+        self._blas: list[Any] | None = None
+        self._saved: list[int] = []
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._users == 0:
+                if self._blas is None:
+                    found = ThreadpoolController().lib_controllers
+                    self._blas = [lib for lib in found if lib.user_api == "blas"]
+                self._saved = [lib.get_num_threads() for lib in self._blas]
+                for lib in self._blas:
+                    lib.set_num_threads(1)
+            self._users += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                for lib, n in zip(self._blas or [], self._saved, strict=True):
+                    lib.set_num_threads(n)
+
+
+ONE_BLAS_THREAD = _OneBlasThread()
+"""The one guard every search's product shares."""
+
+
+def threads_for(rows: int) -> AbstractContextManager[Any]:
+    """Where a product over `rows` rows runs: on one BLAS thread below `ONE_THREAD` rows, else
+    on the BLAS's own."""
+    return ONE_BLAS_THREAD if rows < ONE_THREAD else nullcontext()
+
+
+def product(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`matrix @ query`, on the threads `threads_for` its rows."""
+    with threads_for(len(matrix)):
+        found: npt.NDArray[np.float32] = matrix @ query
+    return found
