@@ -39,7 +39,7 @@ from bench.data import fill, foreign_queries, queries, task_text
 from flowmem.agents import WorkflowMemory
 from flowmem.agents.served_index import ServedIndex
 from flowmem.jobs.factories import store_from
-from flowmem.retrieval.ann import AnnSlot
+from flowmem.retrieval.ann import AnnSlot, build_ann
 from flowmem.retrieval.blas import ONE_BLAS_THREAD
 from flowmem.retrieval.cover import Evidence
 from flowmem.settings import Settings
@@ -181,14 +181,19 @@ def _nonrecurring(memory: WorkflowMemory, settings: Settings, runs: int, repeats
     on whether a task is familiar, over those tasks and tasks like the stored ones.
 
     The stored runs are the bench's workflows' own tasks (`task_text(i)`, the vectors of their
-    keys), and their ANN the keys' (the same vectors, built alike), put in the served index as
-    `newest_successes` would read them from that many recorded runs."""
+    keys), and their ANN the keys' (the same vectors, built alike) unless a task is stored twice
+    (then one of their own), put in the served index as `newest_successes` would read them from
+    that many recorded runs. `bench/recurring.py` stores the runs, each HNSW its own."""
     index, snap = memory.index, memory.index._snapshot
     count = min(runs, len(snap.index.vectors))
     texts = [task_text(i) for i in range(count)]
     exact = Evidence(texts, [["task.do"]] * count, snap.index.vectors[:count], settings.literal_share)
     indexed = copy.copy(exact)
-    object.__setattr__(indexed, "index", AnnSlot(snap.slot.ann if count == len(snap.index.vectors) else None))
+    # The keys' HNSW serves as the stored tasks' when they are the keys, each once; a task
+    # stored twice is one row of theirs, so then they get one of their own, as the served index
+    # builds it.
+    ann = snap.slot.ann if exact.seen_vectors is exact.vectors else build_ann(exact.seen_vectors)
+    object.__setattr__(indexed, "index", AnnSlot(ann if count == len(snap.index.vectors) else None))
     foreign = foreign_queries(repeats)
 
     def search(evidence: Evidence) -> Callable[[int], object]:

@@ -111,8 +111,8 @@ def test_the_evidence_is_the_newest_successful_runs_read_in_batches(settings: Se
     other = run("Water the plants in the lobby", [("tasks.create", {"title": "water"}, None)], False, id="w")
     store_trajectories(store, [other.model_copy(update={"created_at": base})], settings.scrub)
     evidence, everything = (newest_successes(store, settings.namespace, n, batch_size=2) for n in (3, 100))
-    assert everything.seen is not None and len(everything.seen) == 8  # 6 successes, 2 failures
-    assert evidence.seen is not None and len(evidence.seen) == 5  # 3 successes, 2 failures
+    assert len(everything.seen_vectors) == 8  # 6 successes, 2 failures
+    assert len(evidence.seen_vectors) == 5  # 3 successes, 2 failures
     failed = store.embedder.embed([other.task])[0]
     assert evidence.familiar(failed, 0.99) and everything.familiar(failed, 0.99)
     assert not Evidence(evidence.tasks, evidence.actions, evidence.vectors).familiar(failed, 0.99)

@@ -4,6 +4,7 @@ against the ranking of every version by a stable sort, on random data with ties.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -160,6 +161,59 @@ class _ExactANN(KeyANN):
     ) -> npt.NDArray[np.int64]:
         self.searches += 1
         return np.argsort(-(self.vectors @ query), kind="stable")[:count].astype(np.int64)
+
+
+class _Unscanned(np.ndarray):
+    """Run vectors that refuse a product with every row."""
+
+    def __matmul__(self, other: object) -> Any:
+        raise AssertionError("every run scored")
+
+
+class _ExactRows(_ExactANN):
+    """An exact ANN whose re-rank reads the rows it is given (not faiss's products)."""
+
+    @staticmethod
+    def products(
+        vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32], keys: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float32]:
+        return np.asarray(vectors)[keys] @ query
+
+
+def test_a_recurring_task_s_runs_are_found_by_the_index_not_by_scoring_every_run() -> None:
+    """With an index of the stored tasks, `runs_for` scores the runs of the task's template and
+    those of the tasks the index finds nearest: the same runs, and the same answer, as scoring
+    every run wherever the index finds the nearest tasks, on runs whose tasks repeat (so a
+    stored task's row in the index is not its run's) beside other tasks seen (failed runs)."""
+    rng = np.random.default_rng(11)
+    verbs, things = ["send", "file", "close", "merge"], ["report", "ticket", "invoice"]
+    centres = {(v, t): rng.normal(size=24) for v in verbs for t in things}
+    texts, rows = [], []
+    for i in range(900):
+        verb, thing = verbs[i % 4], things[(i // 4) % 3]
+        value = int(rng.integers(40))  # few values: a task comes back, as runs retried
+        texts.append(f"{verb} the {thing} {value}")
+        rows.append(centres[verb, thing] + rng.normal(scale=0.8, size=24) + value / 40)
+    vectors = _unit(np.array(rows))
+    by_text = {t: vectors[texts.index(t)] for t in texts}  # the same task, the same vector
+    vectors = np.array([by_text[t] for t in texts], dtype=np.float32)
+    others = _unit(rng.normal(size=(20, 24)))
+    actions = [[f"a.{i % 7}"] for i in range(900)]
+    exact = Evidence(texts, actions, vectors, share=0.1, others=others)
+    indexed = Evidence(texts, actions, vectors.view(_Unscanned), share=0.1, others=others)
+    assert len(exact.seen_vectors) == len(by_text) + 20 < 920
+    indexed.index.ann = _ExactRows(np.asarray(indexed.seen_vectors))
+    found = []
+    for q in range(80):
+        verb, thing = verbs[q % 4], things[(q // 4) % 3]
+        # Near its own kind's runs, near another kind's, or near a failed run's task.
+        near = [others[q % 20] * 3, *[centres[verb, thing]] * 3, list(centres.values())[q * 7 % 12]][q % 5]
+        query = _unit((near + rng.normal(scale=0.8, size=24))[None, :])[0]
+        task = f"{verb} the {thing} {100 + q}"
+        want = exact.runs_for(task, query)
+        assert indexed.runs_for(task, query) == want, q
+        found.append(bool(want))
+    assert 10 < sum(found) < 70  # both kinds: tasks that recur and known tasks that do not
 
 
 @pytest.mark.parametrize("boosted", [5, 300])

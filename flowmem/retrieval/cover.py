@@ -28,7 +28,8 @@ import numpy.typing as npt
 
 from flowmem.models import Workflow
 from flowmem.retrieval.align import Pattern, flat_pattern, pattern_pairs
-from flowmem.retrieval.ann import AnnSlot
+from flowmem.retrieval.ann import AnnSlot, KeyANN
+from flowmem.retrieval.blas import product
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.serving import above_floor, compose, within_gap
 
@@ -37,6 +38,7 @@ __all__ = [
     "EVIDENCE",
     "FAMILIAR_EF",
     "FAMILIAR_KEYS",
+    "RECUR_KEYS",
     "Evidence",
     "choose",
     "cover",
@@ -60,6 +62,11 @@ FAMILIAR_EF = 64
 """The breadth of that search: the ranking's at 10k keys (`ann.EF_SMALL`), a quarter of it
 from 100k, as any one task above the floor will do, not the nearest ones in order (`python -m
 bench search` measures how often the answer is the exact one's: `familiar_agreement`)."""
+
+RECUR_KEYS = 32
+"""How many of the stored tasks nearest a task an index of them is asked for (`Evidence.runs_for`),
+their runs scored beside those of the task's template: the nearest runs are among them
+unless the index misses them."""
 
 EVIDENCE = 3
 """How many nearest runs are evidence (and any tied with the last): raw memory's k."""
@@ -201,19 +208,29 @@ class Evidence:
     vectors: npt.NDArray[np.float32]
     share: float = 0.1
     """`Settings.literal_share`."""
-    seen: npt.NDArray[np.float32] | None = field(default=None, repr=False)
-    """Unit task vectors of the distinct tasks the namespace has stored runs of, whatever their
-    outcome (`familiar`); None: those of `vectors`."""
+    others: npt.NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    """Unit task vectors of the other distinct tasks the namespace has stored runs of (failed,
+    or of no known outcome), none of them a task of `tasks`; None: none."""
     words: frozenset[str] = field(init=False)
     """The words at least `share` of the distinct task texts hold."""
     templates: tuple[str, ...] = field(init=False)
     """Each run's `task_template`."""
     known: frozenset[str] = field(init=False)
     """Every run's template: a task whose template is not here is looked up without a product."""
+    seen_vectors: npt.NDArray[np.float32] = field(init=False, repr=False, compare=False)
+    """The unit task vectors of the distinct tasks the namespace has stored runs of, whatever
+    their outcome (`familiar`): first the runs' own (`distinct`), then `others`."""
+    distinct: _Groups = field(init=False, repr=False, compare=False)
+    """The runs of each distinct task of `tasks`, in order of first appearance: the distinct
+    task d is `seen_vectors[d]`."""
+    by_template: _Groups = field(init=False, repr=False, compare=False)
+    """The runs of each template (`codes` numbers them)."""
+    codes: dict[str, int] = field(init=False, repr=False, compare=False)
+    """Template -> its group in `by_template`."""
     index: AnnSlot = field(default_factory=AnnSlot, repr=False, compare=False)
     """An ANN of `seen_vectors` once built (`agents.served_index` builds one in the background
-    past `ANN_MIN` of them): `familiar` then asks it for the nearest tasks instead of scoring
-    every one."""
+    past `ANN_MIN` of them): `familiar` and `runs_for` then ask it for the nearest tasks instead
+    of scoring every one."""
 
     def __post_init__(self) -> None:
         distinct = {" ".join(_WORD.findall(t.casefold())) for t in self.tasks}
@@ -223,11 +240,18 @@ class Evidence:
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
         object.__setattr__(self, "known", frozenset(templates))
-
-    @property
-    def seen_vectors(self) -> npt.NDArray[np.float32]:
-        """The unit task vectors `familiar` looks at: `seen`, else those of the runs."""
-        return self.vectors if self.seen is None else self.seen
+        codes: dict[str, int] = {}
+        object.__setattr__(
+            self, "by_template", _Groups.of([codes.setdefault(t, len(codes)) for t in templates])
+        )
+        object.__setattr__(self, "codes", codes)
+        texts: dict[str, int] = {}
+        groups = _Groups.of([texts.setdefault(t, len(texts)) for t in self.tasks])
+        object.__setattr__(self, "distinct", groups)
+        first = groups.order[groups.starts[:-1]]  # each distinct task's first run (a stable sort)
+        own = self.vectors if len(first) == len(self.vectors) else self.vectors[first]
+        others = self.others if self.others is not None else own[:0]
+        object.__setattr__(self, "seen_vectors", np.concatenate([own, others]) if len(others) else own)
 
     def familiar(self, query: npt.NDArray[np.float32], floor: float) -> bool:
         """Whether the namespace has stored a run of a task at least `floor` similar to the
@@ -238,7 +262,7 @@ class Evidence:
         seen, ann = self.seen_vectors, self.index.ann
         if ann is not None:
             seen = seen[ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF)]
-        return bool(len(seen)) and float(snap_cosines(seen @ query).max()) >= floor
+        return bool(len(seen)) and float(snap_cosines(product(seen, query)).max()) >= floor
 
     def floor_keeps(
         self,
@@ -266,13 +290,60 @@ class Evidence:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the
         `nearest` runs when the task recurs, i.e. when one of the most similar is of the same
         task up to its example values; otherwise none, and the relevance gap decides. A task
-        seen before is served what covers what worked for it; a new one, what resembles it."""
+        seen before is served what covers what worked for it; a new one, what resembles it.
+
+        With an `index`, the runs scored (exactly) are those of the task's template and those
+        of the `RECUR_KEYS` distinct tasks the index finds nearest, not every run: the answer
+        differs from scoring every run only where the index misses a task of another template
+        nearer than the runs it returns (`python bench/recurring.py` measures how often)."""
         template = task_template(task, self.words)
         if template not in self.known or set(template.split()) <= {"_"}:
             return []  # a template of example values only says nothing of the task
-        scores = snap_cosines(self.vectors @ query)
-        found = nearest(scores)
+        ann = self.index.ann
+        if ann is None:  # every run scored
+            runs, scores = None, snap_cosines(product(self.vectors, query))
+        else:
+            runs = self._near(ann, query, template)
+            scores = snap_cosines(ann.products(self.vectors, query, runs))
+        found = nearest(scores)  # positions in `runs`, which is sorted: ties by run as above
+        chosen = found if runs is None else runs[found].tolist()
         top = scores[found[0]]
-        if not any(self.templates[i] == template for i in found if scores[i] >= top):
+        if not any(
+            self.templates[r] == template for r, f in zip(chosen, found, strict=True) if scores[f] >= top
+        ):
             return []
-        return [self.actions[i] for i in found]
+        return [self.actions[r] for r in chosen]
+
+    def _near(self, ann: KeyANN, query: npt.NDArray[np.float32], template: str) -> npt.NDArray[np.int64]:
+        """The runs `runs_for` scores with an index: every run of `template`, and every run of
+        the distinct tasks among the `RECUR_KEYS` stored tasks the index finds nearest (those of
+        `others` have none), in order."""
+        rows = ann.search(query, RECUR_KEYS)
+        groups = self.distinct
+        near = [groups.members(int(d)) for d in rows[rows < groups.count].tolist()]
+        return np.unique(np.concatenate([self.by_template.members(self.codes[template]), *near]))
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Positions grouped by a number per position (0, 1, …: a group per number), each group's
+    in order: `order[starts[g]:starts[g + 1]]`."""
+
+    order: npt.NDArray[np.int64]
+    starts: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, numbers: Sequence[int]) -> _Groups:
+        """The groups of positions by `numbers[position]`."""
+        found = np.asarray(numbers, dtype=np.int64)
+        sizes = np.bincount(found, minlength=int(found.max(initial=-1)) + 1)
+        return cls(np.argsort(found, kind="stable"), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
+    @property
+    def count(self) -> int:
+        """How many groups."""
+        return len(self.starts) - 1
+
+    def members(self, group: int) -> npt.NDArray[np.int64]:
+        """The positions of one group, in order."""
+        return self.order[self.starts[group] : self.starts[group + 1]]

@@ -43,10 +43,7 @@ def newest_successes(
         [won.actions[i] for i in order],
         won.vectors[order],
         share,
-        seen=_distinct(
-            [*(won.tasks[i] for i in order), *(other.tasks[i] for i in seen)],
-            np.concatenate([won.vectors[order], other.vectors[seen]]),
-        ),
+        others=_others({won.tasks[i] for i in order}, [other.tasks[i] for i in seen], other.vectors[seen]),
     )
 
 
@@ -78,9 +75,10 @@ class _Newest:
         return sorted(by_id, key=lambda i: self.created[i], reverse=True)
 
 
-def _distinct(tasks: list[str], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """The vectors of the distinct task texts, each once (the first of its runs)."""
+def _others(kept: set[str], tasks: list[str], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The vectors of the distinct task texts not in `kept`, each once (the first of its runs)."""
     first: dict[str, int] = {}
     for i, task in enumerate(tasks):
-        first.setdefault(task, i)
+        if task not in kept:
+            first.setdefault(task, i)
     return vectors[sorted(first.values())]
