@@ -30,6 +30,8 @@ the figure of a command's JSON output it must show:
 - docs/performance.md's table of search around a change of the served versions: the run it
   quotes, `bench/results/status_change.json` (`python bench/status_change.py --out
   bench/results/status_change.json`);
+- docs/performance.md's table of search with 100k stored runs: the run it quotes,
+  `bench/results/recurring.json` (`python bench/recurring.py --out bench/results/recurring.json`);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -458,6 +460,27 @@ def _changes_checks() -> list[Check]:
     return checks
 
 
+RECURRING_HEADER = "| search with 100k stored runs |"
+"""docs/performance.md's table of search on a store of many runs, for a task that recurs."""
+
+RECORDED_RECURRING = Path("bench") / "results" / "recurring.json"
+"""The recorded `bench/recurring.py` run that table quotes, under the checked root."""
+
+
+def _recurring_checks() -> list[Check]:
+    """docs/performance.md's table of search on a store of many runs against its recorded run."""
+    rows = {
+        "tasks drawn like the stored ones (ms)": ("recurring", "_ms"),
+        "tasks from no known domain (ms)": ("foreign", "_ms"),
+        "the runs scoring every stored run gives (share)": ("runs_agree", ""),
+    }
+    return [
+        Check("docs/performance.md", RECURRING_HEADER, row, col, "recurring", (key,), "recorded")
+        for row, (name, unit) in rows.items()
+        for col, key in enumerate((f"{name}{unit}", f"{name}{unit}_before", f"{name}_ratio"), start=1)
+    ]
+
+
 def _outcomes_checks() -> list[Check]:
     """docs/performance.md's table of search with outcomes against its recorded run."""
     rows = {
@@ -521,6 +544,7 @@ SOURCES = {
     "s3": str(RECORDED_S3),
     "outcomes": str(RECORDED_OUTCOMES),
     "changes": str(RECORDED_CHANGES),
+    "recurring": str(RECORDED_RECURRING),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -704,6 +728,7 @@ RECORDED_GROUPS: dict[
     "s3": (RECORDED_S3, "s3", dict, lambda _: _sets_checks(S3_HEADER, "s3", "docs/operations.md")),
     "outcomes": (RECORDED_OUTCOMES, "outcomes", dict, lambda _: _outcomes_checks()),
     "changes": (RECORDED_CHANGES, "changes", dict, lambda _: _changes_checks()),
+    "recurring": (RECORDED_RECURRING, "recurring", dict, lambda _: _recurring_checks()),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -727,6 +752,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         "s3",
         "outcomes",
         "changes",
+        "recurring",
         "scaling",
         "clusters",
     )

@@ -24,6 +24,7 @@ from bench.data import fill
 from bench.paths import REPO
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
+from flowmem.storage import Store
 
 __all__ = ["OPEN", "arguments", "compared", "parser", "probe_copy", "report"]
 
@@ -68,17 +69,21 @@ def compared(
     before: str | None,
     rounds: int,
     unit: Callable[[str], str] = lambda _: "_ms",
+    prepare: Callable[[Store], object] | None = None,
 ) -> dict[str, Any]:
     """Each figure of `script`'s probes, per revision the median of `rounds` probes (named with
     its `unit` suffix, and `_before` for the other revision's), and the ratios of this
-    checkout's to `before`'s (`_ratio`)."""
+    checkout's to `before`'s (`_ratio`); `prepare` adds to the filled store (runs, say)."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         codes = {"now": REPO}
         if before is not None:
             codes["before"] = _code_at(before, Path(tmp) / "before")
         db = Path(tmp) / "store"
-        fill(store_from(Settings(db=str(db))), n, examples=True)
+        store = store_from(Settings(db=str(db)))
+        fill(store, n, examples=True)
+        if prepare is not None:
+            prepare(store)
         probes: dict[str, list[dict[str, Any]]] = {code: [] for code in codes}
         for turn in range(rounds):  # in turn first, so that neither always follows the other
             for code, path in list(codes.items())[:: -1 if turn % 2 else 1]:
