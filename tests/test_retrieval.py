@@ -23,6 +23,7 @@ from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.models import Trajectory, UsageStats
 from flowmem.policy.lifecycle import rank_factor
+from flowmem.retrieval import ann
 from flowmem.retrieval.serving import above_floor
 from flowmem.server.api import create_app
 from flowmem.settings import EMBEDDER_FLOORS, Settings
@@ -517,6 +518,48 @@ def test_another_process_outcome_is_read_behind_the_search(
     mine.add_usage({key: UsageStats(served=1, failures=1)})  # the index's own: at once
     assert index.search(task, k=1)[0].workflow.stats == UsageStats(served=2, successes=1, failures=1)
     assert threads[1:] and set(threads[1:]) == {threading.current_thread().name}
+
+
+def test_new_evidence_is_served_once_its_ann_is_built(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stored runs read anew at an induction run's commit, past `ann_min` stored tasks, are
+    served once their ANN is built, those before (with theirs) meanwhile: new ones served at
+    once would score every stored run until it is. A build that fails serves them without."""
+    induced(settings)
+    mine, other = store_from(settings), store_from(settings)  # `other`: as another process's
+    index = served_index.ServedIndex(
+        mine, settings.namespace, check_every=0.0, cover_weight=0.35, evidence_limit=100, ann_min=4
+    )
+    gate, failing = threading.Event(), threading.Event()
+    built = ann.build_ann
+
+    def gated(vectors: Any, **kw: Any) -> Any:
+        assert gate.wait(30)
+        if failing.is_set():
+            raise MemoryError("no room for it")
+        return built(vectors, **kw)
+
+    monkeypatch.setattr(served_index, "build_ann", gated)
+    gate.set()
+    task = "Cancel my next meeting with zed"
+    index.search(task, k=1)
+    until(lambda: index._evidence.index.ann is not None)
+    first = index._evidence
+    wid = index.search(task, k=1)[0].workflow.id
+    for version, failed in ((2, False), (3, True)):
+        gate.clear()
+        if failed:
+            failing.set()
+        store_trajectories(other, [remind(version)], settings.scrub)  # a new stored run, then a commit
+        revise(other, wid, version, f"look {version} times")
+        assert index.search(task, k=1)[0].workflow.version == version  # the new version served
+        before = index._evidence
+        assert before.index.ann is not None and remind(version).task not in before.tasks
+        gate.set()
+        until(lambda: remind(version).task in index._evidence.tasks)  # noqa: B023
+        assert (index._evidence.index.ann is None) == failed
+    assert first.index.ann is not None and "building an ANN" in caplog.text and "no room" in caplog.text
 
 
 def test_a_store_that_is_not_local_is_asked_behind_the_search(
