@@ -472,6 +472,7 @@ def _recurring_checks() -> list[Check]:
     rows = {
         "tasks drawn like the stored ones (ms)": ("recurring", "_ms"),
         "tasks from no known domain (ms)": ("foreign", "_ms"),
+        "right after another process's induction run (ms)": ("after_induction", "_ms"),
         "the runs scoring every stored run gives (share)": ("runs_agree", ""),
     }
     return [

@@ -16,9 +16,13 @@ waits for its ANNs (the keys' and the stored tasks'), and searches, k=3:
 - `--queries` tasks drawn like the stored ones (`bench.data.queries`: most recur), p50
   `recurring`;
 - `--queries` tasks from no known domain (`bench.data.foreign_queries`), p50 `foreign`;
-and counts how often its evidence gives the runs that scoring every stored run gives, over
-both (`runs_agree`: 1 where the revision scores every run), and the share of the first that
-recur (`recur_share`, by scoring every run).
+counts how often its evidence gives the runs that scoring every stored run gives, over both
+(`runs_agree`: 1 where the revision scores every run), and the share of the first that recur
+(`recur_share`, by scoring every run); then, as another process's induction run, stores one
+run and commits one workflow through another store object, searches until the reload that
+reads it is served, and at once searches `--queries` more tasks drawn like the stored ones, p50
+`after_induction` (the stored runs are read anew then, and an HNSW of them built anew in the
+background).
 
 Usage: python bench/recurring.py [--n 100000] [--queries 200] [--before REV | --before none]
        [--rounds 2] [--json] [--out FILE]
@@ -51,24 +55,40 @@ PROBE = (
     OPEN
     + """
 import copy
+from flowmem.jobs.factories import store_from
+from flowmem.jobs.ingest import store_trajectories
+from flowmem.models import InductionRun, Step, Trajectory, Workflow, WorkflowStep
 from flowmem.retrieval.ann import AnnSlot
+from flowmem.settings import Settings
 
 db, tasks, foreign = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+n = len(tasks) // 2
 out = {}
 with WorkflowMemory.open(db) as memory:
     ready(memory, tasks[0])
     deadline = time.monotonic() + 1200
     while memory.index._evidence.index.ann is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    out["recurring"] = timed(memory, tasks)
+    out["recurring"] = timed(memory, tasks[:n])
     out["foreign"] = timed(memory, foreign)
     evidence = memory.index._evidence
     exact = copy.copy(evidence)
     object.__setattr__(exact, "index", AnnSlot())
-    vectors = memory.store.embedder.embed(tasks + foreign)
-    pairs = list(zip(tasks + foreign, vectors))
+    vectors = memory.store.embedder.embed(tasks[:n] + foreign)
+    pairs = list(zip(tasks[:n] + foreign, vectors))
     out["runs_agree"] = sum(evidence.runs_for(t, v) == exact.runs_for(t, v) for t, v in pairs) / len(pairs)
-    out["recur_share"] = sum(bool(exact.runs_for(t, v)) for t, v in pairs[: len(tasks)]) / len(tasks)
+    out["recur_share"] = sum(bool(exact.runs_for(t, v)) for t, v in pairs[:n]) / n
+    # Another process's induction run: a new run stored, a new workflow committed.
+    other = store_from(Settings(db=db))
+    later = Trajectory(id="later", task=tasks[n], steps=[Step(action="task.do")], success=True)
+    store_trajectories(other, [later], [])
+    made = Workflow(id="later", name="do_later", steps=[WorkflowStep(action="task.do")], status="active")
+    other.commit_run(InductionRun(id="later"), [made], keys={"later": other.embedder.embed([tasks[n]])})
+    version = memory.index._version
+    while memory.index._version == version and time.monotonic() < deadline:
+        memory.search(tasks[0], k=3)
+        time.sleep(0.01)
+    out["after_induction"] = timed(memory, tasks[n:])
 import flowmem.agents
 out["code"] = flowmem.agents.__file__
 print(json.dumps(out))
@@ -99,7 +119,7 @@ def recurring(
     """Each revision's median (over `rounds` probes) of each figure, and the ratios of this
     checkout's to `before`'s."""
     out: dict[str, Any] = {"n": n, "queries": count, "rounds": rounds, "before": before}
-    args = arguments(queries(count, seed=13), foreign_queries(count, seed=14))
+    args = arguments(queries(2 * count, seed=13), foreign_queries(count, seed=14))
     found = compared(
         n,
         PROBE,
