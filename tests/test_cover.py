@@ -50,6 +50,13 @@ def test_evidence_only_for_a_task_seen_before() -> None:
     assert evidence.runs_for("call olga", query) == []  # another task
     # A recurring template whose runs are not among the nearest is not taken as one.
     assert evidence.runs_for("email olga", np.array([1.0, 0.9, 0.0, 0.0], dtype=np.float32)) == []
+    # Texts that differ in case and spacing alone are one text to the words' count; a task
+    # done again is one text; each run's template is its task's.
+    again = [*tasks, "Call  Olga on Monday", "email amir", "Email Lena"]
+    counted = Evidence(again, [["x"]] * 7, np.eye(7, 4, dtype=np.float32), share=0.5)
+    assert counted.words == evidence.words
+    assert counted.templates == tuple(task_template(t, counted.words) for t in again)
+    assert len(counted.seen_vectors) == 6  # "Call  Olga on Monday" and "Email Lena" are texts of their own
     # Values only: a run of as many values is no evidence of the same task.
     values = Evidence(
         ["olga kofi", "amir lena", "yuki ada", "ana li"], [["x"], ["y"], ["z"], ["w"]], vectors, share=0.5

@@ -233,20 +233,24 @@ class Evidence:
     of scoring every one."""
 
     def __post_init__(self) -> None:
-        distinct = {" ".join(_WORD.findall(t.casefold())) for t in self.tasks}
-        counts = Counter(w for t in distinct for w in set(t.split()))
+        texts: dict[str, int] = {}
+        numbers = [texts.setdefault(t, len(texts)) for t in self.tasks]
+        # Each distinct text's words, once (a task done many times is one text).
+        said = [_WORD.findall(t.casefold()) for t in texts]
+        distinct = {" ".join(w): w for w in said}  # texts told apart by their words alone
+        counts = Counter(w for found in distinct.values() for w in set(found))
         words = frozenset(w for w, n in counts.items() if n >= self.share * len(distinct))
-        templates = tuple(task_template(t, words) for t in self.tasks)
+        shapes = [" ".join(w if w in words else "_" for w in found) for found in said]  # `task_template`
+        templates = tuple(shapes[i] for i in numbers)
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
-        object.__setattr__(self, "known", frozenset(templates))
+        object.__setattr__(self, "known", frozenset(shapes))
         codes: dict[str, int] = {}
         object.__setattr__(
             self, "by_template", _Groups.of([codes.setdefault(t, len(codes)) for t in templates])
         )
         object.__setattr__(self, "codes", codes)
-        texts: dict[str, int] = {}
-        groups = _Groups.of([texts.setdefault(t, len(texts)) for t in self.tasks])
+        groups = _Groups.of(numbers)
         object.__setattr__(self, "distinct", groups)
         first = groups.order[groups.starts[:-1]]  # each distinct task's first run (a stable sort)
         own = self.vectors if len(first) == len(self.vectors) else self.vectors[first]
