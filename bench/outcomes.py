@@ -46,9 +46,8 @@ PROBE = (
 import random
 from flowmem.models import UsageStats
 
-db, tasks, boosted = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+db, tasks, boosted = given()
 n = len(tasks) // (2 + 2 * len(boosted))
-out = {}
 with WorkflowMemory.open(db) as memory:
     ready(memory, tasks[0])
     rows, store, rng = memory.index._snapshot.rows, memory.store, random.Random(7)
@@ -74,9 +73,7 @@ with WorkflowMemory.open(db) as memory:
         while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
             time.sleep(0.05)
         out[f"boosted_{count}_built"] = timed(memory, tasks[(3 + 2 * j) * n : (4 + 2 * j) * n])
-    import flowmem.agents
-out["code"] = flowmem.agents.__file__
-print(json.dumps(out))
+done()
 """
 )
 """One probe: the p50 search times (ms) of a fresh process on its own copy of the store."""

@@ -55,15 +55,13 @@ PROBE = (
     OPEN
     + """
 import copy
-from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
-from flowmem.models import InductionRun, Step, Trajectory, Workflow, WorkflowStep
+from flowmem.models import Step, Trajectory
 from flowmem.retrieval.ann import AnnSlot
 from flowmem.settings import Settings
 
-db, tasks, foreign = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+db, tasks, foreign = given()
 n = len(tasks) // 2
-out = {}
 with WorkflowMemory.open(db) as memory:
     ready(memory, tasks[0])
     deadline = time.monotonic() + 1200
@@ -89,9 +87,7 @@ with WorkflowMemory.open(db) as memory:
         memory.search(tasks[0], k=3)
         time.sleep(0.01)
     out["after_induction"] = timed(memory, tasks[n:])
-import flowmem.agents
-out["code"] = flowmem.agents.__file__
-print(json.dumps(out))
+done()
 """
 )
 """One probe: the p50 search times (ms) of a fresh process on its own copy of the store, and

@@ -31,6 +31,20 @@ __all__ = ["OPEN", "arguments", "compared", "parser", "probe_copy", "report"]
 OPEN = """
 import json, statistics, sys, time
 from flowmem.agents import WorkflowMemory
+from flowmem.jobs.factories import store_from
+from flowmem.models import InductionRun, Workflow, WorkflowStep
+
+out = {}  # the probe's figures, printed by `done()`
+
+def given():
+    # The store's path and the JSON arguments after it (`arguments`).
+    return [sys.argv[1], *(json.loads(a) for a in sys.argv[2:])]
+
+def done():
+    # The figures printed as one JSON line, with where the flowmem measured was imported from.
+    import flowmem.agents
+    out["code"] = flowmem.agents.__file__
+    print(json.dumps(out))
 
 def timed(memory, batch):
     # The p50 (ms) of searching each task of the batch, k=3.
@@ -48,7 +62,9 @@ def ready(memory, task, timeout=1200):
     while memory.index._snapshot.slot.ann is None and time.monotonic() < deadline:
         time.sleep(0.05)
 """
-"""The start of a probe script: `timed(memory, tasks)` and `ready(memory, task)`."""
+"""The start of a probe script: `given()` (its arguments), `timed(memory, tasks)`,
+`ready(memory, task)`, the figures `out` and `done()` (prints them), and what a probe commits
+with (`store_from`, `InductionRun`, `Workflow`, `WorkflowStep`)."""
 
 
 def probe_copy(code: Path, script: str, db: Path, args: list[str]) -> dict[str, Any]:

@@ -48,13 +48,10 @@ change of status alone was read without the workflows table (issue 41)."""
 PROBE = (
     OPEN
     + """
-from flowmem.jobs.factories import store_from
-from flowmem.models import InductionRun, Workflow, WorkflowStep
 from flowmem.policy.lifecycle import Transition
 
-db, tasks, added = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+db, tasks, added = given()
 n = len(tasks) // 4
-out = {}
 
 def served_after(memory, change):
     # Seconds from the change until a search serves it (searching every 10 ms meanwhile).
@@ -89,9 +86,7 @@ with WorkflowMemory.open(db) as memory:
     commit = lambda: other.commit_run(InductionRun(id="bench-added"), new, keys=keys)
     out["added_served_s"] = served_after(memory, commit)
     out["added_after"] = timed(memory, tasks[3 * n :])
-    import flowmem.agents
-out["code"] = flowmem.agents.__file__
-print(json.dumps(out))
+done()
 """
 )
 """One probe: the p50 search times (ms) and seconds to serve of a fresh process on its own
