@@ -47,9 +47,16 @@ def _stored(db: Path) -> int:
 
 
 def _journaled(db: Path) -> int:
-    """Runs the child's journal still holds (the writer drops those it has stored)."""
+    """Runs the child's journal still holds (the writer drops those it has stored: a segment
+    listed may be gone by the time it is read, and then holds none)."""
     journal = Settings(db=str(db), durable=True).journal_path
-    return sum(p.read_text().count("\n") for p in journal.glob("*.jsonl"))
+    held = 0
+    for segment in journal.glob("*.jsonl"):
+        try:
+            held += segment.read_text().count("\n")
+        except FileNotFoundError:  # dropped once stored, between the listing and the read
+            pass
+    return held
 
 
 def _burst_then_kill(db: Path, interval: float, batch: int) -> set[str]:
