@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
-__all__ = ["ONE_BLAS_THREAD", "ONE_THREAD", "product", "threads_for"]
+__all__ = ["ONE_BLAS_THREAD", "ONE_THREAD", "product"]
 
 ONE_THREAD = 50_000
 """Below this many rows a product runs on one BLAS thread (two are bimodal there, FACTS.md);
@@ -51,14 +51,9 @@ ONE_BLAS_THREAD = _OneBlasThread()
 """The one guard every search's product shares."""
 
 
-def threads_for(rows: int) -> AbstractContextManager[Any]:
-    """Where a product over `rows` rows runs: on one BLAS thread below `ONE_THREAD` rows, else
-    on the BLAS's own."""
-    return ONE_BLAS_THREAD if rows < ONE_THREAD else nullcontext()
-
-
 def product(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """`matrix @ query`, on the threads `threads_for` its rows."""
-    with threads_for(len(matrix)):
+    """`matrix @ query`: on one BLAS thread below `ONE_THREAD` rows, else on the BLAS's own."""
+    threads: AbstractContextManager[Any] = ONE_BLAS_THREAD if len(matrix) < ONE_THREAD else nullcontext()
+    with threads:
         found: npt.NDArray[np.float32] = matrix @ query
     return found

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, KeysView, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,8 +215,6 @@ class Evidence:
     """The words at least `share` of the distinct task texts hold."""
     templates: tuple[str, ...] = field(init=False)
     """Each run's `task_template`."""
-    known: frozenset[str] = field(init=False)
-    """Every run's template: a task whose template is not here is looked up without a product."""
     seen_vectors: npt.NDArray[np.float32] = field(init=False, repr=False, compare=False)
     """The unit task vectors of the distinct tasks the namespace has stored runs of, whatever
     their outcome (`familiar`): first the runs' own (`distinct`), then `others`."""
@@ -226,7 +224,7 @@ class Evidence:
     by_template: _Groups = field(init=False, repr=False, compare=False)
     """The runs of each template (`codes` numbers them)."""
     codes: dict[str, int] = field(init=False, repr=False, compare=False)
-    """Template -> its group in `by_template`."""
+    """Every run's template -> its group in `by_template` (`known`)."""
     index: AnnSlot = field(default_factory=AnnSlot, repr=False, compare=False)
     """An ANN of `seen_vectors` once built (`agents.served_index` builds one in the background
     past `ANN_MIN` of them): `familiar` and `runs_for` then ask it for the nearest tasks instead
@@ -244,7 +242,6 @@ class Evidence:
         templates = tuple(shapes[i] for i in numbers)
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
-        object.__setattr__(self, "known", frozenset(shapes))
         codes: dict[str, int] = {}
         object.__setattr__(
             self, "by_template", _Groups.of([codes.setdefault(t, len(codes)) for t in templates])
@@ -256,6 +253,11 @@ class Evidence:
         own = self.vectors if len(first) == len(self.vectors) else self.vectors[first]
         others = self.others if self.others is not None else own[:0]
         object.__setattr__(self, "seen_vectors", np.concatenate([own, others]) if len(others) else own)
+
+    @property
+    def known(self) -> KeysView[str]:
+        """Every run's template: a task whose template is not here is looked up without a product."""
+        return self.codes.keys()
 
     def familiar(self, query: npt.NDArray[np.float32], floor: float) -> bool:
         """Whether the namespace has stored a run of a task at least `floor` similar to the
