@@ -33,6 +33,41 @@ def test_products_are_the_rows_products_with_the_query() -> None:
             KeyANN.products(vectors, query, np.array(bad, dtype=np.int64))
 
 
+def test_products_run_on_the_callers_thread_alone_and_leave_its_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """faiss's by-index products are an OpenMP parallel region: for one query, a team whose
+    other threads only join its closing barrier (milliseconds on a busy machine). They run with
+    one thread, and the caller's own count is as it was after, even when faiss raises."""
+    import faiss
+
+    vectors, query = _unit(100), _unit(1, seed=1)[0]
+    keys = np.arange(10, dtype=np.int64)
+    real = faiss.fvec_inner_products_by_idx  # type: ignore[attr-defined]
+    seen: list[int] = []
+
+    def spy(*args: object) -> None:
+        seen.append(faiss.omp_get_max_threads())
+        real(*args)
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        monkeypatch.setattr(faiss, "fvec_inner_products_by_idx", spy)
+        assert np.allclose(KeyANN.products(vectors, query, keys), vectors[keys] @ query, atol=1e-6)
+        assert seen == [1] and faiss.omp_get_max_threads() == 2
+
+        def fails(*args: object) -> None:
+            raise RuntimeError("faiss failed")
+
+        monkeypatch.setattr(faiss, "fvec_inner_products_by_idx", fails)
+        with pytest.raises(RuntimeError):
+            KeyANN.products(vectors, query, keys)
+        assert faiss.omp_get_max_threads() == 2
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 def test_search_finds_the_nearest_keys_and_never_a_missing_one() -> None:
     vectors = _unit(2_000)
     ann = build_ann(vectors)
