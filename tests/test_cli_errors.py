@@ -408,6 +408,7 @@ def bad_strings(tmp_path: Path) -> dict[str, str]:
         "namespace": "bad ns!",
         "quarantine": str(tmp_path),
         "spool": str(tmp_path / "a-file"),
+        "ann_cache": str(tmp_path / "a-file"),
         "llm_base_url": "localhost:8000",
         "dask_address": "127.0.0.1:8786",
         "s3_endpoint": "127.0.0.1:9000",

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from flowmem.agents import WorkflowMemory, served_index
+from flowmem.agents import WorkflowMemory, ann_cache, served_index
 from flowmem.cli import app
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.factories import store_from
@@ -540,7 +540,7 @@ def test_new_evidence_is_served_once_its_ann_is_built(
             raise MemoryError("no room for it")
         return built(vectors, **kw)
 
-    monkeypatch.setattr(served_index, "build_ann", gated)
+    monkeypatch.setattr(ann_cache, "build_ann", gated)
     gate.set()
     task = "Cancel my next meeting with zed"
     index.search(task, k=1)

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from flowmem.agents.ann_cache import AnnCache, built
 from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.retrieval import search as retrieval
-from flowmem.retrieval.ann import AnnSlot, ann_available, build_ann
+from flowmem.retrieval.ann import AnnSlot, ann_available
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.ranking import ANN_MIN, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
@@ -89,6 +90,7 @@ class ServedIndex:
         evidence_limit: int = 0,
         literal_share: float = 0.1,
         background_from: int = BACKGROUND_FROM,
+        ann_cache: AnnCache | None = None,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.bounds = Bounds(gap=gap, ratio=ratio, floor=floor, cover_weight=cover_weight)
@@ -112,6 +114,8 @@ class ServedIndex:
         """Keys from which an ANN index is built (in a background thread) and used."""
         self.ann_wait = ann_wait
         """Build the ANN during the reload rather than in the background (tests)."""
+        self.ann_cache = ann_cache
+        """Where built ANNs are kept for other processes, and read from (None: each built here)."""
         self.reloads = 0
         """How many times the index was rebuilt."""
         self.background_from = background_from
@@ -133,6 +137,7 @@ class ServedIndex:
             cover_weight=settings.cover_weight,
             evidence_limit=settings.evidence_limit,
             literal_share=settings.literal_share,
+            ann_cache=AnnCache.of(settings),
         )
 
     def due(self) -> bool:
@@ -315,9 +320,9 @@ class ServedIndex:
         build's thread once it ends, built or failed (not when stopped at exit; not with
         `ann_wait`, where the ANN is built before the reload is served)."""
         if self.ann_wait:
-            slot.ann = build_ann(vectors, scale=slot.scale)
+            slot.ann = built(vectors, slot.scale, self.ann_cache)
         else:
-            _start_build(slot, vectors, then)
+            _start_build(slot, vectors, then, self.ann_cache)
 
     def _fresh(self) -> Snapshot:
         """The snapshot, reloaded first if the store has moved on."""
@@ -394,14 +399,18 @@ _builds_lock = threading.Lock()
 
 
 def _start_build(
-    slot: AnnSlot, vectors: npt.NDArray[np.float32], then: Callable[[], None] | None = None
+    slot: AnnSlot,
+    vectors: npt.NDArray[np.float32],
+    then: Callable[[], None] | None = None,
+    cache: AnnCache | None = None,
 ) -> None:
-    """Build an ANN into the slot in a daemon thread that `stop_builds` stops at exit; `then`
-    is called once the build ends (built, or failed: logged), unless stopped."""
+    """Build an ANN into the slot in a daemon thread that `stop_builds` stops at exit (or read
+    it from `cache`, and keep it there once built); `then` is called once the build ends
+    (built, or failed: logged), unless stopped."""
 
     def build() -> None:
         try:
-            slot.ann = build_ann(vectors, scale=slot.scale, stop=_stopping)
+            slot.ann = built(vectors, slot.scale, cache, _stopping)
         except Exception:  # served without it: every key scored
             logger.exception("building an ANN of %d vectors failed", len(vectors))
         if then is not None and not _stopping.is_set():

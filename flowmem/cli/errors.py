@@ -183,8 +183,8 @@ def path_problems(settings: Any) -> str | None:
     """The first setting that names a path that cannot serve, as one line, or None.
 
     FLOWMEM_DB must be a store location (`flowmem.storage.location`), FLOWMEM_QUARANTINE a
-    file (not a directory), FLOWMEM_SPOOL a directory (not a file), FLOWMEM_EMBEDDER_PATH a
-    static model's directory. Only `stat`s are done."""
+    file (not a directory), FLOWMEM_SPOOL and FLOWMEM_ANN_CACHE a directory (not a file),
+    FLOWMEM_EMBEDDER_PATH a static model's directory. Only `stat`s are done."""
     from flowmem.storage.location import ACCEPTED, location_problem
 
     if why := location_problem(settings.db):
@@ -196,6 +196,11 @@ def path_problems(settings: Any) -> str | None:
         )
     if settings.spool and Path(settings.spool).exists() and not Path(settings.spool).is_dir():
         return f"FLOWMEM_SPOOL={settings.spool!r} is a file: name the directory recording hooks leave runs in"
+    if settings.ann_cache and Path(settings.ann_cache).exists() and not Path(settings.ann_cache).is_dir():
+        return (
+            f"FLOWMEM_ANN_CACHE={settings.ann_cache!r} is a file: "
+            "name the directory search keeps its HNSW indexes in"
+        )
     if settings.embedder_path:
         from flowmem.providers.static_files import model_problem
 

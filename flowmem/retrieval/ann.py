@@ -13,17 +13,35 @@ highest cosine × factor, what a search ranks by.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ADD_CHUNK", "EF_SEARCH", "AnnSlot", "KeyANN", "KeyBase", "ann_available", "breadth", "build_ann"]
+__all__ = [
+    "ADD_CHUNK",
+    "EF_SEARCH",
+    "AnnSlot",
+    "KeyANN",
+    "KeyBase",
+    "ann_available",
+    "ann_identity",
+    "breadth",
+    "build_ann",
+]
+
+NEIGHBOURS = 32
+"""The HNSW's links per node (`build_ann`)."""
+
+EF_BUILD = 160
+"""The HNSW's breadth while it is built (`build_ann`)."""
 
 ADD_CHUNK = 2048
 """Rows added to the HNSW in one call (`build_ann`): what a stop waits for at most, ~0.5 s at
@@ -81,6 +99,23 @@ class KeyANN:
         self._index.search_c(1, ptr(query), count, ptr(distances), ptr(found), params)
         keys: npt.NDArray[np.int64] = found[0]
         return keys[keys >= 0]  # fewer than `count` found: -1 fills the rest
+
+    def write(self, path: Path) -> None:
+        """The index written to a file (faiss's own format), as `read` reads it."""
+        import faiss
+
+        faiss.write_index(self._index, str(path))
+
+    @classmethod
+    def read(cls, path: Path, rows: int, dim: int) -> KeyANN:
+        """The index `write` wrote to `path`, checked to be an HNSW of `rows` vectors of `dim`
+        (ValueError otherwise; faiss's RuntimeError for a file it cannot read)."""
+        import faiss
+
+        index = faiss.read_index(str(path))
+        if not isinstance(index, faiss.IndexHNSWSQ) or index.ntotal != rows or index.d != dim:
+            raise ValueError(f"{path} is not an HNSW of {rows} vectors of {dim} dimensions")
+        return cls(index, rows)
 
     @staticmethod
     def products(
@@ -146,8 +181,8 @@ def build_ann(
     vectors: npt.NDArray[np.float32],
     *,
     scale: npt.NDArray[np.float64] | None = None,
-    neighbours: int = 32,
-    ef_build: int = 160,
+    neighbours: int = NEIGHBOURS,
+    ef_build: int = EF_BUILD,
     stop: threading.Event | None = None,
 ) -> KeyANN | None:
     """An HNSW index of the rows, each scaled by its `scale` when given (the served index's
@@ -182,3 +217,17 @@ def build_ann(
             return None
         index.add(data[start : start + ADD_CHUNK])
     return KeyANN(index, len(vectors))
+
+
+def ann_identity(vectors: npt.NDArray[np.float32], scale: npt.NDArray[np.float64] | None = None) -> str:
+    """What `build_ann` builds of these rows (and `scale`), as a hash of them, its parameters
+    and faiss's version: two builds of the same identity answer alike (the graphs may differ,
+    as a build on several threads inserts in its own order; search re-ranks exactly). SHA-256
+    of the rows: ~0.2 s at 100k × 384, against a build's 20–40 s."""
+    import faiss
+
+    digest = hashlib.sha256(f"hnsw-sq8 {faiss.__version__} {NEIGHBOURS} {EF_BUILD} {vectors.shape}".encode())
+    digest.update(np.ascontiguousarray(vectors, dtype=np.float32).data.cast("B"))
+    if scale is not None:
+        digest.update(np.ascontiguousarray(scale, dtype=np.float64).data.cast("B"))
+    return digest.hexdigest()
