@@ -32,6 +32,8 @@ the figure of a command's JSON output it must show:
   bench/results/status_change.json`);
 - docs/performance.md's table of search with 100k stored runs: the run it quotes,
   `bench/results/recurring.json` (`python bench/recurring.py --out bench/results/recurring.json`);
+- docs/performance.md's table of a process's first seconds on a store of 100k runs: the run it
+  quotes, `bench/results/kept_ann.json` (`python bench/kept_ann.py --out bench/results/kept_ann.json`);
 - docs/scaling.md's 1% incremental table: the runs it quotes, `bench/results/scaling.json`
   (the output of `python bench/scaling.py --sizes N --incremental --json`, one size a run,
   with the command and the machine; ~15–30 min at 1M).
@@ -482,6 +484,28 @@ def _recurring_checks() -> list[Check]:
     ]
 
 
+KEPT_HEADER = "| opening a store of 100k runs |"
+"""docs/performance.md's table of a process's first seconds, building its HNSWs or reading them."""
+
+RECORDED_KEPT = Path("bench") / "results" / "kept_ann.json"
+"""The recorded `bench/kept_ann.py` run that table quotes, under the checked root."""
+
+
+def _kept_checks() -> list[Check]:
+    """docs/performance.md's table of a process's first seconds against its recorded run."""
+    rows = {
+        "first search, the store read (s)": "load_s",
+        "the keys' HNSW searched (s)": "keys_ann_s",
+        "the stored tasks' HNSW searched (s)": "evidence_ann_s",
+        "search p50 over the first 5 s (ms)": "early_ms",
+    }
+    return [
+        Check("docs/performance.md", KEPT_HEADER, row, col, "kept", (key,), "recorded")
+        for row, name in rows.items()
+        for col, key in enumerate((f"built_{name}", f"read_{name}", f"{name}_ratio"), start=1)
+    ]
+
+
 def _outcomes_checks() -> list[Check]:
     """docs/performance.md's table of search with outcomes against its recorded run."""
     rows = {
@@ -546,6 +570,7 @@ SOURCES = {
     "outcomes": str(RECORDED_OUTCOMES),
     "changes": str(RECORDED_CHANGES),
     "recurring": str(RECORDED_RECURRING),
+    "kept": str(RECORDED_KEPT),
 }
 """Where each source of figures comes from, as a line about a missing figure names it."""
 
@@ -730,6 +755,7 @@ RECORDED_GROUPS: dict[
     "outcomes": (RECORDED_OUTCOMES, "outcomes", dict, lambda _: _outcomes_checks()),
     "changes": (RECORDED_CHANGES, "changes", dict, lambda _: _changes_checks()),
     "recurring": (RECORDED_RECURRING, "recurring", dict, lambda _: _recurring_checks()),
+    "kept": (RECORDED_KEPT, "kept", dict, lambda _: _kept_checks()),
     "scaling": (RECORDED_SCALING, "scaling", dict, _scaling_checks),
 }
 """The groups of checks against a recorded run: where the run is, the source its figures are
@@ -754,6 +780,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         "outcomes",
         "changes",
         "recurring",
+        "kept",
         "scaling",
         "clusters",
     )
