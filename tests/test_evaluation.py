@@ -218,6 +218,11 @@ def test_eval_rejects_an_unknown_inducer(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown inducer" in result.output
 
 
+WORKBENCH_EVAL = pytest.mark.xdist_group("workbench-eval")
+"""The tests of `workbench_report`, on one worker: each worker that ran one would run the
+evaluation again (~15 s of CPU)."""
+
+
 @pytest.fixture(scope="module")
 def workbench_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`flowmem eval --json` on WorkBench (train instances 0-6, test 7-9), run once."""
@@ -245,6 +250,7 @@ def workbench_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     return report
 
 
+@WORKBENCH_EVAL
 def test_workbench_targets(workbench_report: dict[str, Any]) -> None:
     """The issue's targets on WorkBench that the served rendering meets."""
     flow, raw = workbench_report["flowmem"], workbench_report["raw"]
@@ -264,6 +270,7 @@ def test_workbench_targets(workbench_report: dict[str, Any]) -> None:
     assert flow["redundancy_pairs"] == n * (n - 1) // 2 and raw["redundancy_pairs"] == 20_000
 
 
+@WORKBENCH_EVAL
 def test_workbench_prompt_targets(workbench_report: dict[str, Any]) -> None:
     """The issue's prompt targets, with the description in the prompt: no slot value leaks, no
     more tokens than raw, and every served workflow described."""
