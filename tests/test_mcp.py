@@ -20,7 +20,8 @@ from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import make_workflow
 
-pytestmark = pytest.mark.anyio
+# The two servers the module's tests share, started once: on one worker.
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("mcp")]
 
 FORWARD_TASK = "Forward the newest email about 'roadmap' to zed"
 
