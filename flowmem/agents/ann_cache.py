@@ -65,10 +65,10 @@ class AnnCache:
         """The index of this identity (of `rows` vectors of `dim`), if kept; None otherwise,
         and when the file cannot be read (logged, and removed)."""
         path = self.path(identity)
+        if not path.exists():
+            return None
         try:
             found = KeyANN.read(path, rows, dim)
-        except FileNotFoundError:
-            return None
         except Exception:  # torn or foreign: built anew, and written over
             if not path.exists():
                 return None  # removed meanwhile (another process's eviction): a miss
