@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -162,3 +166,66 @@ def test_a_second_process_reads_the_indexes_the_first_built(
     assert [[h.workflow.id for h in second.search(t, k=2)] for t in tasks] == hits
     assert second._snapshot.slot.ann is not None and second._evidence.index.ann is not None
     assert len(builds) == 2
+
+
+def test_an_index_another_process_is_building_is_waited_for_not_built_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one builder's claim stands (here a thread, held in its build), another that needs
+    the same index waits and reads what the first keeps: one build between them."""
+    cache = AnnCache(tmp_path / "ann", 10**9)
+    vectors = _unit(400)
+    started, gate, count = threading.Event(), threading.Event(), []
+
+    def held(rows: Any, **kw: Any) -> Any:
+        count.append(len(rows))
+        started.set()
+        assert gate.wait(30)
+        return build_ann(rows, **kw)
+
+    monkeypatch.setattr(ann_cache, "build_ann", held)
+    got: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: got.update(first=built(vectors, None, cache)))
+    first.start()
+    assert started.wait(30)
+    marker = tmp_path / "ann" / f".{ann_identity(vectors)}.building"
+    assert marker.read_text() == f"{socket.gethostname()} {os.getpid()}"
+    second = threading.Thread(target=lambda: got.update(second=built(vectors.copy(), None, cache)))
+    second.start()
+    time.sleep(0.6)  # the second waits (its look every quarter second finds the claim)
+    assert second.is_alive() and count == [400]
+    gate.set()
+    first.join(30)
+    second.join(30)
+    assert count == [400] and got["first"] is not None and got["second"] is not None
+    assert _answers(got["second"], _unit(10, seed=1)) == _answers(got["first"], _unit(10, seed=1))
+    assert not marker.exists()
+
+
+def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path: Path, builds: list[int]) -> None:
+    """A claim of a process that no longer runs on this host, one left half made, and one of
+    another host past `_STALE_CLAIM` are taken over and built; a fresh one of another host is
+    waited for until the caller stops."""
+    cache = AnnCache(tmp_path / "ann", 10**9)
+    (tmp_path / "ann").mkdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    owners = [f"{socket.gethostname()} {gone.stdout.strip()}", "", "elsewhere 1"]
+    for n, owner in enumerate(owners):
+        vectors = _unit(100 + n, seed=n)
+        marker = tmp_path / "ann" / f".{ann_identity(vectors)}.building"
+        marker.write_text(owner)
+        if owner != owners[0]:
+            old = time.time() - ann_cache._STALE_CLAIM - 1
+            os.utime(marker, (old, old))
+        bounded = threading.Event()  # a claim wrongly left to stand: waited for 30 s, then None
+        threading.Timer(30, bounded.set).start()
+        assert built(vectors, None, cache, bounded) is not None and builds[-1] == 100 + n
+        bounded.set()
+        assert not marker.exists() and cache.load(ann_identity(vectors), 100 + n, 32) is not None
+    vectors = _unit(50, seed=9)
+    (tmp_path / "ann" / f".{ann_identity(vectors)}.building").write_text("elsewhere 1")
+    stop = threading.Event()
+    threading.Timer(0.6, stop.set).start()
+    assert built(vectors, None, cache, stop) is None and len(builds) == 3  # waited, not built

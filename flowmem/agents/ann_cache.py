@@ -8,11 +8,17 @@ process did it again on the same vectors. Here a build is named by what it is bu
 faiss's version) and written once built; a process that needs the same one reads it
 (~0.1–0.3 s at 100k) instead of building it.
 
+A process that builds one first claims it (a marker file made only if none is there): another
+process that needs the same index meanwhile, on this machine or one sharing the directory,
+waits for it to be kept and reads it, instead of building it beside, as every process that
+reloads after the same induction run would. A claim whose process is gone (its pid not running
+on this host; from another host, older than `_STALE_CLAIM`) is taken over.
+
 A file is written under a name of its own and renamed into place, so a reader never finds one
-half written, and two processes that build the same index at once write the same thing. A file
-read is marked used (its time set), and past `limit` bytes the least recently used are
-removed. A file that cannot be read, or is not what its name says, is logged, removed and
-built anew. Nothing here is needed: an error is logged and the index built as without it.
+half written. A file read is marked used (its time set), and past `limit` bytes the least
+recently used are removed. A file that cannot be read, or is not what its name says, is
+logged, removed and built anew. Nothing here is needed: an error is logged and the index built
+as without it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -40,6 +47,18 @@ SUFFIX = ".hnsw"
 
 _STALE_PART = 3600.0
 """Seconds after which a part-written file (a process that died while writing) is removed."""
+
+_STALE_CLAIM = 3600.0
+"""Seconds after which a claim of another host is taken over (its process cannot be asked)."""
+
+_STALE_WRITE = 10.0
+"""Seconds after which a claim without its owner written in is taken over."""
+
+_WAIT_STEP = 0.25
+"""Seconds between two looks for an index another process is building."""
+
+_CLAIMS = 3
+"""Claims taken over at most for one index before building it without keeping it."""
 
 
 @dataclass(frozen=True)
@@ -95,18 +114,62 @@ class AnnCache:
             return
         self._evict(keep=path)
 
+    def claim(self, identity: str) -> bool:
+        """Whether this process may build the index of this identity: it made the claim (a
+        claim whose process is gone taken over), or could not make one (it builds all the same).
+        False: another process's claim stands (`wait` for it)."""
+        marker = self._marker(identity)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if marker.exists() and not _claimed(marker):
+                marker.unlink(missing_ok=True)
+            made = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if marker.exists():
+                return False
+            logger.warning("claiming the HNSW build in %s failed", self.directory, exc_info=True)
+            return True  # no directory there (a file in its place): built here all the same
+        except OSError:
+            logger.warning("claiming the HNSW build in %s failed", self.directory, exc_info=True)
+            return True
+        with os.fdopen(made, "w") as out:
+            out.write(f"{socket.gethostname()} {os.getpid()}")
+        return True
+
+    def release(self, identity: str) -> None:
+        """The claim of this identity removed (its index kept, or not to be)."""
+        with contextlib.suppress(OSError):
+            self._marker(identity).unlink(missing_ok=True)
+
+    def wait(self, identity: str, rows: int, dim: int, stop: threading.Event | None) -> KeyANN | None:
+        """The index another process claimed, once it keeps it; None once its claim is gone
+        without it (its build stopped or failed, its process ended) or `stop` is set."""
+        marker = self._marker(identity)
+        while True:
+            found = self.load(identity, rows, dim)
+            if found is not None or not marker.exists() or not _claimed(marker):
+                return found
+            if stop is not None and stop.wait(_WAIT_STEP):
+                return None
+            if stop is None:
+                time.sleep(_WAIT_STEP)
+
+    def _marker(self, identity: str) -> Path:
+        return self.directory / f".{identity}.building"
+
     def _evict(self, keep: Path) -> None:
-        """Remove the least recently used indexes past `limit` (never `keep`), and part-written
-        files older than `_STALE_PART`."""
+        """Remove the least recently used indexes past `limit` (never `keep`), part-written
+        files older than `_STALE_PART` and claims that no longer stand."""
         now, kept = time.time(), []
         for entry in self.directory.iterdir():
             try:
                 stat = entry.stat()
             except FileNotFoundError:  # removed meanwhile by another process
                 continue
-            if entry.name.endswith(".part"):
-                if now - stat.st_mtime > _STALE_PART:
-                    entry.unlink(missing_ok=True)
+            if entry.name.endswith(".part") and now - stat.st_mtime > _STALE_PART:
+                entry.unlink(missing_ok=True)
+            elif entry.name.endswith(".building") and not _claimed(entry):
+                entry.unlink(missing_ok=True)
             elif entry.name.endswith(SUFFIX):
                 kept.append((entry == keep, stat.st_mtime, stat.st_size, entry))
         total = 0
@@ -123,14 +186,47 @@ def built(
     stop: threading.Event | None = None,
 ) -> KeyANN | None:
     """The HNSW of these rows (scaled by `scale`) as `build_ann` builds it: read from `cache`
-    when it holds one of the same identity, else built (and kept there)."""
+    when it holds one of the same identity; while another process builds it (its claim
+    stands), waited for and read; else built here, claimed, and kept there."""
     if cache is None or not ann_available() or not len(vectors):
         return build_ann(vectors, scale=scale, stop=stop)
-    identity = ann_identity(vectors, scale)
-    found = cache.load(identity, len(vectors), vectors.shape[1])
-    if found is not None:
-        return found
-    ann = build_ann(vectors, scale=scale, stop=stop)
-    if ann is not None:
-        cache.save(identity, ann)
-    return ann
+    identity, rows, dim = ann_identity(vectors, scale), len(vectors), vectors.shape[1]
+    for _ in range(_CLAIMS):
+        found = cache.load(identity, rows, dim)
+        if found is not None:
+            return found
+        if cache.claim(identity):
+            try:
+                ann = build_ann(vectors, scale=scale, stop=stop)
+                if ann is not None:
+                    cache.save(identity, ann)
+                return ann
+            finally:
+                cache.release(identity)
+        found = cache.wait(identity, rows, dim, stop)
+        if found is not None or (stop is not None and stop.is_set()):
+            return found
+    return build_ann(vectors, scale=scale, stop=stop)
+
+
+def _claimed(marker: Path) -> bool:
+    """Whether a build claim still stands: its process runs (on this host), it is of another
+    host and younger than `_STALE_CLAIM`, or it was just made (its owner not yet written in)."""
+    try:
+        made, text = marker.stat().st_mtime, marker.read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # cannot be read: left to stand
+        return True
+    age, owner = time.time() - made, text.split()
+    if len(owner) != 2 or not owner[1].isdigit():
+        return age < _STALE_WRITE
+    if owner[0] != socket.gethostname():
+        return age < _STALE_CLAIM
+    try:
+        os.kill(int(owner[1]), 0)  # signal 0: only whether it runs
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
