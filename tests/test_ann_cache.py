@@ -204,14 +204,20 @@ def test_an_index_another_process_is_building_is_waited_for_not_built_beside(
 
 def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path: Path, builds: list[int]) -> None:
     """A claim of a process that no longer runs on this host, one left half made, and one of
-    another host past `_STALE_CLAIM` are taken over and built; a fresh one of another host is
-    waited for until the caller stops."""
+    another host or of a running pid past `_STALE_CLAIM` are taken over and built; a fresh one
+    of another host is waited for until the caller stops."""
     cache = AnnCache(tmp_path / "ann", 10**9)
     (tmp_path / "ann").mkdir()
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    owners = [f"{socket.gethostname()} {gone.stdout.strip()}", "", "elsewhere 1"]
+    here = socket.gethostname()
+    owners = [
+        f"{here} {gone.stdout.strip()}",
+        "",
+        "elsewhere 1",
+        f"{here} {os.getpid()}",
+    ]  # the last: a pid reused
     for n, owner in enumerate(owners):
         vectors = _unit(100 + n, seed=n)
         marker = tmp_path / "ann" / f".{ann_identity(vectors)}.building"
@@ -228,4 +234,4 @@ def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path: Path, builds: lis
     (tmp_path / "ann" / f".{ann_identity(vectors)}.building").write_text("elsewhere 1")
     stop = threading.Event()
     threading.Timer(0.6, stop.set).start()
-    assert built(vectors, None, cache, stop) is None and len(builds) == 3  # waited, not built
+    assert built(vectors, None, cache, stop) is None and len(builds) == 4  # waited, not built

@@ -49,7 +49,9 @@ _STALE_PART = 3600.0
 """Seconds after which a part-written file (a process that died while writing) is removed."""
 
 _STALE_CLAIM = 3600.0
-"""Seconds after which a claim of another host is taken over (its process cannot be asked)."""
+"""Seconds after which a claim is taken over whoever made it: another host's process cannot be
+asked whether it runs, and a pid of this host may have been reused (a build at 1M keys takes
+~4 min)."""
 
 _STALE_WRITE = 10.0
 """Seconds after which a claim without its owner written in is taken over."""
@@ -58,7 +60,8 @@ _WAIT_STEP = 0.25
 """Seconds between two looks for an index another process is building."""
 
 _CLAIMS = 3
-"""Claims taken over at most for one index before building it without keeping it."""
+"""Rounds of looking for one index, claiming it and waiting for another's build of it, before
+building it here without a claim."""
 
 
 @dataclass(frozen=True)
@@ -210,8 +213,9 @@ def built(
 
 
 def _claimed(marker: Path) -> bool:
-    """Whether a build claim still stands: its process runs (on this host), it is of another
-    host and younger than `_STALE_CLAIM`, or it was just made (its owner not yet written in)."""
+    """Whether a build claim still stands: it is younger than `_STALE_CLAIM` and its process
+    runs (on this host; of another host: assumed), or it was just made (its owner not yet
+    written in)."""
     try:
         made, text = marker.stat().st_mtime, marker.read_text()
     except FileNotFoundError:
@@ -221,7 +225,7 @@ def _claimed(marker: Path) -> bool:
     age, owner = time.time() - made, text.split()
     if len(owner) != 2 or not owner[1].isdigit():
         return age < _STALE_WRITE
-    if owner[0] != socket.gethostname():
+    if owner[0] != socket.gethostname() or age >= _STALE_CLAIM:
         return age < _STALE_CLAIM
     try:
         os.kill(int(owner[1]), 0)  # signal 0: only whether it runs
