@@ -58,7 +58,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -442,24 +442,34 @@ RECORDED_CHANGES = Path("bench") / "results" / "status_change.json"
 DOC_CHANGES = "docs/performance.md"
 
 
+def _recorded_table(doc: str, header: str, group: str, rows: Mapping[str, Sequence[str]]) -> list[Check]:
+    """A table whose row's cells, column by column from the first after the row's name, are
+    the recorded run's figures of these keys."""
+    return [
+        Check(doc, header, row, col, group, (key,), "recorded")
+        for row, keys in rows.items()
+        for col, key in enumerate(keys, start=1)
+    ]
+
+
+def _compared(name: str, unit: str = "") -> tuple[str, str, str]:
+    """A figure of a run compared with another revision's: now, before and their ratio."""
+    return f"{name}{unit}", f"{name}{unit}_before", f"{name}_ratio"
+
+
 def _changes_checks() -> list[Check]:
     """docs/performance.md's table of search around a change of the served versions against
     its recorded run."""
     rows = {
-        "steady, no change (ms)": ("steady", "ms"),
-        "its own retirement: the first search (ms)": ("own_first", "ms"),
-        "its own retirement: the searches after (ms)": ("own_after", "ms"),
-        "another's retirement: served after (s)": ("other_served_s", ""),
-        "another's retirement: the searches after (ms)": ("other_after", "ms"),
-        "another's 100 new versions: served after (s)": ("added_served_s", ""),
-        "another's 100 new versions: the searches after (ms)": ("added_after", "ms"),
+        "steady, no change (ms)": _compared("steady", "_ms"),
+        "its own retirement: the first search (ms)": _compared("own_first", "_ms"),
+        "its own retirement: the searches after (ms)": _compared("own_after", "_ms"),
+        "another's retirement: served after (s)": _compared("other_served_s"),
+        "another's retirement: the searches after (ms)": _compared("other_after", "_ms"),
+        "another's 100 new versions: served after (s)": _compared("added_served_s"),
+        "another's 100 new versions: the searches after (ms)": _compared("added_after", "_ms"),
     }
-    checks = []
-    for row, (name, unit) in rows.items():
-        now, before = (f"{name}_{unit}", f"{name}_{unit}_before") if unit else (name, f"{name}_before")
-        for col, key in enumerate((now, before, f"{name}_ratio"), start=1):
-            checks.append(Check(DOC_CHANGES, CHANGES_HEADER, row, col, "changes", (key,), "recorded"))
-    return checks
+    return _recorded_table(DOC_CHANGES, CHANGES_HEADER, "changes", rows)
 
 
 RECURRING_HEADER = "| search with 100k stored runs |"
@@ -472,16 +482,12 @@ RECORDED_RECURRING = Path("bench") / "results" / "recurring.json"
 def _recurring_checks() -> list[Check]:
     """docs/performance.md's table of search on a store of many runs against its recorded run."""
     rows = {
-        "tasks drawn like the stored ones (ms)": ("recurring", "_ms"),
-        "tasks from no known domain (ms)": ("foreign", "_ms"),
-        "right after another process's induction run (ms)": ("after_induction", "_ms"),
-        "the runs scoring every stored run gives (share)": ("runs_agree", ""),
+        "tasks drawn like the stored ones (ms)": _compared("recurring", "_ms"),
+        "tasks from no known domain (ms)": _compared("foreign", "_ms"),
+        "right after another process's induction run (ms)": _compared("after_induction", "_ms"),
+        "the runs scoring every stored run gives (share)": _compared("runs_agree"),
     }
-    return [
-        Check("docs/performance.md", RECURRING_HEADER, row, col, "recurring", (key,), "recorded")
-        for row, (name, unit) in rows.items()
-        for col, key in enumerate((f"{name}{unit}", f"{name}{unit}_before", f"{name}_ratio"), start=1)
-    ]
+    return _recorded_table("docs/performance.md", RECURRING_HEADER, "recurring", rows)
 
 
 KEPT_HEADER = "| opening a store of 100k runs |"
@@ -499,11 +505,8 @@ def _kept_checks() -> list[Check]:
         "the stored tasks' HNSW searched (s)": "evidence_ann_s",
         "search p50 over the first 5 s (ms)": "early_ms",
     }
-    return [
-        Check("docs/performance.md", KEPT_HEADER, row, col, "kept", (key,), "recorded")
-        for row, name in rows.items()
-        for col, key in enumerate((f"built_{name}", f"read_{name}", f"{name}_ratio"), start=1)
-    ]
+    cells = {row: (f"built_{name}", f"read_{name}", f"{name}_ratio") for row, name in rows.items()}
+    return _recorded_table("docs/performance.md", KEPT_HEADER, "kept", cells)
 
 
 def _outcomes_checks() -> list[Check]:
@@ -515,11 +518,8 @@ def _outcomes_checks() -> list[Check]:
         "2,000 versions ranked up": "boosted_2000",
         "2,000 versions ranked up, once a new ANN is built": "boosted_2000_built",
     }
-    return [
-        Check("docs/performance.md", OUTCOMES_HEADER, row, col, "outcomes", (f"{name}_{key}",), "recorded")
-        for row, name in rows.items()
-        for col, key in enumerate(("ms", "ms_before", "ratio"), start=1)
-    ]
+    cells = {row: (f"{name}_ms", f"{name}_ms_before", f"{name}_ratio") for row, name in rows.items()}
+    return _recorded_table("docs/performance.md", OUTCOMES_HEADER, "outcomes", cells)
 
 
 def _sets_checks(

@@ -281,25 +281,25 @@ class Settings(BaseSettings):
             epsilon=self.cluster_epsilon,
         )
 
+    def _beside_db(self, given: str | None, name: str) -> Path:
+        """`given`, else `<db>.<name>` beside a local store, `.flowmem/<name>` (under the working
+        directory) for an object-store URI."""
+        if given:
+            return Path(given)
+        if "://" in self.db:
+            return Path(".flowmem") / name
+        db = Path(self.db)
+        return db.with_name(f"{db.name}.{name}")
+
     @property
     def spool_path(self) -> Path:
         """The spool directory."""
-        if self.spool:
-            return Path(self.spool)
-        if "://" in self.db:
-            return Path(".flowmem") / "spool"
-        db = Path(self.db)
-        return db.with_name(db.name + ".spool")
+        return self._beside_db(self.spool, "spool")
 
     @property
     def ann_cache_path(self) -> Path:
         """Where the HNSW indexes search builds are kept (`ann_cache`)."""
-        if self.ann_cache:
-            return Path(self.ann_cache)
-        if "://" in self.db:
-            return Path(".flowmem") / "ann"
-        db = Path(self.db)
-        return db.with_name(db.name + ".ann")
+        return self._beside_db(self.ann_cache, "ann")
 
     @property
     def journal_path(self) -> Path:
@@ -309,9 +309,4 @@ class Settings(BaseSettings):
     @property
     def quarantine_path(self) -> Path:
         """Where rejected input lines are written."""
-        if self.quarantine:
-            return Path(self.quarantine)
-        if "://" in self.db:
-            return Path(".flowmem") / "quarantine.jsonl"
-        db = Path(self.db)
-        return db.with_name(db.name + ".quarantine.jsonl")
+        return self._beside_db(self.quarantine, "quarantine.jsonl")

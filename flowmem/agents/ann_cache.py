@@ -147,15 +147,13 @@ class AnnCache:
     def wait(self, identity: str, rows: int, dim: int, stop: threading.Event | None) -> KeyANN | None:
         """The index another process claimed, once it keeps it; None once its claim is gone
         without it (its build stopped or failed, its process ended) or `stop` is set."""
-        marker = self._marker(identity)
+        marker, pause = self._marker(identity), stop if stop is not None else threading.Event()
         while True:
             found = self.load(identity, rows, dim)
             if found is not None or not marker.exists() or not _claimed(marker):
                 return found
-            if stop is not None and stop.wait(_WAIT_STEP):
+            if pause.wait(_WAIT_STEP):  # stopped
                 return None
-            if stop is None:
-                time.sleep(_WAIT_STEP)
 
     def _marker(self, identity: str) -> Path:
         return self.directory / f".{identity}.building"
