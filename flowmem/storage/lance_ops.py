@@ -31,6 +31,10 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+# the backoff's own generator: the `random` module's shared state is left to the caller's code
+_JITTER = random.Random()
+
+
 def retry_conflicts(op: Callable[[], T], *, attempts: int = 8) -> T:
     """Run a write, retrying LanceDB commit conflicts from concurrent writers with backoff."""
     for attempt in range(attempts):
@@ -42,7 +46,7 @@ def retry_conflicts(op: Callable[[], T], *, attempts: int = 8) -> T:
                 raise
             if object_store.failure(err) is not None:  # a request the store refused or never
                 raise  # answered (Lance's `RetryError` after its own retries): not a conflict
-            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + _JITTER.random()))
     raise AssertionError("unreachable")
 
 
