@@ -37,6 +37,7 @@ from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.retrieval import search as retrieval
 from flowmem.retrieval.ann import AnnSlot, ann_available
+from flowmem.retrieval.beside import Beside
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.ranking import ANN_MIN, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
@@ -123,6 +124,9 @@ class ServedIndex:
         commit, rollback or status change) is reloaded in a background thread while the
         snapshot it replaces is served (`_refresh`)."""
         self._pending: tuple[int, int, int] | None = None
+        self._beside = Beside()
+        """The helper thread a search looks up the stored runs in while it ranks (started by
+        the first search of a store whose stored tasks have an HNSW: `retrieval.search`)."""
 
     @classmethod
     def serving(cls, store: Store, namespace: str, settings: Settings) -> ServedIndex:
@@ -372,7 +376,9 @@ class ServedIndex:
             return []
         query = self.store.embedder.embed([task])[0]
         ok, share = snap.mask(agent, scope), self.params.candidate_share
-        return retrieval.search(snap, evidence, task, query, k, self.bounds, ok=ok, share=share)
+        return retrieval.search(
+            snap, evidence, task, query, k, self.bounds, ok=ok, share=share, beside=self._beside
+        )
 
     def floor_keeps(
         self,

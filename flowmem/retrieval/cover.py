@@ -40,6 +40,7 @@ __all__ = [
     "FAMILIAR_KEYS",
     "RECUR_KEYS",
     "Evidence",
+    "Lookup",
     "choose",
     "cover",
     "nearest",
@@ -278,6 +279,7 @@ class Evidence:
         by_example: Sequence[bool],
         *,
         recurs: bool,
+        familiar: bool | None = None,
     ) -> list[bool]:
         """The relevance floor, the one rule `memory.search`, `memory.context`,
         `search_workflow` and `flowmem eval` apply (`search.floor_keeps`): which of the
@@ -286,11 +288,34 @@ class Evidence:
         `recurs` (`runs_for` found its runs) or is `familiar`; otherwise those that
         `retrieval.serving.above_floor` keeps. The stored runs are looked at only when the
         nearest memory keyed by example tasks is below the floor (`above_floor` keeps all
-        otherwise, whatever they hold)."""
+        otherwise, whatever they hold). `familiar`: the answer `familiar` gives, when the caller
+        has it (`lookup`)."""
         if not floor or recurs:
             return [True] * len(similarity)
         kept = above_floor(similarity, by_example, floor)
-        return [True] * len(similarity) if all(kept) or self.familiar(query, floor) else kept
+        if all(kept):
+            return [True] * len(similarity)
+        known = self.familiar(query, floor) if familiar is None else familiar
+        return [True] * len(similarity) if known else kept
+
+    def lookup(self, task: str, query: npt.NDArray[np.float32], floor: float | None, *, runs: bool) -> Lookup:
+        """What a search asks of the stored runs besides ranking, in one go (a search hands it
+        to a helper thread while it ranks: `retrieval.beside`): the runs `runs_for` gives
+        (`runs`: when the search chooses by them), and, for a task whose template no run has
+        (it cannot recur) when there is a `floor`, whether it is `familiar`, which `floor_keeps`
+        asks when no memory keyed by example tasks clears the floor (a task of no known domain).
+        Other tasks rarely need it: `floor_keeps` asks it of them itself when it does."""
+        found = self.runs_for(task, query) if runs else []
+        unknown = self._template(task) is None  # then `found` is empty
+        return Lookup(found, self.familiar(query, floor) if floor and unknown else None)
+
+    def _template(self, task: str) -> str | None:
+        """The task's `task_template` when a stored run has it and it holds a word that is not
+        an example value; else None (the task cannot recur)."""
+        template = task_template(task, self.words)
+        if template not in self.known or set(template.split()) <= {"_"}:
+            return None
+        return template
 
     def runs_for(self, task: str, query: npt.NDArray[np.float32]) -> list[Sequence[str]]:
         """The actions of the runs `cover` chooses with for `task` (embedded as `query`): the
@@ -302,9 +327,9 @@ class Evidence:
         of the `RECUR_KEYS` distinct tasks the index finds nearest, not every run: the answer
         differs from scoring every run only where the index misses a task of another template
         nearer than the runs it returns (`python bench/recurring.py` measures how often)."""
-        template = task_template(task, self.words)
-        if template not in self.known or set(template.split()) <= {"_"}:
-            return []  # a template of example values only says nothing of the task
+        template = self._template(task)
+        if template is None:  # unknown, or of example values only: says nothing of the task
+            return []
         ann = self.index.ann
         if ann is None:  # every run scored
             runs, scores = None, snap_cosines(product(self.vectors, query))
@@ -328,6 +353,17 @@ class Evidence:
         groups = self.distinct
         near = [groups.members(int(d)) for d in rows[rows < groups.count].tolist()]
         return np.unique(np.concatenate([self.by_template.members(self.codes[template]), *near]))
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What `Evidence.lookup` found for one task."""
+
+    runs: list[Sequence[str]]
+    """The actions of the runs `runs_for` chose (none: the task does not recur, or was not
+    asked)."""
+    familiar: bool | None
+    """`Evidence.familiar`'s answer; None: not asked."""
 
 
 @dataclass(frozen=True)

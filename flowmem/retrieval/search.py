@@ -23,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from flowmem.models import Workflow
-from flowmem.retrieval.cover import Evidence, cover
+from flowmem.retrieval.beside import Beside, Pending
+from flowmem.retrieval.cover import Evidence, Lookup, cover
 from flowmem.retrieval.ranking import Ask, Snapshot
 from flowmem.retrieval.serving import CANDIDATES, compose, within_gap
 
@@ -71,6 +72,51 @@ def _recurring(
     return evidence.runs_for(task, query) if bounds.cover_weight is not None and any_memory else []
 
 
+@dataclass(frozen=True)
+class _Now:
+    """A lookup the search makes itself, once it has ranked: the runs only, the familiar check
+    left to `floor_keeps`, which asks it only when no memory keyed by example tasks clears the
+    floor."""
+
+    evidence: Evidence
+    task: str
+    query: npt.NDArray[np.float32]
+    bounds: Bounds
+
+    def result(self) -> tuple[list[Sequence[str]], bool | None]:
+        return _recurring(self.evidence, self.task, self.query, self.bounds, True), None
+
+    def cancel(self) -> None:
+        """Nothing runs."""
+
+
+class _Beside:
+    """A lookup handed to a helper thread (`Evidence.lookup`)."""
+
+    def __init__(self, pending: Pending[Lookup]) -> None:
+        self.pending = pending
+
+    def result(self) -> tuple[list[Sequence[str]], bool | None]:
+        found = self.pending.result()
+        return found.runs, found.familiar
+
+    def cancel(self) -> None:
+        self.pending.cancel()
+
+
+def _looked(
+    evidence: Evidence, task: str, query: npt.NDArray[np.float32], bounds: Bounds, beside: Beside | None
+) -> _Now | _Beside:
+    """What a search asks of the stored runs (`Evidence.lookup`): in `beside`'s helper thread
+    when the stored tasks have an HNSW (faiss lets go of the GIL while it searches, and the
+    ranking's search or product runs meanwhile on the other core), else by the search once it
+    has ranked (a handoff costs more than a product over a few thousand tasks saves)."""
+    if beside is None or evidence.index.ann is None:
+        return _Now(evidence, task, query, bounds)
+    runs = bounds.cover_weight is not None
+    return _Beside(beside.run(lambda: evidence.lookup(task, query, bounds.floor, runs=runs)))
+
+
 def floor_keeps(
     evidence: Evidence,
     task: str,
@@ -101,16 +147,28 @@ def search(
     *,
     ok: npt.NDArray[np.bool_] | None = None,
     share: float = 0.0,
+    beside: Beside | None = None,
 ) -> list[Hit]:
     """The k best served workflows for a task (embedded as `query`), at most; `ok` limits the
-    versions (an agent's, a scope's), `share` is the candidates' share on trial."""
+    versions (an agent's, a scope's), `share` is the candidates' share on trial. With
+    `beside`, what the search asks of the stored runs is looked up in its helper thread while
+    the served workflows are ranked, when both search an HNSW (`_looked`)."""
     if not len(snap):
         return []
-    ranked, scores, similarity = snap.ranked(query, Ask(task, max(k, CANDIDATES), ok, share))
-    runs = _recurring(evidence, task, query, bounds, bool(len(ranked)))
+    looked = _looked(evidence, task, query, bounds, beside)
+    try:
+        ranked, scores, similarity = snap.ranked(query, Ask(task, max(k, CANDIDATES), ok, share))
+    except BaseException:
+        looked.cancel()
+        raise
+    if not len(ranked):
+        looked.cancel()
+        return []
+    runs, familiar = looked.result()
     by_example = snap.rows.by_example[ranked]
+    floor, near = bounds.floor, similarity.tolist()
     keep = np.array(
-        evidence.floor_keeps(query, bounds.floor, similarity.tolist(), by_example.tolist(), recurs=bool(runs))
+        evidence.floor_keeps(query, floor, near, by_example.tolist(), recurs=bool(runs), familiar=familiar)
     )
     if not keep.all():  # a task from no known domain
         ranked, scores, similarity, by_example = (
