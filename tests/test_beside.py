@@ -15,10 +15,12 @@ from flowmem.agents import served_index
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
+from flowmem.retrieval import beside as beside_module
+from flowmem.retrieval import keys_seen
 from flowmem.retrieval.beside import QUEUED_MAX, Beside, Pending
 from flowmem.retrieval.cover import Evidence
 from flowmem.settings import Settings
-from tests.factories import cancel, forward, induced, remind, until
+from tests.factories import cancel, forward, induced, make_workflow, remind, until
 
 WAIT = 30.0
 
@@ -117,13 +119,19 @@ def _hits(index: served_index.ServedIndex, tasks: list[str]) -> list[list[tuple[
     return [[(h.workflow.id, h.workflow.version, h.score) for h in index.search(t, k=3)] for t in tasks]
 
 
-def test_a_search_looks_up_the_stored_runs_beside_its_ranking_and_serves_the_same(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Past `ann_min` stored tasks (an HNSW of them), a search hands what it asks of the
-    stored runs to its helper thread while it ranks: the same hits as in turn, for tasks that
-    recur, of a known domain, and of none; a task of no known domain asks `familiar` once,
-    in the helper."""
+TASKS = [
+    cancel(2).task,  # recurs
+    forward(5).task,  # recurs
+    "Remind me to call zed on friday",  # its kind only failed: a known domain
+    "Please archive every message older than a year",  # a new task
+    "what is the weather in Paris tomorrow",  # no known domain
+    "write a poem about the sea",
+]
+
+
+def _served(settings: Settings) -> served_index.ServedIndex:
+    """A served index of forwarding and cancelling workflows, with failed reminding runs
+    stored, past `ann_min` stored tasks (an HNSW of them, built before it is served)."""
     store = induced(settings)
     failed = [remind(i).model_copy(update={"success": False, "id": f"remind-{i}"}) for i in range(8)]
     store_trajectories(store, failed, settings.scrub)
@@ -137,16 +145,13 @@ def test_a_search_looks_up_the_stored_runs_beside_its_ranking_and_serves_the_sam
         ann_min=4,
         ann_wait=True,
     )
-    tasks = [
-        cancel(2).task,  # recurs
-        forward(5).task,  # recurs
-        "Remind me to call zed on friday",  # its kind only failed: a known domain
-        "Please archive every message older than a year",  # a new task
-        "what is the weather in Paris tomorrow",  # no known domain
-        "write a poem about the sea",
-    ]
-    index.search(tasks[0])
+    index.search(TASKS[0], k=3)
     until(lambda: index._evidence.index.ann is not None)
+    return index
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads `Evidence.familiar` is asked in, from now on."""
     asked: list[str] = []
     familiar = Evidence.familiar
 
@@ -155,22 +160,78 @@ def test_a_search_looks_up_the_stored_runs_beside_its_ranking_and_serves_the_sam
         return familiar(self, query, floor)
 
     monkeypatch.setattr(Evidence, "familiar", counted)
-    beside = index._beside
-    index._beside = None  # type: ignore[assignment]
-    in_turn = _hits(index, tasks)
-    asked_in_turn = list(asked)
-    index._beside, handed = beside, beside.handed
+    return asked
+
+
+def _in_turn(index: served_index.ServedIndex) -> list[list[tuple[str, int, float]]]:
+    beside, index._beside = index._beside, None  # type: ignore[assignment]
+    try:
+        return _hits(index, TASKS)
+    finally:
+        index._beside = beside
+
+
+def test_a_search_looks_up_the_stored_runs_beside_its_ranking_and_serves_the_same(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `ann_min` stored tasks (an HNSW of them), a search hands what it asks of the
+    stored runs to its helper thread while it ranks: the same hits as in turn, for tasks that
+    recur, of a known domain, and of none; a task of no known domain asks `familiar` once
+    (here the keys are not taken to be stored tasks: the ranking runs for every task)."""
+    index = _served(settings)
+    monkeypatch.setattr(Evidence, "keys_among", lambda self, keys, later: False)
+    asked = _counting(monkeypatch)
+    in_turn = _in_turn(index)
+    asked_in_turn, handed = list(asked), index._beside.handed
     asked.clear()
-    assert _hits(index, tasks) == in_turn
-    assert beside.handed - handed == len(tasks)
+    assert _hits(index, TASKS) == in_turn
+    assert index._beside.handed - handed == len(TASKS)
     assert in_turn[0] and in_turn[1] and in_turn[2] and not in_turn[4] and not in_turn[5]
     # In turn, `floor_keeps` asks it of the tasks whose memories are all below the floor (those
     # of no known domain among them); beside, the lookup asks it of the tasks whose template no
     # stored run has, in the helper or (not begun in time) in the caller, and nothing asks again.
-    unknown = [index._evidence._template(t) is None for t in tasks]
+    unknown = [not index._evidence.knows(t) for t in TASKS]
     assert unknown == [False, False, True, True, True, True]
     assert set(asked_in_turn) == {_name()} and len(asked_in_turn) >= 2
     assert len(asked) == sum(unknown)
+
+
+def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_key_is_one(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When every served key is a stored task's vector and every memory is keyed by example
+    tasks, a task whose template no run has asks the stored tasks first, in the caller: one
+    that is of no known domain is served nothing without the ranking's answer; the others get
+    what they get in turn. A memory keyed by its own text turns that off."""
+    index = _served(settings)
+    evidence, keys = index._evidence, index._snapshot.index.vectors
+    assert not evidence.keys_among(keys, lambda work: False)  # not handed: not worked out
+    evidence._work_out_keys(keys)
+    assert evidence.keys_among(keys, lambda work: False)  # the induced keys are stored tasks
+    asked = _counting(monkeypatch)
+    in_turn = _in_turn(index)
+    asked.clear()
+    assert _hits(index, TASKS) == in_turn
+    assert asked == [_name()] * 4  # the four tasks of no template a run has, each in the caller
+    waited: list[bool] = []
+    result = Pending.result
+
+    def watched(self: Pending[Any]) -> Any:
+        waited.append(True)
+        return result(self)
+
+    monkeypatch.setattr(Pending, "result", watched)
+    assert index.search(TASKS[4]) == [] and waited == []  # the ranking was not waited for
+    assert index.search(TASKS[2]) and waited == [True]  # a known domain: ranked
+    # Some other text held by no stored run: its key is not a stored task's.
+    index.store.put_workflow(
+        make_workflow("weather_report", description="Report the weather in a city tomorrow")
+    )
+    # Even were its key a stored task's: a memory keyed by its own text is held to no floor.
+    monkeypatch.setattr(Evidence, "keys_among", lambda self, keys, later: True)
+    until(lambda: bool(index.search(TASKS[4])))  # served once the index reloads
+    assert not index._snapshot.rows.by_example.all()
+    assert [h.workflow.id for h in index.search(TASKS[4])] == ["weather_report"]
 
 
 def test_a_search_whose_ranking_fails_leaves_no_lookup_running(
@@ -186,13 +247,13 @@ def test_a_search_whose_ranking_fails_leaves_no_lookup_running(
         ann_min=4,
         ann_wait=True,
     )
-    index.search("Cancel my next meeting with zed")
+    index.search(cancel(2).task)  # recurs: its runs looked up beside
     until(lambda: index._evidence.index.ann is not None)
     cancelled: list[bool] = []
-    cancel = Pending.cancel
+    drop = Pending.cancel
 
     def watched(self: Pending[Any]) -> None:
-        cancel(self)
+        drop(self)
         cancelled.append(True)
 
     def broken(*args: Any, **kw: Any) -> Any:
@@ -201,5 +262,41 @@ def test_a_search_whose_ranking_fails_leaves_no_lookup_running(
     monkeypatch.setattr(Pending, "cancel", watched)
     monkeypatch.setattr(type(index._snapshot), "ranked", broken)
     with pytest.raises(RuntimeError, match="ranking failed"):
-        index.search("Cancel my next meeting with zed")
+        index.search(cancel(2).task)
     assert cancelled == [True]
+
+
+def test_keys_are_among_the_stored_tasks_only_bit_for_bit() -> None:
+    rng = np.random.default_rng(5)
+    seen = rng.normal(size=(500, 24)).astype(np.float32)
+    stored = keys_seen.prints(seen)
+    keys = seen[rng.permutation(500)[:200]]
+    assert keys_seen.all_among(keys, stored) and keys_seen.all_among(np.concatenate([keys, keys]), stored)
+    assert keys_seen.all_among(keys[:0], stored)
+    off = keys.copy()
+    off.view(np.uint32)[17, 3] ^= 1  # one bit of one key
+    assert not keys_seen.all_among(off, stored)
+    assert not keys_seen.all_among(keys[:, :12].copy(), stored)  # other dimensions
+    assert not keys_seen.all_among(keys, keys_seen.prints(seen[:0]))
+
+
+def test_at_exit_no_helper_begins_work_and_the_running_work_is_waited_for() -> None:
+    helper = Beside("helper-f")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> str:
+        held.set()
+        assert release.wait(WAIT)
+        return "done"
+
+    first = helper.run(hold)
+    assert held.wait(WAIT)
+    first.leave()  # left to the helper: nobody waits for it but `drain`
+    threading.Timer(0.2, release.set).start()
+    try:
+        beside_module.drain(WAIT)
+        assert first._done.is_set()  # waited for
+        assert not helper.later(_name)  # nothing more is handed
+        assert helper.run(_name).result() == _name()  # its caller runs it
+    finally:
+        beside_module._closing.clear()

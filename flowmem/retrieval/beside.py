@@ -10,13 +10,16 @@ busy machine, whose helper waits for a core, costs at most what running it in tu
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["QUEUED_MAX", "Beside", "Pending"]
+__all__ = ["QUEUED_MAX", "Beside", "Pending", "drain"]
 
 T = TypeVar("T")
 
@@ -77,11 +80,17 @@ class Pending(Generic[T]):
     def cancel(self) -> None:
         """Not wanted: dropped when nobody has begun it, else waited for (so that no work is
         left running in faiss when its caller has gone)."""
-        if self._take():
-            self._work, self._state = None, _DONE
-            self._done.set()
-        else:
+        if not self.leave():
             self._done.wait()
+
+    def leave(self) -> bool:
+        """Not wanted, and not waited for: dropped when nobody has begun it (True), else left
+        to the helper to finish alone (False; `drain` waits for it at exit)."""
+        if not self._take():
+            return False
+        self._work, self._state = None, _DONE
+        self._done.set()
+        return True
 
 
 class Beside:
@@ -97,11 +106,24 @@ class Beside:
         self._thread: threading.Thread | None = None
         self.handed = 0
         """How much work was handed to the helper (some of it run by callers)."""
+        self._running: Pending[object] | None = None
 
     def run(self, work: Callable[[], T]) -> Pending[T]:
         """`work` handed to the helper; its caller collects it with `Pending.result` (or drops
-        it with `cancel`)."""
+        it with `cancel` or `leave`)."""
         pending: Pending[T] = Pending(work)
+        self._hand(pending)  # type: ignore[arg-type]
+        return pending
+
+    def later(self, work: Callable[[], object]) -> bool:
+        """`work` handed to the helper with no caller to collect it (its value dropped, its
+        error too): False when not handed (the helper's queue is full, or the process is
+        exiting), and then not run."""
+        return self._hand(Pending(work))
+
+    def _hand(self, pending: Pending[object]) -> bool:
+        """Queue `pending` for the helper (started with the first); False: not queued, its
+        caller runs it (the queue is full, or the process is exiting)."""
         if os.getpid() != self._pid:  # a forked child: no helper runs here
             self._lock = threading.Lock()
             self._wake = threading.Condition(self._lock)
@@ -109,15 +131,17 @@ class Beside:
         with self._lock:
             while self._queue and self._queue[0].begun:  # taken back by their callers
                 self._queue.popleft()
-            if len(self._queue) >= QUEUED_MAX:
-                return pending  # the caller runs it
+            if len(self._queue) >= QUEUED_MAX or _closing.is_set():
+                return False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
                 self._thread.start()
-            self._queue.append(pending)  # type: ignore[arg-type]
+                _register()
+                _helpers.add(self)
+            self._queue.append(pending)
             self.handed += 1
             self._wake.notify()
-        return pending
+        return True
 
     def _serve(self) -> None:
         while True:
@@ -125,5 +149,33 @@ class Beside:
                 while not self._queue:
                     self._wake.wait()
                 pending = self._queue.popleft()
-            if pending._take():
+                if _closing.is_set() or not pending._take():
+                    continue  # taken back, or the process is exiting (its caller runs it)
+                self._running = pending
+            try:
                 pending._run()
+            finally:
+                self._running = None
+
+
+_closing = threading.Event()
+_helpers: weakref.WeakSet[Beside] = weakref.WeakSet()
+
+
+@functools.cache
+def _register() -> None:
+    """`drain` runs at exit: registered with the first helper, once."""
+    atexit.register(drain)
+
+
+def drain(timeout: float = 5.0) -> None:
+    """At exit: no helper begins more work, and the work they are running is waited for (at
+    most `timeout` seconds each), so that none is inside faiss when the interpreter finalizes
+    (a daemon thread that comes back from C++ then aborts the process). Work a caller left
+    (`Pending.leave`) is the only work a helper runs without its caller waiting."""
+    _closing.set()
+    for helper in list(_helpers):
+        with helper._lock:  # a helper past this lock sees `_closing`, one inside it is running
+            running = helper._running
+        if running is not None:
+            running._done.wait(timeout)

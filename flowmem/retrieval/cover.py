@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 from collections import Counter
-from collections.abc import Collection, KeysView, Sequence
+from collections.abc import Callable, Collection, KeysView, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,7 @@ from flowmem.models import Workflow
 from flowmem.retrieval.align import Pattern, flat_pattern, pattern_pairs
 from flowmem.retrieval.ann import AnnSlot, KeyANN
 from flowmem.retrieval.blas import product
+from flowmem.retrieval.keys_seen import Prints, all_among, prints
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.serving import above_floor, compose, within_gap
 
@@ -226,6 +228,12 @@ class Evidence:
     """The runs of each template (`codes` numbers them)."""
     codes: dict[str, int] = field(init=False, repr=False, compare=False)
     """Every run's template -> its group in `by_template` (`known`)."""
+    _prints: Prints | None = field(default=None, init=False, repr=False, compare=False)
+    """The fingerprints of `seen_vectors` (`keys_among`), made once."""
+    _among: tuple[weakref.ref[npt.NDArray[np.float32]], bool | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """`keys_among`'s answer for one key matrix (None: being worked out)."""
     index: AnnSlot = field(default_factory=AnnSlot, repr=False, compare=False)
     """An ANN of `seen_vectors` once built (`agents.served_index` builds one in the background
     past `ANN_MIN` of them): `familiar` and `runs_for` then ask it for the nearest tasks instead
@@ -308,6 +316,35 @@ class Evidence:
         found = self.runs_for(task, query) if runs else []
         unknown = self._template(task) is None  # then `found` is empty
         return Lookup(found, self.familiar(query, floor) if floor and unknown else None)
+
+    def keys_among(
+        self, keys: npt.NDArray[np.float32], later: Callable[[Callable[[], object]], bool]
+    ) -> bool:
+        """Whether every row of `keys` (the served keys) is one of `seen_vectors`, bit for bit
+        (`retrieval.keys_seen`): then a task that is not `familiar` is `floor` similar to no key
+        either. Worked out once per key matrix by `later` (a helper thread: ~0.1 s at 100k
+        keys and stored tasks), and False until it has been."""
+        found = self._among
+        if found is not None and found[0]() is keys:
+            return found[1] is True
+        object.__setattr__(self, "_among", (weakref.ref(keys), None))
+        if not later(functools.partial(self._work_out_keys, keys)):
+            object.__setattr__(self, "_among", None)  # not handed: asked again by the next search
+        return False
+
+    def _work_out_keys(self, keys: npt.NDArray[np.float32]) -> None:
+        if self._prints is None:
+            object.__setattr__(self, "_prints", prints(self.seen_vectors))
+        assert self._prints is not None
+        answer = all_among(keys, self._prints)
+        found = self._among
+        if found is None or found[0]() is keys:  # not asked of other keys meanwhile
+            object.__setattr__(self, "_among", (weakref.ref(keys), answer))
+
+    def knows(self, task: str) -> bool:
+        """Whether a stored run has the task's template (one with a word that is not an example
+        value): whether it may recur."""
+        return self._template(task) is not None
 
     def _template(self, task: str) -> str | None:
         """The task's `task_template` when a stored run has it and it holds a word that is not

@@ -15,6 +15,7 @@ version). The index that keeps the snapshot fresh is `agents.served_index.Served
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -117,6 +118,60 @@ def _looked(
     return _Beside(beside.run(lambda: evidence.lookup(task, query, bounds.floor, runs=runs)))
 
 
+_Ranked = tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64],
+    tuple[list[Sequence[str]], bool | None],
+]
+
+
+def _ranked(
+    snap: Snapshot,
+    evidence: Evidence,
+    query: npt.NDArray[np.float32],
+    ask: Ask,
+    bounds: Bounds,
+    beside: Beside | None,
+) -> _Ranked | None:
+    """The ranked versions, their scores and similarities, and what the stored runs say of the
+    task (`_looked`); None: nothing to serve. A task of no known domain on a store whose
+    memories are all keyed by stored tasks (`_unknown_first`) is answered by the stored tasks'
+    HNSW alone, while the ranking runs in the helper."""
+    if beside is not None and _unknown_first(snap, evidence, ask.task, bounds, beside):
+        assert bounds.floor is not None
+        ranking = beside.run(functools.partial(snap.ranked, query, ask))
+        if not evidence.familiar(query, bounds.floor):
+            ranking.leave()  # no key is near it: the floor keeps none
+            return None
+        ranked, scores, similarity = ranking.result()
+        return (ranked, scores, similarity, ([], True)) if len(ranked) else None
+    looked = _looked(evidence, ask.task, query, bounds, beside)
+    try:
+        ranked, scores, similarity = snap.ranked(query, ask)
+    except BaseException:
+        looked.cancel()
+        raise
+    if not len(ranked):
+        looked.cancel()
+        return None
+    return ranked, scores, similarity, looked.result()
+
+
+def _unknown_first(snap: Snapshot, evidence: Evidence, task: str, bounds: Bounds, beside: Beside) -> bool:
+    """Whether a search asks the stored tasks first whether the task is of a known domain, and
+    serves nothing when it is not: there is a floor, the stored tasks have an HNSW, no stored
+    run has the task's template (it cannot recur), every served memory is keyed by example
+    tasks, and every key is a stored task's vector (`Evidence.keys_among`, worked out in the
+    helper). A task no stored task is `floor` similar to is then that similar to no key, and
+    the floor keeps none of them, whatever the ranking."""
+    if not bounds.floor or evidence.index.ann is None or not snap.rows.by_example.all():
+        return False
+    if evidence.knows(task):
+        return False
+    return evidence.keys_among(snap.index.vectors, beside.later)
+
+
 def floor_keeps(
     evidence: Evidence,
     task: str,
@@ -155,16 +210,11 @@ def search(
     the served workflows are ranked, when both search an HNSW (`_looked`)."""
     if not len(snap):
         return []
-    looked = _looked(evidence, task, query, bounds, beside)
-    try:
-        ranked, scores, similarity = snap.ranked(query, Ask(task, max(k, CANDIDATES), ok, share))
-    except BaseException:
-        looked.cancel()
-        raise
-    if not len(ranked):
-        looked.cancel()
+    ask = Ask(task, max(k, CANDIDATES), ok, share)
+    found = _ranked(snap, evidence, query, ask, bounds, beside)
+    if found is None:
         return []
-    runs, familiar = looked.result()
+    ranked, scores, similarity, (runs, familiar) = found
     by_example = snap.rows.by_example[ranked]
     floor, near = bounds.floor, similarity.tolist()
     keep = np.array(

@@ -1,0 +1,79 @@
+"""Whether every served key is the vector of a task the namespace has stored a run of, bit for
+bit (pure).
+
+A served key is the embedding of one of its version's source tasks, and a source task is a
+stored run's. When every key is a stored task's vector, a task that no stored task is `floor`
+similar to is that similar to no key either (a key's similarity is its cosine, less a share):
+the relevance floor then keeps no memory keyed by example tasks, whatever the ranking, and a
+search of such a task on a store that holds no other kind of memory serves nothing
+(`retrieval.search`). The keys are matched to the stored tasks by a 64-bit fingerprint of
+their bits and then compared row by row, so a key is only ever taken as a stored task's when
+it is the very same vector; an embedder that returns other floats for the same text (or
+stored runs the evidence no longer holds: older than `evidence_limit`) leaves keys unmatched,
+and the search ranks as before.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Prints", "all_among", "prints"]
+
+_CHUNK = 4096
+"""Rows fingerprinted at once (a chunk's 64-bit words: 12 MB at 384 dimensions)."""
+
+
+@functools.cache
+def _weights(dim: int) -> npt.NDArray[np.uint64]:
+    """One odd 64-bit multiplier per dimension (fixed: the same rows give the same prints)."""
+    rng = np.random.default_rng(0x5EED)
+    found: npt.NDArray[np.uint64] = rng.integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
+    return found
+
+
+def _fingerprints(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
+    """Each row's bits, as 32-bit words, times the weights, summed modulo 2**64."""
+    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+    weights = _weights(rows.shape[1])
+    out = np.empty(len(rows), dtype=np.uint64)
+    for start in range(0, len(rows), _CHUNK):
+        words = bits[start : start + _CHUNK].astype(np.uint64)
+        words *= weights  # wraps modulo 2**64, as meant
+        out[start : start + _CHUNK] = words.sum(axis=1, dtype=np.uint64)
+    return out
+
+
+class Prints:
+    """The fingerprints of some rows, sorted, with the row of each."""
+
+    def __init__(self, rows: npt.NDArray[np.float32]) -> None:
+        found = _fingerprints(rows)
+        self.order: npt.NDArray[np.int64] = np.argsort(found, kind="stable")
+        self.sorted: npt.NDArray[np.uint64] = found[self.order]
+        self.rows = rows
+
+
+def prints(rows: npt.NDArray[np.float32]) -> Prints:
+    """The fingerprints `all_among` looks rows up in."""
+    return Prints(rows)
+
+
+def all_among(keys: npt.NDArray[np.float32], seen: Prints) -> bool:
+    """Whether every row of `keys` is one of `seen`'s rows, bit for bit."""
+    if not len(keys):
+        return True
+    if not len(seen.sorted) or keys.shape[1] != seen.rows.shape[1]:
+        return False
+    wanted = _fingerprints(keys)
+    at = np.minimum(np.searchsorted(seen.sorted, wanted), len(seen.sorted) - 1)
+    if not np.array_equal(seen.sorted[at], wanted):
+        return False
+    rows = seen.order[at]
+    for start in range(0, len(keys), _CHUNK):
+        mine = keys[start : start + _CHUNK]
+        if not np.array_equal(mine.view(np.uint32), seen.rows[rows[start : start + _CHUNK]].view(np.uint32)):
+            return False  # the same print, other bits: taken as not among them
+    return True
