@@ -206,7 +206,7 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
     index = _served(settings)
     evidence, keys = index._evidence, index._snapshot.index.vectors
     assert not evidence.keys_among(keys, lambda work: False)  # not handed: not worked out
-    evidence._work_out_keys(keys)
+    evidence.work_out_keys(keys)
     assert evidence.keys_among(keys, lambda work: False)  # the induced keys are stored tasks
     asked = _counting(monkeypatch)
     in_turn = _in_turn(index)
@@ -278,6 +278,9 @@ def test_keys_are_among_the_stored_tasks_only_bit_for_bit() -> None:
     assert not keys_seen.all_among(off, stored)
     assert not keys_seen.all_among(keys[:, :12].copy(), stored)  # other dimensions
     assert not keys_seen.all_among(keys, keys_seen.prints(seen[:0]))
+    odd = np.ascontiguousarray(seen[:, :23])  # 32-bit words
+    assert keys_seen.all_among(odd[::-3].copy(), keys_seen.prints(odd))
+    assert not keys_seen.all_among(odd[:5] + 1, keys_seen.prints(odd))
 
 
 def test_at_exit_no_helper_begins_work_and_the_running_work_is_waited_for() -> None:

@@ -309,8 +309,11 @@ class ServedIndex:
         return len(evidence.seen_vectors) >= self.ann_min
 
     def _evidence_built(self, evidence: Evidence) -> None:
-        """An evidence's ANN build ended (built, or failed): the evidence served, if it is still
-        the newest read."""
+        """An evidence's ANN build ended (built, or failed): whether the served keys are among
+        its stored tasks worked out (`Evidence.keys_among`, in the build's thread), then the
+        evidence served, if it is still the newest read."""
+        if evidence.index.ann is not None and self.bounds.floor:
+            evidence.work_out_keys(self._snapshot.index.vectors)
         with self._lock:
             if self._evidence_next is evidence:
                 self._evidence, self._evidence_next = evidence, None

@@ -328,11 +328,14 @@ class Evidence:
         if found is not None and found[0]() is keys:
             return found[1] is True
         object.__setattr__(self, "_among", (weakref.ref(keys), None))
-        if not later(functools.partial(self._work_out_keys, keys)):
+        if not later(functools.partial(self.work_out_keys, keys)):
             object.__setattr__(self, "_among", None)  # not handed: asked again by the next search
         return False
 
-    def _work_out_keys(self, keys: npt.NDArray[np.float32]) -> None:
+    def work_out_keys(self, keys: npt.NDArray[np.float32]) -> None:
+        """`keys_among`'s answer for `keys`, worked out here (~0.15 s at 100k keys and stored
+        tasks): the served index does it in its HNSW build's thread once the stored tasks'
+        HNSW is built, a search in the helper for keys it meets first."""
         if self._prints is None:
             object.__setattr__(self, "_prints", prints(self.seen_vectors))
         assert self._prints is not None

@@ -23,27 +23,25 @@ import numpy.typing as npt
 __all__ = ["Prints", "all_among", "prints"]
 
 _CHUNK = 4096
-"""Rows fingerprinted at once (a chunk's 64-bit words: 12 MB at 384 dimensions)."""
+"""Rows compared at once (`all_among`: a chunk's gathered rows, 6 MB at 384 dimensions)."""
 
 
 @functools.cache
-def _weights(dim: int) -> npt.NDArray[np.uint64]:
-    """One odd 64-bit multiplier per dimension (fixed: the same rows give the same prints)."""
+def _weights(words: int) -> npt.NDArray[np.uint64]:
+    """One odd 64-bit multiplier per word of a row (fixed: the same rows give the same prints)."""
     rng = np.random.default_rng(0x5EED)
-    found: npt.NDArray[np.uint64] = rng.integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
+    found: npt.NDArray[np.uint64] = rng.integers(1, 2**63, size=words, dtype=np.uint64) | np.uint64(1)
     return found
 
 
 def _fingerprints(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
-    """Each row's bits, as 32-bit words, times the weights, summed modulo 2**64."""
-    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
-    weights = _weights(rows.shape[1])
-    out = np.empty(len(rows), dtype=np.uint64)
-    for start in range(0, len(rows), _CHUNK):
-        words = bits[start : start + _CHUNK].astype(np.uint64)
-        words *= weights  # wraps modulo 2**64, as meant
-        out[start : start + _CHUNK] = words.sum(axis=1, dtype=np.uint64)
-    return out
+    """Each row's bits, as 64-bit words (32-bit ones for an odd dimension), times the weights,
+    summed modulo 2**64 (an integer product: exact, whatever the row's position; ~30 ms at
+    100k rows of 384)."""
+    bits = np.ascontiguousarray(rows, dtype=np.float32)
+    words = bits.view(np.uint64) if bits.shape[1] % 2 == 0 else bits.view(np.uint32).astype(np.uint64)
+    found: npt.NDArray[np.uint64] = words @ _weights(words.shape[1])  # wraps modulo 2**64, as meant
+    return found
 
 
 class Prints:
@@ -71,7 +69,7 @@ def all_among(keys: npt.NDArray[np.float32], seen: Prints) -> bool:
     at = np.minimum(np.searchsorted(seen.sorted, wanted), len(seen.sorted) - 1)
     if not np.array_equal(seen.sorted[at], wanted):
         return False
-    rows = seen.order[at]
+    rows, keys = seen.order[at], np.ascontiguousarray(keys, dtype=np.float32)
     for start in range(0, len(keys), _CHUNK):
         mine = keys[start : start + _CHUNK]
         if not np.array_equal(mine.view(np.uint32), seen.rows[rows[start : start + _CHUNK]].view(np.uint32)):
