@@ -194,6 +194,8 @@ def _nonrecurring(memory: WorkflowMemory, settings: Settings, runs: int, repeats
     # builds it.
     ann = snap.slot.ann if exact.seen_vectors is exact.vectors else build_ann(exact.seen_vectors)
     object.__setattr__(indexed, "index", AnnSlot(ann if count == len(snap.index.vectors) else None))
+    if indexed.index.ann is not None:  # as the served index does once that HNSW is built
+        indexed.work_out_keys(snap.index.vectors)
     foreign = foreign_queries(repeats)
 
     def search(evidence: Evidence) -> Callable[[int], object]:

@@ -151,15 +151,16 @@ def _served(settings: Settings) -> served_index.ServedIndex:
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The threads `Evidence.familiar` is asked in, from now on."""
+    """The threads the stored tasks are asked for the one nearest a task in (`familiar` asks
+    it), from now on."""
     asked: list[str] = []
-    familiar = Evidence.familiar
+    nearest = Evidence.nearest_seen
 
-    def counted(self: Evidence, query: npt.NDArray[np.float32], floor: float) -> bool:
+    def counted(self: Evidence, query: npt.NDArray[np.float32]) -> float:
         asked.append(_name())
-        return familiar(self, query, floor)
+        return nearest(self, query)
 
-    monkeypatch.setattr(Evidence, "familiar", counted)
+    monkeypatch.setattr(Evidence, "nearest_seen", counted)
     return asked
 
 
@@ -223,6 +224,11 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
     monkeypatch.setattr(Pending, "result", watched)
     assert index.search(TASKS[4]) == [] and waited == []  # the ranking was not waited for
     assert index.search(TASKS[2]) and waited == [True]  # a known domain: ranked
+    # Its nearest stored task near the floor (the HNSW may have missed one above it): ranked.
+    monkeypatch.setattr(Evidence, "nearest_seen", lambda self, query: 0.95 * settings.floor)
+    assert index.search(TASKS[4]) == [] and waited == [True, True]  # nothing near, as in turn
+    monkeypatch.setattr(Evidence, "nearest_seen", lambda self, query: 0.85 * settings.floor)
+    assert index.search(TASKS[4]) == [] and waited == [True, True]
     # Some other text held by no stored run: its key is not a stored task's.
     index.store.put_workflow(
         make_workflow("weather_report", description="Report the weather in a city tomorrow")

@@ -274,10 +274,15 @@ class Evidence:
         its kind was induced (its runs failed, or were of another agent). With an `index`, of
         the `FAMILIAR_KEYS` tasks it finds nearest (exactly scored): a yes is exact, a no
         misses a task at least that similar only where the index missed every one."""
+        return self.nearest_seen(query) >= floor
+
+    def nearest_seen(self, query: npt.NDArray[np.float32]) -> float:
+        """The similarity of the stored task nearest the task embedded as `query` (-inf: none);
+        with an `index`, of the `FAMILIAR_KEYS` it finds nearest (`familiar`)."""
         seen, ann = self.seen_vectors, self.index.ann
         if ann is not None:
             seen = seen[ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF)]
-        return bool(len(seen)) and float(snap_cosines(product(seen, query)).max()) >= floor
+        return float(snap_cosines(product(seen, query)).max()) if len(seen) else -np.inf
 
     def floor_keeps(
         self,
