@@ -309,3 +309,16 @@ def test_at_exit_no_helper_begins_work_and_the_running_work_is_waited_for() -> N
         assert helper.run(_name).result() == _name()  # its caller runs it
     finally:
         beside_module._closing.clear()
+
+
+def test_while_this_process_builds_an_hnsw_a_search_hands_nothing_to_its_helper(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = _served(settings)
+    handed = index._beside.handed
+    building = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(served_index, "_builds", {building})
+    in_turn = _hits(index, TASKS)
+    assert index._beside.handed == handed  # both cores are the build's: all in turn
+    monkeypatch.setattr(served_index, "_builds", set())
+    assert _hits(index, TASKS) == in_turn and index._beside.handed > handed

@@ -379,8 +379,11 @@ class ServedIndex:
             return []
         query = self.store.embedder.embed([task])[0]
         ok, share = snap.mask(agent, scope), self.params.candidate_share
+        # While this process builds an HNSW (both cores, an induction run's new keys or runs)
+        # a helper would wait for a core mid-work, and the search for it: all in turn then.
+        beside = None if _builds else self._beside
         return retrieval.search(
-            snap, evidence, task, query, k, self.bounds, ok=ok, share=share, beside=self._beside
+            snap, evidence, task, query, k, self.bounds, ok=ok, share=share, beside=beside
         )
 
     def floor_keeps(
