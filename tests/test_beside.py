@@ -129,13 +129,14 @@ TASKS = [
 ]
 
 
-def _served(settings: Settings) -> served_index.ServedIndex:
-    """A served index of forwarding and cancelling workflows, with failed reminding runs
-    stored, past `ann_min` stored tasks (an HNSW of them, built before it is served)."""
+def _served(settings: Settings, *, failed: bool = True) -> served_index.ServedIndex:
+    """A served index of forwarding and cancelling workflows (with failed reminding runs
+    stored), past `ann_min` stored tasks (an HNSW of them, built before it is served)."""
     store = induced(settings)
-    failed = [remind(i).model_copy(update={"success": False, "id": f"remind-{i}"}) for i in range(8)]
-    store_trajectories(store, failed, settings.scrub)
-    run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
+    if failed:
+        runs = [remind(i).model_copy(update={"success": False, "id": f"remind-{i}"}) for i in range(8)]
+        store_trajectories(store, runs, settings.scrub)
+        run_induction(store, settings, RuleInducer(), namespace=settings.namespace)
     index = served_index.ServedIndex(
         store,
         settings.namespace,
@@ -243,18 +244,7 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
 def test_a_search_whose_ranking_fails_leaves_no_lookup_running(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = induced(settings)
-    index = served_index.ServedIndex(
-        store,
-        settings.namespace,
-        floor=settings.floor,
-        cover_weight=0.35,
-        evidence_limit=100,
-        ann_min=4,
-        ann_wait=True,
-    )
-    index.search(cancel(2).task)  # recurs: its runs looked up beside
-    until(lambda: index._evidence.index.ann is not None)
+    index = _served(settings, failed=False)
     cancelled: list[bool] = []
     drop = Pending.cancel
 
