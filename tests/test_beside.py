@@ -265,7 +265,7 @@ def test_a_search_whose_ranking_fails_leaves_no_lookup_running(
 def test_keys_are_among_the_stored_tasks_only_bit_for_bit() -> None:
     rng = np.random.default_rng(5)
     seen = rng.normal(size=(500, 24)).astype(np.float32)
-    stored = keys_seen.prints(seen)
+    stored = keys_seen.Prints(seen)
     keys = seen[rng.permutation(500)[:200]]
     assert keys_seen.all_among(keys, stored) and keys_seen.all_among(np.concatenate([keys, keys]), stored)
     assert keys_seen.all_among(keys[:0], stored)
@@ -273,10 +273,10 @@ def test_keys_are_among_the_stored_tasks_only_bit_for_bit() -> None:
     off.view(np.uint32)[17, 3] ^= 1  # one bit of one key
     assert not keys_seen.all_among(off, stored)
     assert not keys_seen.all_among(keys[:, :12].copy(), stored)  # other dimensions
-    assert not keys_seen.all_among(keys, keys_seen.prints(seen[:0]))
+    assert not keys_seen.all_among(keys, keys_seen.Prints(seen[:0]))
     odd = np.ascontiguousarray(seen[:, :23])  # 32-bit words
-    assert keys_seen.all_among(odd[::-3].copy(), keys_seen.prints(odd))
-    assert not keys_seen.all_among(odd[:5] + 1, keys_seen.prints(odd))
+    assert keys_seen.all_among(odd[::-3].copy(), keys_seen.Prints(odd))
+    assert not keys_seen.all_among(odd[:5] + 1, keys_seen.Prints(odd))
 
 
 def test_at_exit_no_helper_begins_work_and_the_running_work_is_waited_for() -> None:

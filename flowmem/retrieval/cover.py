@@ -31,7 +31,7 @@ from flowmem.models import Workflow
 from flowmem.retrieval.align import Pattern, flat_pattern, pattern_pairs
 from flowmem.retrieval.ann import AnnSlot, KeyANN
 from flowmem.retrieval.blas import product
-from flowmem.retrieval.keys_seen import Prints, all_among, prints
+from flowmem.retrieval.keys_seen import Prints, all_among
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.serving import above_floor, compose, within_gap
 
@@ -342,7 +342,7 @@ class Evidence:
         tasks): the served index does it in its HNSW build's thread once the stored tasks'
         HNSW is built, a search in the helper for keys it meets first."""
         if self._prints is None:
-            object.__setattr__(self, "_prints", prints(self.seen_vectors))
+            object.__setattr__(self, "_prints", Prints(self.seen_vectors))
         assert self._prints is not None
         answer = all_among(keys, self._prints)
         found = self._among

@@ -20,7 +20,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Prints", "all_among", "prints"]
+__all__ = ["Prints", "all_among"]
 
 _CHUNK = 4096
 """Rows compared at once (`all_among`: a chunk's gathered rows, 6 MB at 384 dimensions)."""
@@ -45,18 +45,14 @@ def _fingerprints(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
 
 
 class Prints:
-    """The fingerprints of some rows, sorted, with the row of each."""
+    """The fingerprints of some rows, sorted, with the row of each: what `all_among` looks
+    rows up in."""
 
     def __init__(self, rows: npt.NDArray[np.float32]) -> None:
         found = _fingerprints(rows)
         self.order: npt.NDArray[np.int64] = np.argsort(found, kind="stable")
         self.sorted: npt.NDArray[np.uint64] = found[self.order]
         self.rows = rows
-
-
-def prints(rows: npt.NDArray[np.float32]) -> Prints:
-    """The fingerprints `all_among` looks rows up in."""
-    return Prints(rows)
 
 
 def all_among(keys: npt.NDArray[np.float32], seen: Prints) -> bool:

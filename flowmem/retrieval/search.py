@@ -84,30 +84,16 @@ class _Now:
     query: npt.NDArray[np.float32]
     bounds: Bounds
 
-    def result(self) -> tuple[list[Sequence[str]], bool | None]:
-        return _recurring(self.evidence, self.task, self.query, self.bounds, True), None
+    def result(self) -> Lookup:
+        return Lookup(_recurring(self.evidence, self.task, self.query, self.bounds, True), None)
 
     def cancel(self) -> None:
         """Nothing runs."""
 
 
-class _Beside:
-    """A lookup handed to a helper thread (`Evidence.lookup`)."""
-
-    def __init__(self, pending: Pending[Lookup]) -> None:
-        self.pending = pending
-
-    def result(self) -> tuple[list[Sequence[str]], bool | None]:
-        found = self.pending.result()
-        return found.runs, found.familiar
-
-    def cancel(self) -> None:
-        self.pending.cancel()
-
-
 def _looked(
     evidence: Evidence, task: str, query: npt.NDArray[np.float32], bounds: Bounds, beside: Beside | None
-) -> _Now | _Beside:
+) -> _Now | Pending[Lookup]:
     """What a search asks of the stored runs (`Evidence.lookup`): in `beside`'s helper thread
     when the stored tasks have an HNSW (faiss lets go of the GIL while it searches, and the
     ranking's search or product runs meanwhile on the other core), else by the search once it
@@ -115,7 +101,7 @@ def _looked(
     if beside is None or evidence.index.ann is None:
         return _Now(evidence, task, query, bounds)
     runs = bounds.cover_weight is not None
-    return _Beside(beside.run(lambda: evidence.lookup(task, query, bounds.floor, runs=runs)))
+    return beside.run(lambda: evidence.lookup(task, query, bounds.floor, runs=runs))
 
 
 SURE = 0.9
@@ -131,7 +117,7 @@ _Ranked = tuple[
     npt.NDArray[np.int64],
     npt.NDArray[np.float64],
     npt.NDArray[np.float64],
-    tuple[list[Sequence[str]], bool | None],
+    Lookup,
 ]
 
 
@@ -155,7 +141,7 @@ def _ranked(
             ranking.leave()  # no key is near it: the floor keeps none
             return None
         ranked, scores, similarity = ranking.result()  # near the floor: as in turn
-        return (ranked, scores, similarity, ([], nearest >= bounds.floor)) if len(ranked) else None
+        return (ranked, scores, similarity, Lookup([], nearest >= bounds.floor)) if len(ranked) else None
     looked = _looked(evidence, ask.task, query, bounds, beside)
     try:
         ranked, scores, similarity = snap.ranked(query, ask)
@@ -224,7 +210,8 @@ def search(
     found = _ranked(snap, evidence, query, ask, bounds, beside)
     if found is None:
         return []
-    ranked, scores, similarity, (runs, familiar) = found
+    ranked, scores, similarity, looked = found
+    runs, familiar = looked.runs, looked.familiar
     by_example = snap.rows.by_example[ranked]
     floor, near = bounds.floor, similarity.tolist()
     keep = np.array(
