@@ -163,6 +163,11 @@ class KeyBase:
     """Per version: one past its last key."""
     keys: int
     """How many keys."""
+    origin: object | None = None
+    """What the versions were picked among (`ranking.Columns.candidates`), None: not known."""
+    tags: npt.NDArray[np.int64] | None = None
+    """Per version: its position among `origin`'s versions: two bases of one origin map their
+    versions by these numbers (`ann_reuse.borrow`), not by their ids."""
 
 
 @dataclass

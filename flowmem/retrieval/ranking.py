@@ -22,6 +22,8 @@ unchanged), the keys whose factor grew most scored exactly beside it (`Snapshot.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
@@ -86,6 +88,15 @@ class Columns(Protocol):
     @property
     def by_example(self) -> npt.NDArray[np.bool_]:
         """Per version: whether it is keyed by example tasks (held to the relevance floor)."""
+
+    @property
+    def candidates(self) -> object | None:
+        """What these versions were picked among: one object per whole read of the store, the
+        same for every change of status read since (None: not known)."""
+
+    @property
+    def picked(self) -> npt.NDArray[np.int64] | None:
+        """Per version: its position among `candidates` (None: not known)."""
 
     def __len__(self) -> int: ...
     def actions(self, i: int) -> Pattern:
@@ -165,6 +176,43 @@ class Ask(NamedTuple):
 """Versions best first, their scores and their similarities (`Snapshot.ranked`)."""
 
 
+_FIGURES = operator.attrgetter("successes", "failures")
+
+
+def _factors(stats: Sequence[UsageStats], params: LifecycleParams) -> npt.NDArray[np.float64]:
+    """Each version's rank factor (`rank_factor`), worked out once per distinct pair of
+    outcome counts, what it depends on (`posterior`): the counts read by one C-level pass and
+    grouped by `np.unique` (~15 ms at 100k versions, against ~50 ms a version at a time)."""
+    if not stats:
+        return np.zeros(0, dtype=np.float64)
+    flat = itertools.chain.from_iterable(map(_FIGURES, stats))
+    pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(stats)).reshape(-1, 2)
+    _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    distinct = np.array([rank_factor(stats[i], params) for i in first.tolist()], dtype=np.float64)
+    return distinct[inverse.reshape(-1)]
+
+
+def _partners(rows: Columns) -> npt.NDArray[np.int64]:
+    """Per version, the position of the other version of its workflow on trial beside it (a
+    version not active and the workflow's active one, each the other's), else -1. Only the
+    workflows of versions not active are looked at: at 100k versions, most active, one pass
+    over the ids with a set (~5 ms, against ~100 ms for a dict of every active version)."""
+    partner = np.full(len(rows), -1, dtype=np.int64)
+    ids, statuses = rows.ids, rows.statuses
+    waiting = [i for i, s in enumerate(statuses) if s != "active"]
+    if not waiting:
+        return partner
+    wanted = {ids[i] for i in waiting}
+    active: dict[str, int] = {}
+    for i in [i for i, w in enumerate(ids) if w in wanted]:
+        if statuses[i] == "active":
+            active[ids[i]] = i  # the last one, as a dict of every active version keeps it
+    for i in waiting:
+        if (at := active.get(ids[i])) is not None:
+            partner[i], partner[at] = at, i
+    return partner
+
+
 @dataclass
 class Snapshot:
     """The served versions of one namespace, as arrays (see the module docstring)."""
@@ -206,23 +254,8 @@ class Snapshot:
         cls, rows: Columns, params: LifecycleParams = DEFAULT_PARAMS, *, ann_min: int = ANN_MIN
     ) -> Snapshot:
         """A snapshot of served columns."""
-        cache: dict[tuple[int, int], float] = {}  # a factor is its outcomes' (`posterior`)
-        factors = np.array(
-            [
-                cache[key]
-                if (key := (s.successes, s.failures)) in cache
-                else cache.setdefault(key, rank_factor(s, params))
-                for s in rows.stats
-            ],
-            dtype=np.float64,
-        )
-        partner = np.full(len(rows), -1, dtype=np.int64)
-        active = {w: i for i, (w, s) in enumerate(zip(rows.ids, rows.statuses, strict=True)) if s == "active"}
-        for i, (w, s) in enumerate(zip(rows.ids, rows.statuses, strict=True)):
-            if s != "active" and w in active:
-                partner[i], partner[active[w]] = active[w], i
         index = ExampleIndex(rows.keys, rows.owners, len(rows), rows.shares)
-        return cls(rows, index, factors, partner, ann_min=ann_min)
+        return cls(rows, index, _factors(rows.stats, params), _partners(rows), ann_min=ann_min)
 
     def with_stats(self, rows: Columns, changed: Collection[int], params: LifecycleParams) -> Snapshot:
         """A snapshot of `rows`, which hold this one's versions, statuses and keys and differ in
@@ -265,7 +298,8 @@ class Snapshot:
 
     def key_base(self) -> KeyBase:
         """Who owns each of this snapshot's keys (what an ANN built over them is mapped by)."""
-        return key_base(self.rows.ids, self.rows.versions, self.index.owners)
+        rows = self.rows
+        return key_base(rows.ids, rows.versions, self.index.owners, origin=rows.candidates, tags=rows.picked)
 
     def adopt(self, old: Snapshot) -> bool:
         """Take the ANN of `old`, the snapshot this one replaces: shared when it is over the

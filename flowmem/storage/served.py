@@ -10,6 +10,7 @@ imported by the functions that read, so that importing the store does not load i
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -55,6 +56,19 @@ class Candidates:
     moves, that run may be recorded, and a whole read serves its versions
     (`agents.served_index.ServedIndex`)."""
 
+    @functools.cached_property
+    def ordered_ids(self) -> list[str]:
+        """The ids in `order` (sorted): where one workflow's versions are, by bisection (made on
+        the first change of status, ~5 ms at 100k versions)."""
+        ids = self.ids
+        return [ids[i] for i in self.order.tolist()]
+
+    def versions_of(self, workflow_id: str) -> npt.NDArray[np.int64]:
+        """The positions of one workflow's versions, newest first (a slice of `order`)."""
+        ordered = self.ordered_ids
+        lo = bisect.bisect_left(ordered, workflow_id)
+        return self.order[lo : bisect.bisect_right(ordered, workflow_id, lo)]
+
 
 @dataclass(frozen=True)
 class ServedRows:
@@ -99,6 +113,9 @@ class ServedRows:
     """What the whole read these rows come from chose among (`restatus`)."""
     picked: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
     """Per version: its position in `candidates`."""
+    lifecycle: Mapping[tuple[str, int], str] = field(default_factory=dict, repr=False, compare=False)
+    """The lifecycle log's statuses these versions were picked with (`restatus` picks again
+    only the workflows whose statuses differ from these)."""
 
     @classmethod
     def empty(cls, dim: int) -> ServedRows:
@@ -190,23 +207,39 @@ class ServedRows:
         the candidates, the served versions picked again (`_pick`), and those rows taken from
         these (`take`), their keys, stats and columns as read. None when a version not served
         here would be (one served again: a promotion, a rollback), or when the whole read left
-        out a run not recorded: then only a whole read (`served_rows`) has it."""
+        out a run not recorded: then only a whole read (`served_rows`) has it.
+
+        Only the workflows whose statuses in `live` differ from those these versions were
+        picked with (`lifecycle`) are picked again, the rest served as they are: at 100k
+        versions a retirement costs its workflow, not a pass over every candidate (~0.17 s)."""
         found = self.candidates
         if found is None or found.torn or self.picked is None:
             return None
-        statuses = [
-            live.get(key, s)
-            for key, s in zip(
-                zip(found.ids, found.versions.tolist(), strict=True), found.statuses, strict=True
-            )
-        ]
-        chosen = np.asarray(_pick(found.ids, statuses, found.order), dtype=np.int64)
-        here = np.full(len(found.ids), -1, dtype=np.int64)
-        here[self.picked] = np.arange(len(self), dtype=np.int64)
-        positions = here[chosen]
-        if np.any(positions < 0):
-            return None
-        return self.take(positions, [statuses[i] for i in chosen.tolist()])
+        before = self.lifecycle
+        moved = {key for key, _ in live.items() - before.items()} | (before.keys() - live.keys())
+        drop: list[int] = []
+        statuses = self.statuses
+        for workflow_id in sorted({key[0] for key in moved}):
+            picked = _pick_one(found, workflow_id, live)
+            lo = bisect.bisect_left(self.ids, workflow_id)
+            hi = bisect.bisect_right(self.ids, workflow_id, lo)
+            served = dict(zip(self.picked[lo:hi].tolist(), range(lo, hi), strict=True))
+            if any(i not in served for i in picked):
+                return None
+            if statuses is self.statuses:
+                statuses = list(statuses)
+            for i, at in served.items():
+                if i in picked:
+                    statuses[at] = picked[i]
+                else:
+                    drop.append(at)
+        if not drop:
+            return replace(self, statuses=statuses, lifecycle=live)
+        keep = np.ones(len(self), dtype=bool)
+        keep[drop] = False
+        positions = np.flatnonzero(keep)
+        rows = self.take(positions, [statuses[i] for i in positions.tolist()])
+        return replace(rows, lifecycle=live)
 
     def take(self, positions: npt.NDArray[np.int64], statuses: list[str]) -> ServedRows:
         """The versions at these positions (ascending), with these statuses: their keys, stats
@@ -384,7 +417,9 @@ def _order(ids: list[str], versions: list[int]) -> npt.NDArray[np.int64]:
     return np.array(sorted(range(len(ids)), key=lambda i: (ids[i], -versions[i])), dtype=np.int64)
 
 
-def _pick(ids: list[str], statuses: list[str], order: npt.NDArray[np.int64]) -> list[int]:
+def _pick(
+    ids: list[str], statuses: Sequence[str] | Mapping[int, str], order: npt.NDArray[np.int64]
+) -> list[int]:
     """`served_versions` over columns: per id (sorted), newest first (`order`, `_order`), the
     latest servable version and, when that one is not active, the latest active one below it."""
     chosen: list[int] = []
@@ -399,6 +434,15 @@ def _pick(ids: list[str], statuses: list[str], order: npt.NDArray[np.int64]) -> 
             picked += 1
             active = statuses[i] == "active"
     return chosen
+
+
+def _pick_one(found: Candidates, workflow_id: str, live: Mapping[tuple[str, int], str]) -> dict[int, str]:
+    """`_pick` of one workflow's versions among the candidates, with `live` applied: the
+    positions served and their statuses."""
+    order = found.versions_of(workflow_id)
+    versions = found.versions
+    status = {i: live.get((workflow_id, int(versions[i])), found.statuses[i]) for i in order.tolist()}
+    return {i: status[i] for i in _pick(found.ids, status, order)}
 
 
 def _key_matrix(
@@ -510,6 +554,7 @@ class ServedMixin(StoreBase):
             usage=usage,
             candidates=candidates,
             picked=np.array(chosen, dtype=np.int64),
+            lifecycle=changed,
         )
 
     def _recorded(self, table: Any, ns: str) -> tuple[Any, npt.NDArray[np.int64]]:
