@@ -1,21 +1,23 @@
 """Concurrency and crash safety of the store, across real OS processes.
 
-LanceDB must not be used in a forked child (see shared FACTS.md), so every other process here is
-a fresh interpreter (`subprocess` with `sys.executable -c`): nothing is forked after lancedb
-was loaded.
+LanceDB must not be used in a forked child (see shared FACTS.md), so nothing here is forked
+after lancedb was loaded: the writers are fresh interpreters (`subprocess` with
+`sys.executable -c`), the induction processes are forked from multiprocessing's forkserver
+(a fresh interpreter that imported clustering's libraries but not lancedb: tests/forked_inducers.py).
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
+from typing import Any
 
 import lancedb
 import pytest
@@ -27,6 +29,7 @@ from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.forked_inducers import Inducer, forkserver
 from tests.processes import READY_LIMIT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,45 +67,6 @@ WRITER_SCRIPT = textwrap.dedent(
             run.finish(success=src.success, final_answer=src.final_answer)
     memory.close()
     print("recorded", n, flush=True)
-    """
-)
-
-INDUCE_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    import time
-
-    from flowmem.induction.inducers.rule import RuleInducer
-    from flowmem.jobs.induce import commit_outcomes, induce_all, prepare_run
-    from flowmem.settings import Settings
-    from flowmem.jobs.factories import store_from
-
-    settings = Settings(db=sys.argv[1])
-    store = store_from(settings)
-    store.prepare()
-    # What clustering imports on first use (~2/3 of a run's time otherwise), loaded while
-    # waiting for "go": the run between "go" and its commit is then the run itself.
-    import hdbscan  # noqa: F401
-    import sklearn.decomposition  # noqa: F401
-    import sklearn.feature_extraction.text  # noqa: F401
-    print("ready", flush=True)
-    sys.stdin.readline()
-    plan = prepare_run(store, settings, namespace=settings.namespace)
-    print("prepared", len(plan.changed), flush=True)
-    outcomes = induce_all(store, plan.changed, RuleInducer())
-    commit_run = store.commit_run
-
-    def signalled_commit_run(*args, **kwargs):
-        # Only says when the store's commit starts and how long it took; changes nothing.
-        print("committing", flush=True)
-        started = time.perf_counter()
-        committed = commit_run(*args, **kwargs)
-        print("committed", time.perf_counter() - started, committed.counts["versions_created"], flush=True)
-        return committed
-
-    store.commit_run = signalled_commit_run
-    commit_outcomes(store, plan, outcomes)
-    time.sleep(120)  # killed here: "after commit"
     """
 )
 
@@ -235,11 +199,16 @@ def concurrency_writers(
 
 
 @pytest.fixture(scope="module")
-def concurrency_inducers(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Path, list[subprocess.Popen[str]]]]:
+def concurrency_inducers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[Inducer]]]:
     """The induction processes of the second test, getting ready; their directory."""
-    yield from _spawned(tmp_path_factory, spawn_inducers)
+    cwd = tmp_path_factory.mktemp("spawn_inducers")
+    with forkserver() as context:
+        inducers = spawn_inducers(context, cwd)
+        try:
+            yield cwd, inducers
+        finally:
+            for inducer in inducers:
+                inducer.close()
 
 
 @pytest.mark.slow
@@ -308,44 +277,29 @@ INDUCERS = 2 + len(KILL_FRACTIONS)
 one at each kill point during it."""
 
 
-def spawn_inducers(cwd: Path) -> list[subprocess.Popen[str]]:
-    """The induction processes of the second test, on the store `<cwd>/db`: each gets ready (a
-    fresh interpreter spends ~2-5 s importing lancedb, sklearn and hdbscan) and waits for "go"."""
-    db = str(cwd / "db")
-    return [_spawn(INDUCE_SCRIPT, db, cwd=cwd, env=_env(db), name=f"induce{i}") for i in range(INDUCERS)]
+def spawn_inducers(context: ForkServerContext, cwd: Path) -> list[Inducer]:
+    """The induction processes of the second test (tests/forked_inducers.py), on the store
+    `<cwd>/db`: each is forked from the server, which imported clustering's libraries once,
+    opens the store and waits for "go"."""
+    return [Inducer(context, str(cwd / "db")) for _ in range(INDUCERS)]
 
 
 class _Children:
     """The induction processes (`spawn_inducers`), waiting for "go"."""
 
-    def __init__(self, processes: list[subprocess.Popen[str]]) -> None:
+    def __init__(self, processes: list[Inducer]) -> None:
         self.waiting = deque(processes)
-        self.started = list(processes)
 
-    def go(self) -> subprocess.Popen[str]:
+    def go(self) -> Inducer:
         p = self.waiting.popleft()
-        _expect(p, "ready")
-        _go(p)
+        p.expect("ready")
+        p.go()
         return p
-
-    def close(self) -> None:
-        for p in self.started:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-
-
-def _kill(p: subprocess.Popen[str]) -> str:
-    """Kill the child; returns what it printed that was not read yet."""
-    p.kill()
-    rest, _ = p.communicate()  # reaps it and closes its pipes
-    assert p.returncode == -signal.SIGKILL  # killed, not finished or crashed on its own
-    return rest or ""
 
 
 @pytest.mark.slow
 def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
-    concurrency_inducers: tuple[Path, list[subprocess.Popen[str]]],
+    concurrency_inducers: tuple[Path, list[Inducer]],
 ) -> None:
     tmp_path, inducers = concurrency_inducers  # spawn_inducers(tmp_path)
     db = str(tmp_path / "db")
@@ -361,13 +315,13 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
     outcomes: list[str] = []
     in_window: list[bool] = []  # per kill: after "committing", before the commit was reported
 
-    def killed_at(point: str, delay: float = 0.0) -> list[str]:
+    def killed_at(point: str, delay: float = 0.0) -> list[Any]:
         """Start a run, kill it `delay` s after it prints `point`, check what it left."""
         nonlocal state
         p = children.go()
-        rest = _expect(p, point)
+        rest = p.expect(point)
         time.sleep(delay)
-        unread = _kill(p)
+        unread = p.kill()  # asserted killed (SIGKILL), not ended on its own
         in_window.append(point == "committing" and "committed" not in unread)
         before, state = state, _check_store(db, histories=False)  # asserted after every kill
         if state == before:
@@ -393,7 +347,8 @@ def test_a_run_killed_before_during_or_after_its_commit_leaves_no_half_run(
         for delay in delays:
             killed_at("committing", delay)
     finally:
-        children.close()
+        for p in inducers:
+            p.close()
     print(
         f"commit {duration:.4f} s; kills at {delays} s after it started: {outcomes}; in window: {in_window}"
     )
