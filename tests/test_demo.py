@@ -23,7 +23,10 @@ from tests.factories import docs_check_module as _module
 from tests.prefect_servers import HarnessServer, stop
 from tests.processes import READY_LIMIT, Command, CommandRun
 
-pytestmark = pytest.mark.xdist_group("prefect")  # the harness's Prefect server, started once
+HARNESS = pytest.mark.xdist_group("prefect")
+"""The tests of the harness's Prefect server (tests/conftest.py), started once, on its worker;
+the module's other tests (the direct engine's demo, the demo on a temporary server of its
+own) use none of that worker's servers, and run on whichever worker is free."""
 
 
 def test_bind_fills_placeholders_from_the_task_and_from_results() -> None:
@@ -167,6 +170,7 @@ def prefect_demo(
 
 
 @pytest.mark.slow
+@HARNESS
 def test_demo_runs_the_cycle_flow_between_rounds_and_prints_no_info_or_warning_lines(
     prefect_demo: Background,
 ) -> None:
