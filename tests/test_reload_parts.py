@@ -16,6 +16,7 @@ from flowmem.policy.lifecycle import DEFAULT_PARAMS, rank_factor
 from flowmem.retrieval import ranking
 from flowmem.retrieval.ann import AnnSlot, KeyBase
 from flowmem.retrieval.ann_reuse import borrow, key_base
+from flowmem.storage import served
 from flowmem.storage.served import Candidates, ServedRows, _order, _pick
 
 STATUSES = ("candidate", "active", "deprecated", "retired")
@@ -227,3 +228,78 @@ def test_borrowed_keys_map_by_their_tags_as_by_their_ids(data: st.DataObject) ->
     assert by_tags.extra.tolist() == by_ids.extra.tolist() and by_tags.gone == by_ids.gone
     other, _ = base(object())  # another origin: its tags are not these numbers
     assert borrow(AnnSlot(), other, new_tagged).remap.tolist() == borrow(AnnSlot(), other, new).remap.tolist()
+
+
+# A whole read's parts (`served_rows`), each against the loop it replaced.
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "ab", "B", "a.b", "a-1", "a_1"]), st.integers(1, 4))))
+def test_order_is_sorting_by_id_then_newest(versions: list[tuple[str, int]]) -> None:
+    ids, numbers = [w for w, _ in versions], [v for _, v in versions]
+    want = sorted(range(len(ids)), key=lambda i: (ids[i], -numbers[i]))
+    got = _order(ids, numbers)
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 4), st.sampled_from(STATUSES)), max_size=40)
+)
+def test_picking_every_candidate_by_arrays_is_the_loop(versions: list[tuple[str, int, str]]) -> None:
+    """`_pick` over a sequence of statuses (by arrays) against the same over a mapping of
+    them (the loop), duplicates of a version included."""
+    ids, numbers, statuses = (
+        [w for w, _, _ in versions],
+        [v for _, v, _ in versions],
+        [s for *_, s in versions],
+    )
+    order = _order(ids, numbers)
+    assert _pick(ids, statuses, order) == _pick(ids, dict(enumerate(statuses)), order)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.one_of(st.none(), st.lists(st.floats(0.0625, 1.0, width=32), max_size=3)),
+        ),
+        max_size=20,
+    )
+)
+def test_shares_by_arrays_are_the_loop(rows: list[tuple[int, list[float] | None]]) -> None:
+    counts = np.array([n for n, _ in rows], dtype=np.int64)
+    recorded = [r for _, r in rows]
+    table = pa.table({"key_shares": pa.array(recorded, pa.list_(pa.float32()))})
+    want: list[float] = []
+    for shares, n in zip(table.column("key_shares").to_pylist(), counts.tolist(), strict=True):
+        want += shares if shares and len(shares) == n else [1.0] * n
+    got = served._shares(table, counts)
+    assert got.dtype == np.float64 and got.tolist() == want
+    assert served._shares(pa.table({"other": [1] * len(rows)}), counts).tolist() == [1.0] * int(counts.sum())
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.booleans()), max_size=20))
+def test_live_stats_by_arrays_are_the_loop(rows: list[tuple[str, int, bool]]) -> None:
+    """Each version's usage figures where the usage table has them, else its stored stats,
+    one object per distinct stored text."""
+    texts = [UsageStats(served=n, successes=n).model_dump_json() for _, n, _ in rows]
+    keys = [(w, i) for i, (w, _, _) in enumerate(rows)]
+    usage = {
+        key: UsageStats(served=9, failures=9) for key, (_, _, live) in zip(keys, rows, strict=True) if live
+    }
+    got = served._live_stats(usage, iter(keys), pa.chunked_array([pa.array(texts, pa.string())]))
+    want = [usage.get(key) or UsageStats.model_validate_json(t) for key, t in zip(keys, texts, strict=True)]
+    assert got == want
+    stored = {
+        t: s for (key, t), s in zip(zip(keys, texts, strict=True), got, strict=True) if key not in usage
+    }
+    for (key, t), s in zip(zip(keys, texts, strict=True), got, strict=True):
+        if key not in usage:
+            assert s is stored[t]  # one object per distinct text
+
+
+@given(st.lists(st.one_of(st.none(), st.sampled_from(STATUSES))))
+def test_interned_statuses_are_the_column_as_a_list(values: list[str | None]) -> None:
+    column = pa.chunked_array([pa.array(values[:3], pa.string()), pa.array(values[3:], pa.string())])
+    got = served._interned(column)
+    assert got == values
+    assert len({id(s) for s in got}) <= len(set(values))

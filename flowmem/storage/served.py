@@ -13,7 +13,7 @@ import bisect
 import functools
 import json
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -409,19 +409,28 @@ class _Layered(Mapping[tuple[str, int], UsageStats]):
 def _codes(values: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
     names = sorted(set(values))
     code = {n: i for i, n in enumerate(names)}
-    return np.array([code[v] for v in values], dtype=np.int32), names
+    return np.fromiter(map(code.__getitem__, values), dtype=np.int32, count=len(values)), names
 
 
 def _order(ids: list[str], versions: list[int]) -> npt.NDArray[np.int64]:
-    """Positions by id, newest version first."""
-    return np.array(sorted(range(len(ids)), key=lambda i: (ids[i], -versions[i])), dtype=np.int64)
+    """Positions by id, newest version first (ties in table order): one `lexsort` of the ids
+    as a numpy string array (~40 ms at 100k versions, against ~0.1 s for `sorted` with a key
+    function). An id holds no NUL (`Workflow.id`'s pattern), which numpy's strings would drop."""
+    if not ids:
+        return np.zeros(0, dtype=np.int64)
+    newest = -np.asarray(versions, dtype=np.int64)
+    return np.lexsort((newest, np.asarray(ids, dtype=np.str_))).astype(np.int64)
 
 
 def _pick(
     ids: list[str], statuses: Sequence[str] | Mapping[int, str], order: npt.NDArray[np.int64]
 ) -> list[int]:
     """`served_versions` over columns: per id (sorted), newest first (`order`, `_order`), the
-    latest servable version and, when that one is not active, the latest active one below it."""
+    latest servable version and, when that one is not active, the latest active one below it.
+    Over every candidate (statuses as a sequence), by arrays (`_picked`); one workflow's
+    versions (a mapping of their positions), in a loop."""
+    if not isinstance(statuses, Mapping):
+        return _picked(ids, statuses, order)
     chosen: list[int] = []
     current, picked, active = None, 0, False
     for i in order.tolist():
@@ -433,6 +442,32 @@ def _pick(
             chosen.append(i)
             picked += 1
             active = statuses[i] == "active"
+    return chosen
+
+
+def _picked(ids: list[str], statuses: Sequence[str], order: npt.NDArray[np.int64]) -> list[int]:
+    """`_pick` over every candidate, by arrays: per group of one id in `order`, its first
+    servable version, and when that one is not active the first active one after it (~10 ms
+    at 100k versions, against ~70 ms a version at a time)."""
+    if not len(order):
+        return []
+    at = order.tolist()
+    kinds = np.asarray(statuses, dtype=np.str_)[order]
+    servable = ~np.isin(kinds, NOT_SERVED)
+    active = kinds == "active"
+    in_order = [ids[i] for i in at]
+    fresh = np.ones(len(at), dtype=bool)
+    fresh[1:] = np.asarray(in_order[1:], dtype=object) != np.asarray(in_order[:-1], dtype=object)
+    group = np.cumsum(fresh) - 1
+    usable = np.flatnonzero(servable)
+    first = usable[np.r_[True, group[usable[1:]] != group[usable[:-1]]]] if len(usable) else usable
+    waiting = first[~active[first]]  # not active: the first active one after it joins it
+    actives = np.flatnonzero(active)
+    after = np.searchsorted(actives, waiting, side="right")
+    found = after < len(actives)
+    partner = actives[after[found]]
+    partner = partner[group[partner] == group[waiting[found]]]
+    chosen: list[int] = order[np.sort(np.concatenate([first, partner]))].tolist()
     return chosen
 
 
@@ -508,11 +543,9 @@ class ServedMixin(StoreBase):
         table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = self.live_statuses(namespace=ns)  # type: ignore[attr-defined]
-        named: dict[str, str] = {}  # one str per distinct status, not one a row
-        stored = [named.setdefault(s, s) for s in table.column("status").to_pylist()]
-        statuses = [
-            changed.get(key, s) for key, s in zip(zip(ids, versions, strict=True), stored, strict=True)
-        ]
+        stored = _interned(table.column("status"))
+        # The log's status where it has one (`dict.get` with the stored one as default, by `map`).
+        statuses = list(map(changed.get, zip(ids, versions, strict=True), stored))
         order = _order(ids, versions)
         chosen = _pick(ids, statuses, order)
         torn = len(table) < everything
@@ -532,13 +565,14 @@ class ServedMixin(StoreBase):
         matrix, counts = _key_matrix(keys, rows[chosen], self.embedder.dim, vectors_of)
         shares = _shares(table, counts)
         usage = self.usage(namespace=ns)  # type: ignore[attr-defined]
-        live = _live_stats(usage, [(ids[i], versions[i]) for i in chosen], table.column("stats").to_pylist())
+        served_ids, served_versions = [ids[i] for i in chosen], [versions[i] for i in chosen]
+        live = _live_stats(usage, zip(served_ids, served_versions, strict=True), table.column("stats"))
         kinds = table.column("kind").to_pylist() if "kind" in table.column_names else ["task"] * len(table)
         agents, agent_names = _codes(table.column("agent").to_pylist())
         scopes, scope_names = _codes(table.column("scope").to_pylist())
         return ServedRows(
-            ids=[ids[i] for i in chosen],
-            versions=np.array([versions[i] for i in chosen], dtype=np.int64),
+            ids=served_ids,
+            versions=np.array(served_versions, dtype=np.int64),
             statuses=[statuses[i] for i in chosen],
             stats=live,
             agents=agents,
@@ -572,18 +606,28 @@ class ServedMixin(StoreBase):
 
 
 def _live_stats(
-    usage: Mapping[tuple[str, int], UsageStats], keys: Sequence[tuple[str, int]], texts: Sequence[str]
+    usage: Mapping[tuple[str, int], UsageStats], keys: Iterable[tuple[str, int]], texts: Any
 ) -> list[UsageStats]:
-    """Each version's usage: the live figures `usage` holds, else its stored `stats` (JSON,
-    parsed once per distinct text)."""
-    parsed: dict[str, UsageStats] = {}
-    live = []
-    for key, text in zip(keys, texts, strict=True):
-        found = usage.get(key)
-        if found is None:
-            found = parsed.get(text) or parsed.setdefault(text, UsageStats.model_validate(json.loads(text)))
-        live.append(found)
-    return live
+    """Each version's usage: the live figures `usage` holds, else its stored `stats` (`texts`:
+    the Arrow column of their JSON, each distinct text parsed once, one object for all its
+    versions); by C-level passes (`dictionary_encode`, `map`), ~20 ms at 100k versions."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(texts.combine_chunks() if hasattr(texts, "combine_chunks") else texts)
+    parsed = [UsageStats.model_validate(json.loads(t)) for t in encoded.dictionary.to_pylist()]
+    stored = map(parsed.__getitem__, encoded.indices.to_numpy(zero_copy_only=False).tolist())
+    return list(map(usage.get, keys, stored))
+
+
+def _interned(column: Any) -> list[str]:
+    """A string column of few distinct values (a status) as a list, one `str` object per
+    distinct value, not one a row."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
+    names = [*encoded.dictionary.to_pylist(), None]  # a null: None, as `to_pylist` gives it
+    codes = encoded.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)
+    return list(map(names.__getitem__, codes.tolist()))
 
 
 def _by_example(table: Any) -> npt.NDArray[np.bool_]:
@@ -596,10 +640,21 @@ def _by_example(table: Any) -> npt.NDArray[np.bool_]:
 
 
 def _shares(table: Any, counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """Per key, its recorded share; 1 for a row whose shares are missing or do not match."""
-    if "key_shares" not in table.column_names:
-        return np.ones(int(counts.sum()))
-    out: list[float] = []
-    for recorded, n in zip(table.column("key_shares").to_pylist(), counts.tolist(), strict=True):
-        out += recorded if recorded and len(recorded) == n else [1.0] * n
-    return np.array(out, dtype=np.float64)
+    """Per key, its recorded share; 1 for a row whose shares are missing or do not match. By
+    arrays: the recorded lists' values copied where their lengths match (~5 ms at 100k
+    versions, against ~0.13 s through Python lists)."""
+    import pyarrow.compute as pc
+
+    out = np.ones(int(counts.sum()), dtype=np.float64)
+    if "key_shares" not in table.column_names or not len(out):
+        return out
+    column = table.column("key_shares").combine_chunks()
+    lengths = pc.list_value_length(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)[:-1]
+    values = column.values.to_numpy(zero_copy_only=False).astype(np.float64)
+    ok = (lengths == counts) & (counts > 0)
+    n = counts[ok]
+    start = (np.cumsum(counts) - counts)[ok]
+    step = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    out[np.repeat(start, n) + step] = values[np.repeat(offsets[ok], n) + step]
+    return out
