@@ -303,3 +303,26 @@ def test_interned_statuses_are_the_column_as_a_list(values: list[str | None]) ->
     got = served._interned(column)
     assert got == values
     assert len({id(s) for s in got}) <= len(set(values))
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=5), st.data())
+def test_keys_gathered_from_the_parts_are_the_parts_stacked_then_taken(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    """A key matrix's rows taken straight from the Arrow chunks' parts, empty parts and every
+    row in order included, as from their concatenation; an array of its own either way."""
+    parts = [np.arange(n * 2, dtype=np.float32).reshape(n, 2) + 100 * j for j, n in enumerate(sizes)]
+    total = sum(sizes)
+    every = st.just(list(range(total)))
+    where = np.array(
+        data.draw(
+            st.one_of(every, st.lists(st.integers(0, max(total - 1, 0)), max_size=12))
+            if total
+            else st.just([])
+        ),
+        dtype=np.int64,
+    )
+    got = served._gathered(parts, where, 2)
+    assert got.dtype == np.float32 and got.shape == (len(where), 2)
+    assert got.tolist() == np.concatenate(parts)[where].tolist()
+    assert all(not np.shares_memory(got, p) for p in parts)

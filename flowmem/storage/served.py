@@ -495,14 +495,11 @@ def _key_matrix(
         [np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64) for c in chunks]
         or [np.zeros(len(rows) and int(rows.max()) + 1, dtype=np.int64)]
     )
-    flat = np.concatenate(
-        [_vectors(pc.list_flatten(c), dim) for c in chunks] or [np.zeros((0, dim), np.float32)]
-    )
+    parts = [_vectors(pc.list_flatten(c), dim) for c in chunks] or [np.zeros((0, dim), np.float32)]
     counts = lengths[rows]
     offsets = np.cumsum(counts) - counts
     where = np.repeat(np.cumsum(lengths)[rows] - counts - offsets, counts) + np.arange(int(counts.sum()))
-    same = len(where) == len(flat) and bool(np.all(where == np.arange(len(flat))))
-    matrix = flat if same else flat[where]
+    matrix = _gathered(parts, where, dim)
     if not np.any(counts == 0):
         return matrix, counts
     # Rows without keys are keyed by their mean vector: splice them in at their place.
@@ -515,6 +512,28 @@ def _key_matrix(
             parts.append(missing[taken : taken + 1])
             taken += 1
     return np.concatenate(parts) if parts else matrix, np.maximum(counts, 1)
+
+
+def _gathered(
+    parts: list[npt.NDArray[np.float32]], where: npt.NDArray[np.int64], dim: int
+) -> npt.NDArray[np.float32]:
+    """The rows at `where` of the parts stacked, in that order, copied once: every row in
+    order is the parts concatenated; else each part's rows are taken straight into their
+    places (not the parts concatenated first, then taken: two copies, ~0.15 s of fresh pages
+    each at 100k keys of 384)."""
+    sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    total = int(sizes.sum())
+    if len(where) == total and bool(np.all(where == np.arange(total))):
+        return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0], dtype=np.float32)
+    out = np.empty((len(where), dim), dtype=np.float32)
+    starts = np.cumsum(sizes) - sizes
+    part = np.searchsorted(starts, where, side="right") - 1
+    by_part = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[by_part], np.arange(len(parts) + 1))
+    for j in np.flatnonzero(np.diff(bounds)).tolist():
+        at = by_part[bounds[j] : bounds[j + 1]]
+        out[at] = parts[j][where[at] - starts[j]]
+    return out
 
 
 def _vectors(array: Any, dim: int) -> npt.NDArray[np.float32]:
