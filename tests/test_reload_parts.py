@@ -233,7 +233,14 @@ def test_borrowed_keys_map_by_their_tags_as_by_their_ids(data: st.DataObject) ->
 # A whole read's parts (`served_rows`), each against the loop it replaced.
 
 
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "ab", "B", "a.b", "a-1", "a_1"]), st.integers(1, 4))))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "ab", "B", "a.b", "a-1", "a_1", "é", "aé", "a\u0100"]),
+            st.integers(1, 4),
+        )
+    )
+)
 def test_order_is_sorting_by_id_then_newest(versions: list[tuple[str, int]]) -> None:
     ids, numbers = [w for w, _ in versions], [v for _, v in versions]
     want = sorted(range(len(ids)), key=lambda i: (ids[i], -numbers[i]))
