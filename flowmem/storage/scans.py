@@ -39,6 +39,7 @@ __all__ = [
     "READ_CHUNK",
     "TRAJECTORY_COLUMNS",
     "Spill",
+    "arrow_batches",
     "index_ids",
     "one_pass",
     "spill_groups",
@@ -89,6 +90,18 @@ def trajectory_batches(
         for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
             part = batch.slice(start, batch_size)
             yield {name: _values(part.column(name), store.embedder.dim, name) for name in columns}
+
+
+def arrow_batches(
+    store: Store, columns: Sequence[str], *, namespace: str, batch_size: int = BATCH
+) -> Iterator[Any]:
+    """Some columns of every trajectory of a namespace as Arrow record batches of at most
+    `batch_size` rows, in no particular order (what `trajectory_batches` turns into lists)."""
+    where = f"namespace = {quote(store._ns(namespace))}"
+    query = store._trajectories().search().where(where).select(list(columns)).limit(None)
+    for batch in query.to_batches(batch_size):
+        for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
+            yield batch.slice(start, batch_size)
 
 
 def _values(column: Any, dim: int, name: str) -> Any:
