@@ -64,8 +64,8 @@ class _Newest:
     def __init__(self) -> None:
         self._parts: list[Any] = []
         self._rows = 0
-        self._in_order = False
-        """Whether `_parts` is one table of the rows kept, newest first (`ordered`)."""
+        self._order: tuple[Any, Any] | None = None
+        """The rows kept as one table and their order, newest first, once worked out (`ordered`)."""
 
     def add(self, batch: Any, limit: int) -> None:
         """A batch's rows added, and the newest `limit` of all kept when there are more."""
@@ -75,7 +75,7 @@ class _Newest:
 
         self._parts.append(pa.Table.from_batches([batch]))
         self._rows += batch.num_rows
-        self._in_order = False
+        self._order = None
         if self._rows > limit:
             table = self._table()
             self._parts = [table.take(self._sorted(table)[:limit])]
@@ -92,27 +92,28 @@ class _Newest:
 
         return pc.sort_indices(table, sort_keys=list(cls._ORDER))
 
-    def ordered(self) -> Any:
-        """The rows kept, newest first (None: none)."""
-        table = self._table()
-        if table is not None and not self._in_order:
-            self._parts = [table.take(self._sorted(table)).combine_chunks()]
-            self._in_order = True
-            table = self._parts[0]
-        return table
+    def ordered(self) -> tuple[Any, Any] | None:
+        """The rows kept as one table, and their positions newest first (None: none): each
+        column is taken in that order when asked for, not the whole table (its vectors ~150 MB
+        at 100k runs) before."""
+        if self._order is None and self._parts:
+            table = self._table()
+            self._order = (table, self._sorted(table))
+        return self._order
 
     def column(self, name: str) -> list[Any]:
         """A column of the rows kept, newest first, as a list."""
-        table = self.ordered()
-        return [] if table is None else table.column(name).to_pylist()
+        found = self.ordered()
+        return [] if found is None else found[0].column(name).take(found[1]).to_pylist()
 
     def vectors(self, dim: int) -> npt.NDArray[np.float32]:
         """The task vectors of the rows kept, newest first, as one float32 matrix."""
-        table = self.ordered()
-        if table is None or not table.num_rows:
+        found = self.ordered()
+        if found is None or not len(found[1]):
             return np.zeros((0, dim), dtype=np.float32)
-        flat = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        return np.ascontiguousarray(flat, dtype=np.float32).reshape(table.num_rows, dim)
+        taken = found[0].column("vector").take(found[1]).combine_chunks()
+        flat = taken.flatten().to_numpy(zero_copy_only=False)
+        return np.ascontiguousarray(flat, dtype=np.float32).reshape(len(found[1]), dim)
 
 
 def _others(kept: set[str], tasks: list[str], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
