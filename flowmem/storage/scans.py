@@ -82,22 +82,24 @@ def trajectory_batches(
     """Some columns of every trajectory of a namespace (only the successful or failed ones), in
     batches of at most `batch_size` rows (a list per column, `steps` as its JSON text, `vector`
     as one float32 matrix), in no particular order."""
-    where = f"namespace = {quote(store._ns(namespace))}"
-    if success is not None:
-        where += f" AND success = {'true' if success else 'false'}"
-    query = store._trajectories().search().where(where).select(list(columns)).limit(None)
-    for batch in query.to_batches(batch_size):
-        for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
-            part = batch.slice(start, batch_size)
-            yield {name: _values(part.column(name), store.embedder.dim, name) for name in columns}
+    for part in arrow_batches(store, columns, namespace=namespace, batch_size=batch_size, success=success):
+        yield {name: _values(part.column(name), store.embedder.dim, name) for name in columns}
 
 
 def arrow_batches(
-    store: Store, columns: Sequence[str], *, namespace: str, batch_size: int = BATCH
+    store: Store,
+    columns: Sequence[str],
+    *,
+    namespace: str,
+    batch_size: int = BATCH,
+    success: bool | None = None,
 ) -> Iterator[Any]:
-    """Some columns of every trajectory of a namespace as Arrow record batches of at most
-    `batch_size` rows, in no particular order (what `trajectory_batches` turns into lists)."""
+    """Some columns of every trajectory of a namespace (only the successful or failed ones) as
+    Arrow record batches of at most `batch_size` rows, in no particular order (what
+    `trajectory_batches` turns into lists)."""
     where = f"namespace = {quote(store._ns(namespace))}"
+    if success is not None:
+        where += f" AND success = {'true' if success else 'false'}"
     query = store._trajectories().search().where(where).select(list(columns)).limit(None)
     for batch in query.to_batches(batch_size):
         for start in range(0, batch.num_rows, batch_size):  # whatever size the reader chose
