@@ -20,8 +20,11 @@ from flowmem.retrieval import ranking
 from flowmem.retrieval.ann import AnnSlot, KeyBase
 from flowmem.retrieval.ann_reuse import borrow, key_base
 from flowmem.retrieval.cover import Evidence, task_template
-from flowmem.storage import served
-from flowmem.storage.served import Candidates, ServedRows, _order, _pick
+from flowmem.storage import served_columns
+from flowmem.storage.served import ServedRows
+from flowmem.storage.served_pick import Candidates
+from flowmem.storage.served_pick import order as _order
+from flowmem.storage.served_pick import pick as _pick
 
 STATUSES = ("candidate", "active", "deprecated", "retired")
 
@@ -283,9 +286,11 @@ def test_shares_by_arrays_are_the_loop(rows: list[tuple[int, list[float] | None]
     want: list[float] = []
     for shares, n in zip(table.column("key_shares").to_pylist(), counts.tolist(), strict=True):
         want += shares if shares and len(shares) == n else [1.0] * n
-    got = served._shares(table, counts)
+    got = served_columns.shares(table, counts)
     assert got.dtype == np.float64 and got.tolist() == want
-    assert served._shares(pa.table({"other": [1] * len(rows)}), counts).tolist() == [1.0] * int(counts.sum())
+    assert served_columns.shares(pa.table({"other": [1] * len(rows)}), counts).tolist() == [1.0] * int(
+        counts.sum()
+    )
 
 
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.booleans()), max_size=20))
@@ -297,7 +302,7 @@ def test_live_stats_by_arrays_are_the_loop(rows: list[tuple[str, int, bool]]) ->
     usage = {
         key: UsageStats(served=9, failures=9) for key, (_, _, live) in zip(keys, rows, strict=True) if live
     }
-    got = served._live_stats(usage, iter(keys), pa.chunked_array([pa.array(texts, pa.string())]))
+    got = served_columns.live_stats(usage, iter(keys), pa.chunked_array([pa.array(texts, pa.string())]))
     want = [usage.get(key) or UsageStats.model_validate_json(t) for key, t in zip(keys, texts, strict=True)]
     assert got == want
     stored = {
@@ -311,7 +316,7 @@ def test_live_stats_by_arrays_are_the_loop(rows: list[tuple[str, int, bool]]) ->
 @given(st.lists(st.one_of(st.none(), st.sampled_from(STATUSES))))
 def test_interned_statuses_are_the_column_as_a_list(values: list[str | None]) -> None:
     column = pa.chunked_array([pa.array(values[:3], pa.string()), pa.array(values[3:], pa.string())])
-    got = served._interned(column)
+    got = served_columns.interned(column)
     assert got == values
     assert len({id(s) for s in got}) <= len(set(values))
 
@@ -333,7 +338,7 @@ def test_keys_gathered_from_the_parts_are_the_parts_stacked_then_taken(
         ),
         dtype=np.int64,
     )
-    got = served._gathered(parts, where, 2)
+    got = served_columns.gathered(parts, where, 2)
     assert got.dtype == np.float32 and got.shape == (len(where), 2)
     assert got.tolist() == np.concatenate(parts)[where].tolist()
     assert all(not np.shares_memory(got, p) for p in parts)

@@ -10,10 +10,9 @@ imported by the functions that read, so that importing the store does not load i
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,51 +22,19 @@ import numpy.typing as npt
 
 from flowmem.induction.abstract.loops import decoded
 from flowmem.models import UsageStats, Workflow
-from flowmem.policy.lifecycle import NOT_SERVED
 from flowmem.retrieval.align import Pattern
+from flowmem.storage import served_columns as columns
+from flowmem.storage import served_pick
 from flowmem.storage.base import StoreBase
 from flowmem.storage.lance_ops import quote, select
 from flowmem.storage.rows import rows_of
+from flowmem.storage.served_pick import Candidates
 from flowmem.storage.workflow_json import WorkflowReader
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["Candidates", "ServedMixin", "ServedRows"]
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """Every committed version of a namespace as a whole read found them (`served_rows`): what
-    a change of status alone picks among (`ServedRows.restatus`) while the workflows table is
-    as it was."""
-
-    ids: list[str]
-    versions: npt.NDArray[np.int64]
-    statuses: list[str]
-    """As stored (the lifecycle log's changes not applied)."""
-    order: npt.NDArray[np.int64]
-    """Positions by id, newest version first (what `_pick` walks)."""
-    torn: bool
-    """Whether rows of a run not recorded (yet, or ever: a crash) were left out: the next read
-    must be whole, as that run may be recorded by then."""
-    runs: int | None = None
-    """The runs table's version read before the recorded runs were (when `torn`): once it
-    moves, that run may be recorded, and a whole read serves its versions
-    (`agents.served_index.ServedIndex`)."""
-
-    @functools.cached_property
-    def ordered_ids(self) -> list[str]:
-        """The ids in `order` (sorted): where one workflow's versions are, by bisection (made on
-        the first change of status, ~5 ms at 100k versions)."""
-        ids = self.ids
-        return [ids[i] for i in self.order.tolist()]
-
-    def versions_of(self, workflow_id: str) -> npt.NDArray[np.int64]:
-        """The positions of one workflow's versions, newest first (a slice of `order`)."""
-        ordered = self.ordered_ids
-        lo = bisect.bisect_left(ordered, workflow_id)
-        return self.order[lo : bisect.bisect_right(ordered, workflow_id, lo)]
 
 
 @dataclass(frozen=True)
@@ -204,7 +171,7 @@ class ServedRows:
     def restatus(self, live: Mapping[tuple[str, int], str]) -> ServedRows | None:
         """These versions after a change of status alone (the workflows table as it was when
         they were read): `live`, the lifecycle log's statuses (`live_statuses`), applied to
-        the candidates, the served versions picked again (`_pick`), and those rows taken from
+        the candidates, the served versions picked again (`served_pick.pick`), and those rows taken from
         these (`take`), their keys, stats and columns as read. None when a version not served
         here would be (one served again: a promotion, a rollback), or when the whole read left
         out a run not recorded: then only a whole read (`served_rows`) has it.
@@ -220,7 +187,7 @@ class ServedRows:
         drop: list[int] = []
         statuses = self.statuses
         for workflow_id in sorted({key[0] for key in moved}):
-            picked = _pick_one(found, workflow_id, live)
+            picked = served_pick.pick_one(found, workflow_id, live)
             lo = bisect.bisect_left(self.ids, workflow_id)
             hi = bisect.bisect_right(self.ids, workflow_id, lo)
             served = dict(zip(self.picked[lo:hi].tolist(), range(lo, hi), strict=True))
@@ -406,152 +373,6 @@ class _Layered(Mapping[tuple[str, int], UsageStats]):
         return len(self.base) + sum(key not in self.base for key in self.top)
 
 
-def _codes(values: list[str]) -> tuple[npt.NDArray[np.int32], list[str]]:
-    names = sorted(set(values))
-    code = {n: i for i, n in enumerate(names)}
-    return np.fromiter(map(code.__getitem__, values), dtype=np.int32, count=len(values)), names
-
-
-def _order(ids: list[str], versions: list[int]) -> npt.NDArray[np.int64]:
-    """Positions by id, newest version first (ties in table order): one `lexsort` of the ids
-    as a numpy array of bytes (~40 ms at 100k versions, against ~0.1 s for `sorted` with a key
-    function; a byte an ASCII character, not numpy's four a character: 36 MB at 1M ids of 36).
-    An id is ASCII with no NUL (`Workflow.id`'s pattern), whose bytes sort as its characters;
-    another, in numpy's strings of characters, which sort as Python's."""
-    if not ids:
-        return np.zeros(0, dtype=np.int64)
-    newest = -np.asarray(versions, dtype=np.int64)
-    try:
-        names = np.asarray(ids, dtype=np.bytes_)
-    except UnicodeEncodeError:
-        names = np.asarray(ids, dtype=np.str_)
-    return np.lexsort((newest, names)).astype(np.int64)
-
-
-def _pick(
-    ids: list[str], statuses: Sequence[str] | Mapping[int, str], order: npt.NDArray[np.int64]
-) -> list[int]:
-    """`served_versions` over columns: per id (sorted), newest first (`order`, `_order`), the
-    latest servable version and, when that one is not active, the latest active one below it.
-    Over every candidate (statuses as a sequence), by arrays (`_picked`); one workflow's
-    versions (a mapping of their positions), in a loop."""
-    if not isinstance(statuses, Mapping):
-        return _picked(ids, statuses, order)
-    chosen: list[int] = []
-    current, picked, active = None, 0, False
-    for i in order.tolist():
-        if ids[i] != current:
-            current, picked, active = ids[i], 0, False
-        if statuses[i] in NOT_SERVED or active:
-            continue
-        if statuses[i] == "active" or not picked:
-            chosen.append(i)
-            picked += 1
-            active = statuses[i] == "active"
-    return chosen
-
-
-def _picked(ids: list[str], statuses: Sequence[str], order: npt.NDArray[np.int64]) -> list[int]:
-    """`_pick` over every candidate, by arrays: per group of one id in `order`, its first
-    servable version, and when that one is not active the first active one after it (~10 ms
-    at 100k versions, against ~70 ms a version at a time)."""
-    if not len(order):
-        return []
-    at = order.tolist()
-    kinds = np.asarray(statuses, dtype=object)[order]  # the same few str objects, compared by C
-    servable = np.ones(len(kinds), dtype=bool)
-    for status in NOT_SERVED:
-        servable &= kinds != status
-    active = kinds == "active"
-    in_order = [ids[i] for i in at]
-    fresh = np.ones(len(at), dtype=bool)
-    fresh[1:] = np.asarray(in_order[1:], dtype=object) != np.asarray(in_order[:-1], dtype=object)
-    group = np.cumsum(fresh) - 1
-    usable = np.flatnonzero(servable)
-    first = usable[np.r_[True, group[usable[1:]] != group[usable[:-1]]]] if len(usable) else usable
-    waiting = first[~active[first]]  # not active: the first active one after it joins it
-    actives = np.flatnonzero(active)
-    after = np.searchsorted(actives, waiting, side="right")
-    found = after < len(actives)
-    partner = actives[after[found]]
-    partner = partner[group[partner] == group[waiting[found]]]
-    chosen: list[int] = order[np.sort(np.concatenate([first, partner]))].tolist()
-    return chosen
-
-
-def _pick_one(found: Candidates, workflow_id: str, live: Mapping[tuple[str, int], str]) -> dict[int, str]:
-    """`_pick` of one workflow's versions among the candidates, with `live` applied: the
-    positions served and their statuses."""
-    order = found.versions_of(workflow_id)
-    versions = found.versions
-    status = {i: live.get((workflow_id, int(versions[i])), found.statuses[i]) for i in order.tolist()}
-    return {i: status[i] for i in _pick(found.ids, status, order)}
-
-
-def _key_matrix(
-    keys: Any, rows: npt.NDArray[np.int64], dim: int, fallback: Any
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    """The keys of the given rows of a `keys` column, stacked in that order, and how many each
-    row has; a row without keys is keyed by its `vector` (`fallback(positions)`: the vectors
-    of the rows at these positions of `rows`).
-
-    Chunk by chunk, without combining or taking the Arrow column: at 1M keys it is 1.5 GB."""
-    import pyarrow.compute as pc
-
-    chunks = keys.chunks if keys is not None else []
-    lengths = np.concatenate(
-        [np.asarray(pc.fill_null(pc.list_value_length(c), 0), dtype=np.int64) for c in chunks]
-        or [np.zeros(len(rows) and int(rows.max()) + 1, dtype=np.int64)]
-    )
-    parts = [_vectors(pc.list_flatten(c), dim) for c in chunks] or [np.zeros((0, dim), np.float32)]
-    counts = lengths[rows]
-    offsets = np.cumsum(counts) - counts
-    where = np.repeat(np.cumsum(lengths)[rows] - counts - offsets, counts) + np.arange(int(counts.sum()))
-    matrix = _gathered(parts, where, dim)
-    if not np.any(counts == 0):
-        return matrix, counts
-    # Rows without keys are keyed by their mean vector: splice them in at their place.
-    missing = fallback(np.flatnonzero(counts == 0))
-    parts, taken = [], 0
-    for i in range(len(rows)):
-        if counts[i]:
-            parts.append(matrix[offsets[i] : offsets[i] + counts[i]])
-        else:
-            parts.append(missing[taken : taken + 1])
-            taken += 1
-    return np.concatenate(parts) if parts else matrix, np.maximum(counts, 1)
-
-
-def _gathered(
-    parts: list[npt.NDArray[np.float32]], where: npt.NDArray[np.int64], dim: int
-) -> npt.NDArray[np.float32]:
-    """The rows at `where` of the parts stacked, in that order, copied once: every row in
-    order is the parts concatenated; else each part's rows are taken straight into their
-    places (not the parts concatenated first, then taken: two copies, ~0.15 s of fresh pages
-    each at 100k keys of 384)."""
-    sizes = np.array([len(p) for p in parts], dtype=np.int64)
-    total = int(sizes.sum())
-    if len(where) == total and bool(np.all(where == np.arange(total))):
-        return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0], dtype=np.float32)
-    out = np.empty((len(where), dim), dtype=np.float32)
-    starts = np.cumsum(sizes) - sizes
-    part = np.searchsorted(starts, where, side="right") - 1
-    by_part = np.argsort(part, kind="stable")
-    bounds = np.searchsorted(part[by_part], np.arange(len(parts) + 1))
-    for j in np.flatnonzero(np.diff(bounds)).tolist():
-        at = by_part[bounds[j] : bounds[j + 1]]
-        out[at] = parts[j][where[at] - starts[j]]
-    return out
-
-
-def _vectors(array: Any, dim: int) -> npt.NDArray[np.float32]:
-    """A fixed-size list array of floats as a (len, dim) float32 matrix."""
-    import pyarrow as pa
-
-    values = array.flatten() if len(array) else pa.array([], pa.float32())
-    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
-
-
 class ServedMixin(StoreBase):
     """Reads the served versions as columns."""
 
@@ -561,7 +382,7 @@ class ServedMixin(StoreBase):
 
         ns = self._ns(namespace)
         source, where = self._workflows(ns), f"namespace = {quote(ns)}"
-        # The key vectors stay out of every Arrow copy below (filter, take): see `_key_matrix`.
+        # The key vectors stay out of every Arrow copy below (filter, take): see `served_columns.key_matrix`.
         table = select(source, where, [c for c in source.schema.names if c != "vector"])
         keys = table.column("keys") if "keys" in table.column_names else None
         table = table.drop_columns(["keys"]) if keys is not None else table
@@ -570,11 +391,11 @@ class ServedMixin(StoreBase):
         table, rows = self._recorded(table, ns)
         ids, versions = table.column("id").to_pylist(), table.column("version").to_pylist()
         changed = self.live_statuses(namespace=ns)  # type: ignore[attr-defined]
-        stored = _interned(table.column("status"))
+        stored = columns.interned(table.column("status"))
         # The log's status where it has one (`dict.get` with the stored one as default, by `map`).
         statuses = list(map(changed.get, zip(ids, versions, strict=True), stored))
-        order = _order(ids, versions)
-        chosen = _pick(ids, statuses, order)
+        order = served_pick.order(ids, versions)
+        chosen = served_pick.pick(ids, statuses, order)
         torn = len(table) < everything
         candidates = Candidates(
             ids, np.array(versions, dtype=np.int64), stored, order, torn, runs if torn else None
@@ -589,14 +410,14 @@ class ServedMixin(StoreBase):
             by_key = {(r["id"], r["version"]): r["vector"] for r in found}
             return np.array([by_key[k] for k in wanted], dtype=np.float32).reshape(-1, self.embedder.dim)
 
-        matrix, counts = _key_matrix(keys, rows[chosen], self.embedder.dim, vectors_of)
-        shares = _shares(table, counts)
+        matrix, counts = columns.key_matrix(keys, rows[chosen], self.embedder.dim, vectors_of)
+        shares = columns.shares(table, counts)
         usage = self.usage(namespace=ns)  # type: ignore[attr-defined]
         served_ids, served_versions = [ids[i] for i in chosen], [versions[i] for i in chosen]
-        live = _live_stats(usage, zip(served_ids, served_versions, strict=True), table.column("stats"))
+        live = columns.live_stats(usage, zip(served_ids, served_versions, strict=True), table.column("stats"))
         kinds = table.column("kind").to_pylist() if "kind" in table.column_names else ["task"] * len(table)
-        agents, agent_names = _codes(table.column("agent").to_pylist())
-        scopes, scope_names = _codes(table.column("scope").to_pylist())
+        agents, agent_names = columns.codes(table.column("agent").to_pylist())
+        scopes, scope_names = columns.codes(table.column("scope").to_pylist())
         return ServedRows(
             ids=served_ids,
             versions=np.array(served_versions, dtype=np.int64),
@@ -610,7 +431,7 @@ class ServedMixin(StoreBase):
             owners=np.repeat(np.arange(len(chosen), dtype=np.int64), counts),
             shares=shares,
             subroutine=np.array([k == "subroutine" for k in kinds], dtype=bool),
-            by_example=_by_example(table),
+            by_example=columns.by_example(table),
             table=table.combine_chunks(),
             usage=usage,
             candidates=candidates,
@@ -630,58 +451,3 @@ class ServedMixin(StoreBase):
             keep = np.array([r is None or r in recorded for r in run_ids], dtype=bool)
             table, rows = table.filter(pa.array(keep, pa.bool_())), rows[keep]
         return table, rows
-
-
-def _live_stats(
-    usage: Mapping[tuple[str, int], UsageStats], keys: Iterable[tuple[str, int]], texts: Any
-) -> list[UsageStats]:
-    """Each version's usage: the live figures `usage` holds, else its stored `stats` (`texts`:
-    the Arrow column of their JSON, each distinct text parsed once, one object for all its
-    versions); by C-level passes (`dictionary_encode`, `map`), ~20 ms at 100k versions."""
-    import pyarrow.compute as pc
-
-    encoded = pc.dictionary_encode(texts.combine_chunks() if hasattr(texts, "combine_chunks") else texts)
-    parsed = [UsageStats.model_validate(json.loads(t)) for t in encoded.dictionary.to_pylist()]
-    stored = map(parsed.__getitem__, encoded.indices.to_numpy(zero_copy_only=False).tolist())
-    return list(map(usage.get, keys, stored))
-
-
-def _interned(column: Any) -> list[str]:
-    """A string column of few distinct values (a status) as a list, one `str` object per
-    distinct value, not one a row."""
-    import pyarrow.compute as pc
-
-    encoded = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
-    names = [*encoded.dictionary.to_pylist(), None]  # a null: None, as `to_pylist` gives it
-    codes = encoded.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)
-    return list(map(names.__getitem__, codes.tolist()))
-
-
-def _by_example(table: Any) -> npt.NDArray[np.bool_]:
-    """Per row, whether its keys' shares were recorded (a workflow keyed by its examples)."""
-    import pyarrow.compute as pc
-
-    if "key_shares" not in table.column_names:
-        return np.zeros(len(table), dtype=bool)
-    return pc.is_valid(table.column("key_shares")).to_numpy(zero_copy_only=False).astype(bool)  # type: ignore[no-any-return]
-
-
-def _shares(table: Any, counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """Per key, its recorded share; 1 for a row whose shares are missing or do not match. By
-    arrays: the recorded lists' values copied where their lengths match (~5 ms at 100k
-    versions, against ~0.13 s through Python lists)."""
-    import pyarrow.compute as pc
-
-    out = np.ones(int(counts.sum()), dtype=np.float64)
-    if "key_shares" not in table.column_names or not len(out):
-        return out
-    column = table.column("key_shares").combine_chunks()
-    lengths = pc.list_value_length(column).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)[:-1]
-    values = column.values.to_numpy(zero_copy_only=False).astype(np.float64)
-    ok = (lengths == counts) & (counts > 0)
-    n = counts[ok]
-    start = (np.cumsum(counts) - counts)[ok]
-    step = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-    out[np.repeat(start, n) + step] = values[np.repeat(offsets[ok], n) + step]
-    return out
