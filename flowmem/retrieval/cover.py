@@ -284,9 +284,11 @@ class Evidence:
         """The similarity of the stored task nearest the task embedded as `query` (-inf: none);
         with an `index`, of the `FAMILIAR_KEYS` it finds nearest (`familiar`)."""
         seen, ann = self.seen_vectors, self.index.ann
-        if ann is not None:
-            seen = seen[ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF)]
-        return float(snap_cosines(product(seen, query)).max()) if len(seen) else -np.inf
+        if ann is None:
+            products = product(seen, query)
+        else:  # the rows found scored in place: no copy of them, no BLAS thread setting
+            products = ann.products(seen, query, ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF))
+        return float(snap_cosines(products).max()) if len(products) else -np.inf
 
     def floor_keeps(
         self,
