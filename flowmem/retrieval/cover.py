@@ -35,6 +35,7 @@ from flowmem.retrieval.blas import product
 from flowmem.retrieval.keys_seen import Prints, all_among
 from flowmem.retrieval.nearest import snap_cosines
 from flowmem.retrieval.serving import above_floor, compose, within_gap
+from flowmem.retrieval.unique import sorted_unique
 
 __all__ = [
     "COVER_WEIGHT",
@@ -403,7 +404,7 @@ class Evidence:
         rows = ann.search(query, RECUR_KEYS)
         groups = self.distinct
         near = [groups.members(int(d)) for d in rows[rows < groups.count].tolist()]
-        return np.unique(np.concatenate([self.by_template.members(self.codes[template]), *near]))
+        return sorted_unique(np.concatenate([self.by_template.members(self.codes[template]), *near]))
 
 
 @dataclass(frozen=True)

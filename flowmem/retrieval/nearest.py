@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from flowmem.retrieval.unique import sorted_unique
+
 __all__ = ["COSINE_BITS", "SHARE_WEIGHT", "ExampleIndex", "key_shares", "snap_cosines"]
 
 COSINE_BITS = 16
@@ -178,7 +180,7 @@ class ExampleIndex:
         if self.single:
             scores = snap_cosines(cosines)
             return keys, scores - self.penalty[keys] if self.penalized else scores
-        items = np.unique(self.owners[keys])
+        items = sorted_unique(self.owners[keys])
         return items, self.item_similarities(query, items, every)
 
     def ranked(self, query: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

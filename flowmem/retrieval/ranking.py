@@ -41,6 +41,7 @@ from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
 from flowmem.retrieval.blas import ONE_BLAS_THREAD, product
 from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
 from flowmem.retrieval.nearest import COSINE_BITS, ExampleIndex, snap_cosines
+from flowmem.retrieval.unique import grouped
 
 __all__ = ["ANN_MIN", "AnnSlot", "Columns", "Snapshot"]
 
@@ -182,14 +183,15 @@ _FIGURES = operator.attrgetter("successes", "failures")
 def _factors(stats: Sequence[UsageStats], params: LifecycleParams) -> npt.NDArray[np.float64]:
     """Each version's rank factor (`rank_factor`), worked out once per distinct pair of
     outcome counts, what it depends on (`posterior`): the counts read by one C-level pass and
-    grouped by `np.unique` (~15 ms at 100k versions, against ~50 ms a version at a time)."""
+    grouped by one sort (`unique.grouped`: ~1.4–13 ms at 100k versions, against 10–150 ms
+    for `np.unique(axis=0)` and ~50 ms a version at a time)."""
     if not stats:
         return np.zeros(0, dtype=np.float64)
     flat = itertools.chain.from_iterable(map(_FIGURES, stats))
     pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(stats)).reshape(-1, 2)
-    _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-    distinct = np.array([rank_factor(stats[i], params) for i in first.tolist()], dtype=np.float64)
-    return distinct[inverse.reshape(-1)]
+    first, inverse = grouped(pairs[:, 0], pairs[:, 1])
+    factors = np.array([rank_factor(stats[i], params) for i in first.tolist()], dtype=np.float64)
+    return factors[inverse]
 
 
 def _partners(rows: Columns) -> npt.NDArray[np.int64]:
