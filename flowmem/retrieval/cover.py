@@ -23,7 +23,7 @@ import re
 import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, KeysView, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -198,6 +198,23 @@ def task_template(task: str, words: Collection[str]) -> str:
     return " ".join(w if w in words else "_" for w in _WORD.findall(task.casefold()))
 
 
+def _shapes(
+    texts: Sequence[str], numbers: Sequence[int], share: float
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The words at least `share` of the distinct `texts` hold, and the `task_template` of each
+    run (run i's text is `texts[numbers[i]]`). Each distinct text's words are found once (a
+    task done many times is one text); what follows by C-level passes (`map`, `chain`), not a
+    generator a word: ~2x faster at 100k runs."""
+    said = [_WORD.findall(t.casefold()) for t in texts]
+    distinct = dict(zip(map(" ".join, said), said, strict=True))  # texts told apart by their words
+    counts = Counter(itertools.chain.from_iterable(map(set, distinct.values())))
+    cut = share * len(distinct)
+    words = frozenset(w for w, n in counts.items() if n >= cut)
+    shown = {w: w if n >= cut else "_" for w, n in counts.items()}  # a word as `task_template` writes it
+    shapes = [" ".join(map(shown.__getitem__, found)) for found in said]
+    return words, tuple(map(shapes.__getitem__, numbers))
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Successful stored runs of a namespace, as evidence of what a recurring task needs:
@@ -240,20 +257,19 @@ class Evidence:
     """An ANN of `seen_vectors` once built (`agents.served_index` builds one in the background
     past `ANN_MIN` of them): `familiar` and `runs_for` then ask it for the nearest tasks instead
     of scoring every one."""
+    shapes: InitVar[tuple[frozenset[str], Sequence[str]] | None] = None
+    """`words` and `templates` when the caller has worked them out from `tasks` as this class
+    does (the evidence read, by Arrow's kernels: `storage.task_shapes`); None: worked out here."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, shapes: tuple[frozenset[str], Sequence[str]] | None) -> None:
         texts: dict[str, int] = {}
         numbers = [texts.setdefault(t, len(texts)) for t in self.tasks]
-        # Each distinct text's words, once (a task done many times is one text); what follows
-        # by C-level passes (`map`, `chain`), not a generator a word: ~2x faster at 100k runs.
-        said = [_WORD.findall(t.casefold()) for t in texts]
-        distinct = dict(zip(map(" ".join, said), said, strict=True))  # texts told apart by their words
-        counts = Counter(itertools.chain.from_iterable(map(set, distinct.values())))
-        cut = self.share * len(distinct)
-        words = frozenset(w for w, n in counts.items() if n >= cut)
-        shown = {w: w if n >= cut else "_" for w, n in counts.items()}  # a word as `task_template` writes it
-        shapes = [" ".join(map(shown.__getitem__, found)) for found in said]
-        templates = tuple(map(shapes.__getitem__, numbers))
+        if shapes is None:
+            words, templates = _shapes(list(texts), numbers, self.share)
+        elif len(shapes[1]) != len(self.tasks):
+            raise ValueError(f"{len(shapes[1])} templates for {len(self.tasks)} runs")
+        else:
+            words, templates = shapes[0], tuple(shapes[1])
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "templates", templates)
         codes: dict[str, int] = {}

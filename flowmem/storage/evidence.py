@@ -11,6 +11,7 @@ from flowmem.retrieval.cover import Evidence
 from flowmem.settings import Settings
 from flowmem.storage.scans import BATCH, arrow_batches
 from flowmem.storage.store import Store
+from flowmem.storage.task_shapes import task_shapes
 
 _COLUMNS = ("id", "created_at", "task", "actions", "vector", "success")
 
@@ -45,13 +46,15 @@ def newest_successes(
             won.add(batch.filter(succeeded), limit)
             other.add(batch.filter(pc.invert(succeeded)), limit)
     dim = store.embedder.dim
-    tasks, others = won.column("task"), other.column("task")
+    column = won.arrow("task")
+    tasks, others = ([] if column is None else column.to_pylist()), other.column("task")
     return Evidence(
         tasks,
         [a or [] for a in won.column("actions")],
         won.vectors(dim),
         share,
         others=_others(set(tasks), others, other.vectors(dim)),
+        shapes=None if column is None else task_shapes(column, share),
     )
 
 
@@ -103,8 +106,13 @@ class _Newest:
 
     def column(self, name: str) -> list[Any]:
         """A column of the rows kept, newest first, as a list."""
+        found = self.arrow(name)
+        return [] if found is None else found.to_pylist()
+
+    def arrow(self, name: str) -> Any:
+        """A column of the rows kept, newest first, in Arrow (None: no rows kept)."""
         found = self.ordered()
-        return [] if found is None else found[0].column(name).take(found[1]).to_pylist()
+        return None if found is None else found[0].column(name).take(found[1])
 
     def vectors(self, dim: int) -> npt.NDArray[np.float32]:
         """The task vectors of the rows kept, newest first, as one float32 matrix."""
