@@ -116,7 +116,7 @@ def _changes(draw: st.DrawFn) -> tuple[ServedRows, list[dict[Key, str]]]:
 
 
 @given(_changes())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 def test_restatus_picks_again_what_every_candidate_picked_again_picks(
     change: tuple[ServedRows, list[dict[Key, str]]],
 ) -> None:
@@ -150,6 +150,7 @@ def test_restatus_reads_again_when_a_version_not_served_would_be() -> None:
     assert same is not None and same.ids == ["a", "b"] and same.keys is rows.keys
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=40))
 def test_factors_are_a_version_at_a_time(counts: list[tuple[int, int]]) -> None:
     stats = [UsageStats(served=s + f, successes=s, failures=f) for s, f in counts]
@@ -158,6 +159,7 @@ def test_factors_are_a_version_at_a_time(counts: list[tuple[int, int]]) -> None:
     assert got.dtype == np.float64 and got.tolist() == want.tolist()
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(STATUSES)), max_size=30))
 def test_partners_are_a_dict_of_every_active_version(versions: list[tuple[str, str]]) -> None:
     ids, statuses = [w for w, _ in versions], [s for _, s in versions]
@@ -177,6 +179,7 @@ def test_partners_are_a_dict_of_every_active_version(versions: list[tuple[str, s
     assert ranking._partners(Rows()).tolist() == want.tolist()  # type: ignore[arg-type]
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(
     st.lists(st.tuples(st.sampled_from("abcde"), st.integers(1, 3), st.integers(0, 2)), max_size=12),
     st.lists(st.tuples(st.sampled_from("abcde"), st.integers(1, 3), st.integers(0, 2)), max_size=12),
@@ -205,6 +208,7 @@ def test_borrowed_keys_map_as_a_dict_comprehension_maps_them(
     assert got.remap.tolist() == want
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.data())
 def test_borrowed_keys_map_by_their_tags_as_by_their_ids(data: st.DataObject) -> None:
     """Two bases of versions picked among one origin's (unique ids and versions, each its
@@ -240,6 +244,7 @@ def test_borrowed_keys_map_by_their_tags_as_by_their_ids(data: st.DataObject) ->
 # A whole read's parts (`served_rows`), each against the loop it replaced.
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(
     st.lists(
         st.tuples(
@@ -255,6 +260,7 @@ def test_order_is_sorting_by_id_then_newest(versions: list[tuple[str, int]]) -> 
     assert got.dtype == np.int64 and got.tolist() == want
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(
     st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 4), st.sampled_from(STATUSES)), max_size=40)
 )
@@ -270,6 +276,7 @@ def test_picking_every_candidate_by_arrays_is_the_loop(versions: list[tuple[str,
     assert _pick(ids, statuses, order) == _pick(ids, dict(enumerate(statuses)), order)
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(
     st.lists(
         st.tuples(
@@ -293,6 +300,7 @@ def test_shares_by_arrays_are_the_loop(rows: list[tuple[int, list[float] | None]
     )
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.booleans()), max_size=20))
 def test_live_stats_by_arrays_are_the_loop(rows: list[tuple[str, int, bool]]) -> None:
     """Each version's usage figures where the usage table has them, else its stored stats,
@@ -313,6 +321,7 @@ def test_live_stats_by_arrays_are_the_loop(rows: list[tuple[str, int, bool]]) ->
             assert s is stored[t]  # one object per distinct text
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.lists(st.one_of(st.none(), st.sampled_from(STATUSES))))
 def test_interned_statuses_are_the_column_as_a_list(values: list[str | None]) -> None:
     column = pa.chunked_array([pa.array(values[:3], pa.string()), pa.array(values[3:], pa.string())])
@@ -321,6 +330,7 @@ def test_interned_statuses_are_the_column_as_a_list(values: list[str | None]) ->
     assert len({id(s) for s in got}) <= len(set(values))
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=5), st.data())
 def test_keys_gathered_from_the_parts_are_the_parts_stacked_then_taken(
     sizes: list[int], data: st.DataObject
@@ -344,6 +354,7 @@ def test_keys_gathered_from_the_parts_are_the_parts_stacked_then_taken(
     assert all(not np.shares_memory(got, p) for p in parts)
 
 
+@settings(deadline=None, derandomize=True, database=None)
 @given(
     st.lists(
         st.sampled_from(["Call Olga", "call  kofi", "EMAIL amir!", "Straße 5", "call olga", "x_y 7", ""]),
