@@ -17,9 +17,10 @@ from flowmem.jobs.induce import run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.retrieval import beside as beside_module
 from flowmem.retrieval import keys_seen
-from flowmem.retrieval.beside import QUEUED_MAX, Beside, Pending
+from flowmem.retrieval.beside import QUEUED_MAX, Beside, Pending, ahead
 from flowmem.retrieval.cover import Evidence
 from flowmem.settings import Settings
+from flowmem.storage.evidence import newest_successes
 from tests.factories import cancel, forward, induced, make_workflow, remind, until
 
 WAIT = 30.0
@@ -62,6 +63,65 @@ def test_work_the_helper_has_not_begun_is_run_by_its_caller_without_waiting() ->
     after = helper.run(_name)
     until(lambda: after.begun)
     assert after.result() == "helper-b"  # the helper skipped the one taken back, and goes on
+
+
+def test_work_read_ahead_runs_in_its_own_thread_and_its_value_or_error_reaches_the_caller() -> None:
+    read = ahead(_name, "reader-a")
+    until(lambda: read.begun)
+    assert read.result() == "reader-a"
+
+    def fails() -> None:
+        raise OSError("the store is gone")
+
+    failed = ahead(fails, "reader-b")
+    with pytest.raises(OSError, match="the store is gone"):
+        failed.result()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> str:
+        held.set()
+        assert release.wait(WAIT)
+        return _name()
+
+    busy = ahead(hold, "reader-c")
+    assert held.wait(WAIT)
+    done = threading.Thread(target=busy.cancel)  # dropped: waited for, as it is running
+    done.start()
+    done.join(0.2)
+    assert done.is_alive()
+    release.set()
+    done.join(WAIT)
+    assert not done.is_alive()
+
+
+def test_a_reload_reads_the_evidence_beside_the_served_versions_and_a_failed_read_fails_the_reload(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(db=str(tmp_path / "db"))
+    store = induced(settings)
+    readers: list[tuple[str, int]] = []
+
+    def counted(*args: Any, **kw: Any) -> Evidence:
+        readers.append((_name(), args[2]))  # the thread, and how many runs are asked for
+        return newest_successes(*args, **kw)
+
+    monkeypatch.setattr(served_index, "newest_successes", counted)
+    index = served_index.ServedIndex(store, settings.namespace, cover_weight=0.35, evidence_limit=100)
+    assert index.search("email the report to kofi", k=3) is not None
+    assert readers == [("MainThread", 0), ("flowmem-evidence", 100)]  # the reload's read: its own thread
+    assert len(index._evidence.tasks) > 0
+    served = store.served_rows(namespace=settings.namespace)
+    assert index._rows.ids == served.ids
+
+    def broken(*args: Any, **kw: Any) -> Evidence:
+        if args[2]:  # the reload's read, not the empty evidence an index starts with
+            raise OSError("the runs table is gone")
+        return newest_successes(*args, **kw)
+
+    monkeypatch.setattr(served_index, "newest_successes", broken)
+    other = served_index.ServedIndex(store, settings.namespace, cover_weight=0.35, evidence_limit=100)
+    with pytest.raises(OSError, match="the runs table is gone"):
+        other.search("email the report to kofi", k=3)
 
 
 def test_work_past_the_queue_s_bound_is_left_to_its_caller_and_cancelled_work_never_runs() -> None:

@@ -37,7 +37,7 @@ from flowmem.models import Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams
 from flowmem.retrieval import search as retrieval
 from flowmem.retrieval.ann import AnnSlot, ann_available
-from flowmem.retrieval.beside import Beside
+from flowmem.retrieval.beside import Beside, Pending, ahead
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.ranking import ANN_MIN, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
@@ -238,7 +238,31 @@ class ServedIndex:
     ) -> _Reloaded:
         """What the store serves at `version`, read and indexed (not yet served: `_install`);
         `before`: the version of the snapshot being served; `usage_only`: only the usage table
-        changed since."""
+        changed since. A new induction run's evidence runs are read in a thread of their own
+        meanwhile (`retrieval.beside.ahead`; both reads wait mostly on LanceDB and Arrow, which
+        let go of the GIL)."""
+        reading: Pending[Evidence] | None = None
+        if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
+            read = functools.partial(
+                newest_successes, self.store, self.namespace, self.evidence_limit, share=self.literal_share
+            )
+            reading = ahead(read, "flowmem-evidence")
+        try:
+            rows, snap = self._served(version, before, usage_only=usage_only)
+        except BaseException:
+            if reading is not None:
+                reading.cancel()
+            raise
+        evidence = None if reading is None else reading.result()
+        if evidence is not None and self._wants_ann(evidence):  # `familiar` and `runs_for` ask it
+            built = functools.partial(self._evidence_built, evidence)
+            self._build_ann(evidence.index, evidence.seen_vectors, then=built)
+        return _Reloaded(rows, snap, evidence)
+
+    def _served(
+        self, version: tuple[int, int, int], before: tuple[int, int, int] | None, *, usage_only: bool
+    ) -> tuple[ServedRows, Snapshot]:
+        """The served versions at `version` as rows and their snapshot (`_read`)."""
         old = self._snapshot
         if usage_only:
             # Usage alone changed (an outcome reported): the same versions, statuses and keys,
@@ -261,15 +285,7 @@ class ServedIndex:
             # one is built (in the background, the borrowed one searched meanwhile).
             if snap.adopt(old):
                 self._build_ann(snap.to_build(), snap.index.vectors)
-        evidence = None
-        if self.evidence_limit and version[0] != self._evidence_of:  # a new induction run's commit
-            evidence = newest_successes(
-                self.store, self.namespace, self.evidence_limit, share=self.literal_share
-            )
-            if self._wants_ann(evidence):  # `familiar` and `runs_for` ask it
-                built = functools.partial(self._evidence_built, evidence)
-                self._build_ann(evidence.index, evidence.seen_vectors, then=built)
-        return _Reloaded(rows, snap, evidence)
+        return rows, snap
 
     def _restatused(
         self, version: tuple[int, int, int], before: tuple[int, int, int] | None

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["QUEUED_MAX", "Beside", "Pending", "drain"]
+__all__ = ["QUEUED_MAX", "Beside", "Pending", "ahead", "drain"]
 
 T = TypeVar("T")
 
@@ -91,6 +91,21 @@ class Pending(Generic[T]):
         self._work, self._state = None, _DONE
         self._done.set()
         return True
+
+
+def ahead(work: Callable[[], T], name: str) -> Pending[T]:
+    """`work` begun at once in a daemon thread of its own (named `name`), its caller collecting
+    it with `Pending.result` (run there when the thread has not begun it yet) or dropping it with
+    `cancel`: for work that reads (a store's rows) beside the caller's own reading. Not waited
+    for at exit (`drain`): it never runs faiss."""
+    pending: Pending[T] = Pending(work)
+
+    def begin() -> None:
+        if pending._take():
+            pending._run()
+
+    threading.Thread(target=begin, name=name, daemon=True).start()
+    return pending
 
 
 class Beside:
