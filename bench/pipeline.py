@@ -41,15 +41,39 @@ def _flowmem_cpu(
 ) -> tuple[float, float]:
     """`_flowmem`'s seconds, and the CPU seconds (user + system) its process used: on a shared
     machine the CPU time moves less with the load than the wall time."""
+    env = _cli_env(db=db, home=home, api=api)
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([*_CLI, *args], env=env, check=check, capture_output=True)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _cli_env(*, db: str, home: str, api: str | None = None) -> dict[str, str]:
+    """The environment of a `flowmem` command on store `db`, its flows on the Prefect server at
+    `api` if given."""
     env = {**os.environ, "FLOWMEM_DB": db, "PREFECT_HOME": home, "LANCEDB_LOG": "error"}
     env.pop("PREFECT_API_URL", None)
     if api:
         env["PREFECT_API_URL"] = api
     env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run([*_CLI, *args], env=env, check=check, capture_output=True)
-    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return env
+
+
+_GENERATE = """
+import sys
+from flowmem.cli import app
+
+for out, tasks, seed in zip(*[iter(sys.argv[1:])] * 3, strict=True):
+    app(["generate", out, "--tasks", tasks, "--seed", seed], standalone_mode=False)
+"""
+
+
+def _generate(*files: tuple[str, int, int], db: str, home: str) -> None:
+    """`flowmem generate FILE --tasks N --seed S` for each (FILE, N, S), one after another in one
+    fresh process (untimed: the data the timed commands read, not a figure)."""
+    argv = [str(part) for file in files for part in file]
+    env = _cli_env(db=db, home=home)
+    subprocess.run([sys.executable, "-c", _GENERATE, *argv], env=env, check=True, capture_output=True)
 
 
 def hook_step(n: int = 100_000) -> dict[str, float]:
@@ -79,10 +103,7 @@ def induction(n: int, *, flow: bool = True) -> dict[str, float]:
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data, extra = f"{tmp}/runs.jsonl.gz", f"{tmp}/more.jsonl.gz"
-        _flowmem("generate", data, "--tasks", str(n), db=f"{tmp}/gen", home=tmp)
-        _flowmem(
-            "generate", extra, "--tasks", str(max(1, n // 100)), "--seed", "1", db=f"{tmp}/gen", home=tmp
-        )
+        _generate((data, n, 0), (extra, max(1, n // 100), 1), db=f"{tmp}/gen", home=tmp)
         db = f"{tmp}/cli"
         out["ingest_s"] = _flowmem("ingest", data, db=db, home=tmp)
         out["induce_s"], out["induce_cpu_s"] = _flowmem_cpu("induce", db=db, home=tmp, check=False)

@@ -72,7 +72,7 @@ def run_bench(
 
     out: dict[str, Any] = {"machine": machine(), "scale": scale, "full": full}
     log("agent start: import + open + first step, fresh processes, this checkout and before ...")
-    out.update(agent_start(AGENT_STARTS if scale >= 1 else 2))
+    out.update(agent_start(AGENT_STARTS if scale >= 1 else 1))
     log("hook: run.step ...")
     out.update(hook_step(size(HOOK)))
     sizes = SEARCH + ([1_000_000] if full else [])
