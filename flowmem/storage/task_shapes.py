@@ -8,7 +8,7 @@ Xeon, under load). Here the same figures come from one regular-expression split 
 column, a count of each distinct text's distinct words by numpy, and one join per template:
 ~0.3 s. Only for columns of ASCII text, where `str.casefold` is Arrow's `ascii_lower` and
 Python's `\\w` is `[a-z0-9_]` once lowered; any other column (None here) is worked out by
-`Evidence` itself. `tests/test_reload_parts.py` holds the two to each other.
+`Evidence` itself. `tests/test_task_shapes.py` holds the two to each other.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from flowmem.retrieval.unique import grouped, sorted_unique
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,15 +56,13 @@ def task_shapes(tasks: pa.Array | pa.ChunkedArray, share: float) -> tuple[frozen
     # One text of each distinct sequence of words counts; each of its words once.
     keys = pc.dictionary_encode(said).indices.to_numpy()
     counted = np.zeros(len(tasks), dtype=np.bool_)
-    _, first = np.unique(keys, return_index=True)
+    first, _ = grouped(keys)
     counted[first] = True
     encoded = pc.dictionary_encode(words)
     vocabulary, codes = encoded.dictionary, encoded.indices.to_numpy().astype(np.int64)
     chosen = counted[owners]
-    pairs = np.sort(owners[chosen].astype(np.int64) * len(vocabulary) + codes[chosen])
-    once = np.ones(len(pairs), dtype=np.bool_)
-    np.not_equal(pairs[1:], pairs[:-1], out=once[1:])
-    held = np.bincount(pairs[once] % max(len(vocabulary), 1), minlength=len(vocabulary))
+    pairs = sorted_unique(owners[chosen].astype(np.int64) * len(vocabulary) + codes[chosen])
+    held = np.bincount(pairs % max(len(vocabulary), 1), minlength=len(vocabulary))
     frequent = held >= share * len(first)
     shown = pc.if_else(pa.array(frequent[codes], type=pa.bool_()), words, "_")
     templates = pc.binary_join(pa.ListArray.from_arrays(bounds, shown), " ").to_pylist()
