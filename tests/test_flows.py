@@ -396,6 +396,11 @@ class ServeUntilCollected:
             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
             "PREFECT_RUNNER_POLL_FREQUENCY": "1",
             "PREFECT_RUNNER_PREFETCH_SECONDS": "0",
+            # One flow run's process at a time (Prefect's default is 5): a run's process takes
+            # longer than the 5 s interval to start on a loaded machine, and the runs due
+            # meanwhile each started an interpreter of their own (~5 s of CPU each) that the
+            # test never waits for.
+            "PREFECT_RUNNER_PROCESS_LIMIT": "1",
         }
         command = [sys.executable, "-m", "flowmem.cli", "serve", "--interval", "5", "--only", "collect"]
         with (tmp_path / "output").open("w") as out:
