@@ -1,5 +1,9 @@
 """Framework integrations with the real packages: the OpenAI Agents SDK and the openai client
-on httpx.MockTransport (no network, no key), and LangChain tools with our callback handler."""
+on httpx.MockTransport (no network, no key), and LangChain tools with our callback handler.
+
+The Agents SDK and LangChain are imported in the tests that use them, not at the module's
+top: every pytest-xdist process imports every test module to collect it, and these two cost
+~1.5 s of CPU a process that only the process running these tests needs (`xdist_group`)."""
 
 from __future__ import annotations
 
@@ -7,23 +11,26 @@ import asyncio
 import itertools
 import json
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import openai
 import pytest
-from agents import Agent, MaxTurnsExceeded, RunContextWrapper, Runner, function_tool, set_tracing_disabled
-from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
-from langchain_core.tools import ToolException, tool
 
-from examples import openai_agents_sdk, openai_function_calling
+from examples import openai_function_calling
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.integrations.langchain import FlowmemCallbackHandler
-from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
 from flowmem.models import InductionRun, Trajectory, WorkflowRef
 from flowmem.settings import Settings
 from tests.factories import make_workflow
 from tests.processes import READY_LIMIT
+
+if TYPE_CHECKING:
+    from agents import Agent, RunContextWrapper
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+    from langchain_core.tools import BaseTool
+
+pytestmark = pytest.mark.xdist_group("integrations")  # one process imports the SDKs
 
 TASK = "Forward the latest email about the roadmap to olga"
 SERVED = [WorkflowRef(id="forward_latest", version=1)]
@@ -79,6 +86,8 @@ def reply(content: str | None = None, *calls: tuple[str, dict[str, Any]]) -> dic
 
 @pytest.fixture(autouse=True)
 def no_tracing() -> Iterator[None]:
+    from agents import set_tracing_disabled
+
     set_tracing_disabled(True)  # nothing may try to export traces
     yield
 
@@ -98,6 +107,7 @@ def stored(memory: WorkflowMemory) -> list[Trajectory]:
 
 def run_sdk(endpoint: Endpoint, go: Callable[[OpenAIChatCompletionsModel], Awaitable[T]]) -> T:
     """`go(model)` on a model of the Agents SDK that talks to the endpoint."""
+    from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 
     async def main() -> T:
         async with endpoint.async_client() as client:
@@ -153,6 +163,8 @@ def test_function_calling_loop_out_of_turns_is_a_failure(memory: WorkflowMemory)
 def test_agents_sdk_run_is_one_trajectory_with_tool_steps_context_and_served_versions(
     memory: WorkflowMemory,
 ) -> None:
+    from examples import openai_agents_sdk
+
     endpoint = Endpoint(
         reply(None, ("search_emails", {"query": "roadmap"})),
         reply(None, ("lookup_contact", {"name": "nobody"})),
@@ -185,6 +197,11 @@ def test_agents_sdk_run_is_one_trajectory_with_tool_steps_context_and_served_ver
 
 
 def test_agents_sdk_exception_stores_the_run_as_failed(memory: WorkflowMemory) -> None:
+    from agents import Agent, MaxTurnsExceeded, Runner
+
+    from examples import openai_agents_sdk
+    from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
+
     endpoint = Endpoint(reply(None, ("search_emails", {"query": "roadmap"})))
     agent = Agent(name="mailer", instructions="Mail.", tools=[openai_agents_sdk.search_emails])
 
@@ -201,6 +218,10 @@ def test_agents_sdk_exception_stores_the_run_as_failed(memory: WorkflowMemory) -
 
 
 def test_agents_sdk_hooks_without_with_record_one_run_per_runner_run(memory: WorkflowMemory) -> None:
+    from agents import Agent, Runner, function_tool
+
+    from flowmem.agents.integrations.openai_agents import FlowmemHooks, with_memory
+
     @function_tool
     def broken(x: int) -> str:
         """Always fails."""
@@ -244,34 +265,54 @@ def test_agents_sdk_hooks_without_with_record_one_run_per_runner_run(memory: Wor
 # -- LangChain ------------------------------------------------------------------------------
 
 
-@tool
-def search_emails(query: str) -> list[str]:
-    """Emails whose subject contains the query."""
-    return [f"e3: {query} v2"]
+@dataclass(frozen=True)
+class Tools:
+    """The LangChain tools the handler's tests call."""
+
+    search_emails: BaseTool
+    lookup_contact: BaseTool
+    forward_email: BaseTool
+    read_email: BaseTool
 
 
-@tool
-def lookup_contact(name: str) -> str:
-    """The email address of a contact."""
-    raise KeyError(name)
+@pytest.fixture(scope="module")
+def tools() -> Tools:
+    """`Tools`, made with LangChain's `@tool`."""
+    from langchain_core.tools import ToolException, tool
+
+    @tool
+    def search_emails(query: str) -> list[str]:
+        """Emails whose subject contains the query."""
+        return [f"e3: {query} v2"]
+
+    @tool
+    def lookup_contact(name: str) -> str:
+        """The email address of a contact."""
+        raise KeyError(name)
+
+    @tool
+    def forward_email(email_id: str, to: str) -> str:
+        """Forward an email."""
+        raise ToolException(f"{to} is not a valid address")
+
+    forward_email.handle_tool_error = True  # the tool returns the error as its output
+
+    @tool
+    async def read_email(email_id: str) -> str:
+        """The body of an email."""
+        return f"body of {email_id}"
+
+    return Tools(search_emails, lookup_contact, forward_email, read_email)
 
 
-@tool
-def forward_email(email_id: str, to: str) -> str:
-    """Forward an email."""
-    raise ToolException(f"{to} is not a valid address")
+def test_langchain_handler_records_tool_calls_and_errors(memory: WorkflowMemory, tools: Tools) -> None:
+    from flowmem.agents.integrations.langchain import FlowmemCallbackHandler
 
-
-forward_email.handle_tool_error = True  # the tool returns the error as its output
-
-
-@tool
-async def read_email(email_id: str) -> str:
-    """The body of an email."""
-    return f"body of {email_id}"
-
-
-def test_langchain_handler_records_tool_calls_and_errors(memory: WorkflowMemory) -> None:
+    search_emails, lookup_contact, forward_email = (
+        tools.search_emails,
+        tools.lookup_contact,
+        tools.forward_email,
+    )
     with memory.record(TASK, agent="lc_agent", id="lc") as run:
         handler = FlowmemCallbackHandler(run)
         config: Any = {"callbacks": [handler]}
@@ -298,7 +339,12 @@ def test_langchain_handler_records_tool_calls_and_errors(memory: WorkflowMemory)
     assert t.steps[2].error == "x is not a valid address"
 
 
-def test_langchain_handler_follows_the_current_run_sync_and_async(memory: WorkflowMemory) -> None:
+def test_langchain_handler_follows_the_current_run_sync_and_async(
+    memory: WorkflowMemory, tools: Tools
+) -> None:
+    from flowmem.agents.integrations.langchain import FlowmemCallbackHandler
+
+    search_emails, read_email = tools.search_emails, tools.read_email
     handler = FlowmemCallbackHandler()  # no run: tool calls go to whichever run is current
     config: Any = {"callbacks": [handler]}
     search_emails.invoke({"query": "outside"}, config=config)  # no run: not recorded
