@@ -18,6 +18,9 @@ the figure of a command's JSON output it must show:
   bench/results/agent_start.json` replaces it); its search and API tables, like README's
   performance table, `bench/results/latest.json` (`python -m bench search --record` and
   `python -m bench api_load --record` replace their parts);
+- docs/performance.md's table of an agent's first search: the run it quotes,
+  `bench/results/first_search.json` (`python bench/first_search.py --json --out
+  bench/results/first_search.json` replaces it);
 - docs/performance.md's table of search on the shared sets' stores, and README's sentence on
   it: the run they quote, `bench/results/search_sets.json` (`python bench/search_sets.py --out
   bench/results/search_sets.json` replaces it);
@@ -405,6 +408,34 @@ def _start_checks() -> list[Check]:
     ]
 
 
+FIRST_HEADER = "| an agent's first search"
+"""docs/performance.md's table of an agent's first search, this checkout's and the revision
+before's, by the store's size."""
+
+RECORDED_FIRST = Path("bench") / "results" / "first_search.json"
+"""The recorded `bench/first_search.py` run that table quotes, under the checked root."""
+
+FIRST_SIZES = (100, 10_000)
+"""The store sizes that table has a row of."""
+
+
+def _first_checks() -> list[Check]:
+    """docs/performance.md's first-search table against its recorded run."""
+    return [
+        Check(
+            "docs/performance.md",
+            FIRST_HEADER,
+            f"{size:,}",
+            col,
+            "first",
+            (f"first_search_{size}_{key}",),
+            "recorded",
+        )
+        for size in FIRST_SIZES
+        for col, key in ((1, "s"), (2, "s_before"), (3, "ratio"))
+    ]
+
+
 SETS_HEADER = "| search on a shared set's store |"
 """docs/performance.md's table of search on the shared sets' stores, this checkout's and the
 revision before's."""
@@ -564,6 +595,7 @@ SOURCES = {
     "bench": str(RECORDED),
     "clusters": "bench/cluster_quality.py",
     "start": str(RECORDED_START),
+    "first": str(RECORDED_FIRST),
     "sets": str(RECORDED_SETS),
     "spaced": str(RECORDED_SPACED),
     "s3": str(RECORDED_S3),
@@ -749,6 +781,7 @@ RECORDED_GROUPS: dict[
 ] = {
     "perf": (RECORDED, "bench", bench_figures, lambda _: _perf_checks() + _search_checks() + _api_checks()),
     "start": (RECORDED_START, "start", dict, lambda _: _start_checks()),
+    "first": (RECORDED_FIRST, "first", dict, lambda _: _first_checks()),
     "sets": (RECORDED_SETS, "sets", dict, lambda _: _sets_checks()),
     "spaced": (RECORDED_SPACED, "spaced", dict, lambda _: _sets_checks(SPACED_HEADER, "spaced")),
     "s3": (RECORDED_S3, "s3", dict, lambda _: _sets_checks(S3_HEADER, "s3", "docs/operations.md")),
@@ -774,6 +807,7 @@ def main(argv: list[str] | None = None, *, runner: Callable[[list[str]], Any] = 
         "demo",
         "perf",
         "start",
+        "first",
         "sets",
         "spaced",
         "s3",

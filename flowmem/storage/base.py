@@ -24,6 +24,7 @@ from flowmem.storage import rows
 
 if TYPE_CHECKING:
     from lancedb.table import Table
+from flowmem.storage.early_reads import EarlyTable, SchemaCheck, early_table
 from flowmem.storage.errors import (
     NotFoundError,
     ObjectStoreError,
@@ -33,7 +34,7 @@ from flowmem.storage.errors import (
 )
 from flowmem.storage.lance_ops import quote, retry_conflicts, select
 from flowmem.storage.location import check_location, os_error_line
-from flowmem.storage.migrations import migrate
+from flowmem.storage.migrations import SCHEMA_VERSION, migrate, read_version
 from flowmem.storage.object_store import access_problem, check_endpoint, storage_options
 from flowmem.storage.stamps import Stamp, TableStamps
 
@@ -120,6 +121,11 @@ class StoreBase:
         """Held while the connection opens: a memory's writer opens it in the background
         (`WorkflowMemory`), and another thread that needs it meanwhile waits for that one."""
         self._tables: dict[str, Table] = {}
+        self._schema_check = SchemaCheck()
+        self._early_tables: dict[str, EarlyTable | None] = {}
+        self._early_lock = threading.Lock()
+        """Whether the store records this flowmem's schema version, for reads before the
+        connection is open (`early_reads`)."""
         self._appender: Any = None
         self._usage_commits = 0
         """Usage commits this object made (`VersionStateMixin.put_usage` compacts every so many)."""
@@ -196,6 +202,33 @@ class StoreBase:
         _ = self._trajectories()
 
     def _table(self, name: str, schema: Any) -> Any:
+        """The table `name` (created with `schema` when missing); until the LanceDB connection
+        is open, a handle that reads a local store through Lance (`early_reads`)."""
+        table = self._tables.get(name)
+        if table is None and self._db is None:
+            early = self._early(name, schema)
+            if early is not None:
+                return early  # not in `_tables`: once connected, LanceDB's own handle is
+        return table if table is not None else self._open_table(name, schema)
+
+    def _early(self, name: str, schema: Any) -> EarlyTable | None:
+        """`early_reads.early_table` for this store, made once per table."""
+        with self._early_lock:
+            if name not in self._early_tables:
+                self._early_tables[name] = early_table(
+                    self.settings.db,
+                    name,
+                    rows.EMBEDDER_KEY,
+                    (schema.metadata or {}).get(rows.EMBEDDER_KEY),
+                    lambda root: self._schema_check.holds(root, SCHEMA_VERSION, read_version),
+                    lambda: self._open_table(name, schema),
+                    lambda: self._db is not None,
+                )
+            return self._early_tables[name]
+
+    def _open_table(self, name: str, schema: Any) -> Any:
+        """The table `name` through the LanceDB connection (waiting for it to open), created
+        with `schema` when missing, its embedder checked; kept."""
         table = self._tables.get(name)
         if table is None:
             try:

@@ -42,7 +42,7 @@ from flowmem.models import RunState
 from flowmem.storage.errors import StoreError
 from flowmem.storage.lance_ops import retry_conflicts
 
-__all__ = ["META", "SCHEMA_VERSION", "STEPS", "migrate", "schema_version", "table_names"]
+__all__ = ["META", "SCHEMA_VERSION", "STEPS", "migrate", "read_version", "schema_version", "table_names"]
 
 META: Final = "flowmem_meta"
 """The table of store-wide facts: one row per key."""
@@ -146,7 +146,9 @@ def _create_meta(db: Any, *, initial: int) -> Any:
         return db.open_table(META)
 
 
-def _read(meta: Any, where: str) -> int:
+def read_version(meta: Any, where: str) -> int:
+    """The schema version the meta table's handle `meta` records (0: none; `where`: the
+    store's location, for the message of an unreadable one)."""
     values = [r["value"] for r in meta.to_arrow().to_pylist() if r["key"] == _KEY]
     try:
         return int(values[0]) if values else 0
@@ -159,7 +161,7 @@ def _record(meta: Any, version: int, where: str) -> None:
 
     def write() -> None:
         meta.checkout_latest()  # a retry after a conflict must see the winner's commit
-        if _read(meta, where) < version:
+        if read_version(meta, where) < version:
             merge = meta.merge_insert("key").when_matched_update_all(where=_RAISE_ONLY)
             merge.when_not_matched_insert_all().execute(row)
 
@@ -172,7 +174,7 @@ def schema_version(db: Any) -> int | None:
         meta = db.open_table(META)
     except ValueError:
         return None
-    return _read(meta, str(db.uri))
+    return read_version(meta, str(db.uri))
 
 
 def migrate(db: Any, *, where: str) -> int:
@@ -190,7 +192,7 @@ def migrate(db: Any, *, where: str) -> int:
     except ValueError:
         new = not db.list_tables(limit=1).tables
         meta = _create_meta(db, initial=SCHEMA_VERSION if new else 0)
-    version = _read(meta, where)
+    version = read_version(meta, where)
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"the store at {where} has schema version {version}, newer than this flowmem "
