@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
@@ -36,6 +36,10 @@ from flowmem.models import (
 )
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from flowmem.storage.lance_import import load_lancedb
+
+if TYPE_CHECKING:
+    from lancedb import DBConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 """The project's checkout."""
@@ -52,6 +56,17 @@ def copy_store(source: Settings, to: Settings) -> Store:
     of a store built once for the session (tests/conftest.py), which it may change."""
     shutil.copytree(source.db, to.db)
     return store_from(to)
+
+
+def lance_connect(db: str) -> DBConnection:
+    """`lancedb.connect(db)` for a test that reads or changes a store's tables itself. LanceDB
+    is imported as flowmem imports it (flowmem/storage/lance_import.py: without its REST
+    client's modules) and when a test first asks, not by a test module's top: every pytest-xdist
+    process imports every test module, and a whole `import lancedb` costs ~1.1 s of CPU more."""
+    load_lancedb()
+    import lancedb
+
+    return lancedb.connect(db)
 
 
 def make_workflow(

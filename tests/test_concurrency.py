@@ -19,7 +19,6 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
 
-import lancedb
 import pytest
 
 from flowmem.demo import simulate
@@ -29,6 +28,7 @@ from flowmem.jobs.induce import RunReport, run_induction
 from flowmem.jobs.ingest import store_trajectories
 from flowmem.settings import Settings
 from flowmem.storage import Store
+from tests.factories import lance_connect
 from tests.forked_inducers import Inducer, forkserver
 from tests.processes import READY_LIMIT
 
@@ -130,7 +130,7 @@ def _check_store(db: str, *, histories: bool = True) -> tuple[int, int, list[str
     if histories:
         stored = _versions(store)
     else:
-        table = lancedb.connect(db).open_table("workflows__default")
+        table = lance_connect(db).open_table("workflows__default")
         found = table.search().select(["id", "version", "run_id"]).limit(None).to_arrow().to_pylist()
         stored = {(r["id"], r["version"]): r["run_id"] for r in found}
         assert len(stored) == len(found), "a version is stored twice"

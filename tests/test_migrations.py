@@ -13,7 +13,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import lancedb
 import pytest
 
 from flowmem.agents import WorkflowMemory
@@ -21,6 +20,7 @@ from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
 from flowmem.storage import Store, StoreError
 from flowmem.storage.migrations import META, SCHEMA_VERSION, STEPS, migrate, schema_version, table_names
+from tests.factories import lance_connect
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FACTS: dict[str, Any] = json.loads((FIXTURES / "store-0.1.0.json").read_text())
@@ -40,18 +40,18 @@ def open_store(db: str, namespace: str = "default") -> Store:
 
 
 def _table_versions(db: str) -> dict[str, int]:
-    conn = lancedb.connect(db)
+    conn = lance_connect(db)
     return {name: int(conn.open_table(name).version) for name in table_names(conn)}
 
 
 def _stamp(db: str, version: int) -> None:
     """Record `version` as the store's schema version, whatever it was."""
-    meta = lancedb.connect(db).open_table(META)
+    meta = lance_connect(db).open_table(META)
     meta.update(where="key = 'schema_version'", values={"value": str(version)})
 
 
 def test_the_fixture_is_a_0_1_0_store(release_db: str) -> None:
-    conn = lancedb.connect(release_db)
+    conn = lance_connect(release_db)
     assert schema_version(conn) is None
     assert table_names(conn) == FACTS["tables"]
 
@@ -99,7 +99,7 @@ def test_reopening_a_migrated_store_changes_nothing(release_db: str) -> None:
     before = _table_versions(release_db)
     for namespace in FACTS["namespaces"]:
         open_store(release_db, namespace).list_workflows()
-    assert migrate(lancedb.connect(release_db), where=release_db) == SCHEMA_VERSION
+    assert migrate(lance_connect(release_db), where=release_db) == SCHEMA_VERSION
     assert _table_versions(release_db) == before
 
 
@@ -124,13 +124,13 @@ def test_a_newer_store_is_refused_with_a_clear_message(tmp_path: Path) -> None:
         with pytest.raises(StoreError) as err:
             store.count_trajectories()
         assert str(err.value) == message and "\n" not in message
-    assert schema_version(lancedb.connect(db)) == SCHEMA_VERSION + 1  # left as it was
+    assert schema_version(lance_connect(db)) == SCHEMA_VERSION + 1  # left as it was
 
 
 def test_an_unreadable_version_is_refused(tmp_path: Path) -> None:
     db = str(tmp_path / "db")
     open_store(db).count_trajectories()
-    lancedb.connect(db).open_table(META).update(where="key = 'schema_version'", values={"value": "x"})
+    lance_connect(db).open_table(META).update(where="key = 'schema_version'", values={"value": "x"})
     with pytest.raises(StoreError, match="unreadable schema version 'x'"):
         open_store(db).count_trajectories()
 
@@ -142,7 +142,7 @@ def test_concurrent_openers_migrate_once_and_agree(release_db: str, tmp_path: Pa
 
     def migrate_once(db: str) -> None:
         try:
-            results.append(migrate(lancedb.connect(db), where=db))
+            results.append(migrate(lance_connect(db), where=db))
         except BaseException as err:  # surfaced by the assertion below
             errors.append(err)
 
@@ -153,7 +153,7 @@ def test_concurrent_openers_migrate_once_and_agree(release_db: str, tmp_path: Pa
         t.join()
     assert not errors and results == [SCHEMA_VERSION] * 8
     for db in (release_db, new_db):
-        rows = lancedb.connect(db).open_table(META).to_arrow().to_pylist()
+        rows = lance_connect(db).open_table(META).to_arrow().to_pylist()
         assert rows == [{"key": "schema_version", "value": str(SCHEMA_VERSION)}]
 
 
@@ -161,10 +161,10 @@ def test_a_slower_opener_never_lowers_the_version(tmp_path: Path) -> None:
     from flowmem.storage.migrations import _record
 
     db = str(tmp_path / "db")
-    migrate(lancedb.connect(db), where=db)
+    migrate(lance_connect(db), where=db)
     _stamp(db, SCHEMA_VERSION + 2)
-    _record(lancedb.connect(db).open_table(META), SCHEMA_VERSION + 1, db)
-    assert schema_version(lancedb.connect(db)) == SCHEMA_VERSION + 2
+    _record(lance_connect(db).open_table(META), SCHEMA_VERSION + 1, db)
+    assert schema_version(lance_connect(db)) == SCHEMA_VERSION + 2
 
 
 def test_every_step_says_which_versions_it_migrates() -> None:
@@ -179,7 +179,7 @@ def test_every_step_says_which_versions_it_migrates() -> None:
 def at_version(release_db: str, version: int) -> Any:
     """A connection to the 0.1.0 fixture brought to `version` by the steps before it: the
     input of step `version` (the fixture itself for step 0, which has no meta table)."""
-    conn = lancedb.connect(release_db)
+    conn = lance_connect(release_db)
     for step in STEPS[:version]:
         step(conn)
     if version:

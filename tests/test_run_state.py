@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import lancedb
 import numpy as np
 import pytest
 
@@ -45,7 +44,7 @@ from flowmem.models import RUN_STATE_VERSION, Fit, InductionRun, Retirement, Run
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from flowmem.storage.migrations import META, SCHEMA_VERSION, STEPS, schema_version
-from tests.factories import cancel, forward, make_workflow
+from tests.factories import cancel, forward, lance_connect, make_workflow
 
 FIXTURES = Path(__file__).parent / "fixtures"
 UNTYPED = json.loads((FIXTURES / "store-untyped-state.json").read_text())
@@ -58,7 +57,7 @@ def _extract(name: str, tmp_path: Path) -> str:
 
 
 def _stored_states(db: str) -> list[str]:
-    return [r["state"] for r in lancedb.connect(db).open_table("runs").to_arrow().to_pylist()]
+    return [r["state"] for r in lance_connect(db).open_table("runs").to_arrow().to_pylist()]
 
 
 def _induce(store: Store, settings: Settings) -> RunReport:
@@ -127,7 +126,7 @@ def test_a_newer_state_is_refused() -> None:
 
 def test_step_3_to_4_types_every_stored_state(tmp_path: Path) -> None:
     db = _extract("store-untyped-state.tar.gz", tmp_path)
-    conn = lancedb.connect(db)
+    conn = lance_connect(db)
     assert "flowmem_meta" in conn.list_tables().tables and schema_version(conn) == 3
     before = _stored_states(db)
     assert all("version" not in json.loads(s) for s in before)
