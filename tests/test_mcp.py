@@ -7,11 +7,9 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult, TextContent
 
 from flowmem.jobs.factories import store_from
 from flowmem.jobs.ingest import store_trajectories
@@ -19,6 +17,10 @@ from flowmem.models import Trajectory, Workflow
 from flowmem.settings import Settings
 from flowmem.storage import Store
 from tests.factories import make_workflow
+
+if TYPE_CHECKING:  # imported by the fixtures and helpers below, not at collection (see `server`)
+    from mcp import Client
+    from mcp.types import CallToolResult
 
 # The two servers the module's tests share, started once: on one worker.
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("mcp")]
@@ -68,6 +70,10 @@ def store_of(db: Path, namespace: str) -> Store:
 
 
 def server(db: Path, namespace: str) -> Client:
+    # The MCP SDK is imported here, not at the module's top: every pytest-xdist process imports
+    # every test module to collect it, and only the one running this module's tests needs it.
+    from mcp import Client, StdioServerParameters
+
     env = {
         "FLOWMEM_DB": str(db),
         "FLOWMEM_NAMESPACE": namespace,
@@ -115,6 +121,8 @@ async def fail(client: Client, tool: str, **arguments: Any) -> str:
 
 
 def text(result: CallToolResult) -> str:
+    from mcp.types import TextContent
+
     return "".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
