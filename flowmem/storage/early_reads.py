@@ -13,8 +13,8 @@ a local store: the reads a search makes (`lance_ops.select`, `scans.arrow_batche
 waits for the connection and goes to LanceDB's table, as before. Once the connection is open,
 every call goes to LanceDB's table, so only what is read before it differs, and then only in
 which library reads the same files: an agent's first search, whose writer opens the
-connection meanwhile; and every read of a process that never writes (`flowmem search`, an
-API serving searches until its first write), which then never loads LanceDB.
+connection meanwhile; and every read of a `Store` that has not written (a process that only
+reads one, without a memory's writer, never loads LanceDB).
 
 It is used only where reading first cannot differ from connecting first (`early_table`): a
 local store (not object storage, whose connection also checks the endpoint), whose meta
