@@ -4,6 +4,7 @@ does not wait for it, writes that do, and no early read where connecting first c
 
 from __future__ import annotations
 
+import copy
 import shutil
 import threading
 from pathlib import Path
@@ -123,6 +124,7 @@ def test_a_write_through_an_early_handle_goes_through_the_connection(
     handle.add(rows)  # not a read: LanceDB's table, the connection opened for it
     assert store._db is not None and handle.version == before + 1
     assert not isinstance(store._trajectories(), EarlyTable)  # connected: LanceDB's own handle
+    assert copy.copy(handle).version == handle.version  # a copy probes no LanceDB attribute
     assert handle.search().to_arrow().num_rows == store._trajectories().count_rows()
 
 

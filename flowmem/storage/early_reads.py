@@ -79,6 +79,8 @@ class EarlyTable:
         return self._dataset().to_table()
 
     def __getattr__(self, name: str) -> Any:  # asked only for what this class does not define
+        if name.startswith("__") or name in ("_path", "_real", "_connected"):
+            raise AttributeError(name)  # a copy's or pickle's probe: not LanceDB's table
         return getattr(self._real(), name)
 
     def _dataset(self) -> Any:
@@ -123,6 +125,8 @@ class _Query:
         yield from dataset.to_batches(columns=self._columns, filter=self._where, limit=self._limit, **kw)
 
     def __getattr__(self, name: str) -> Any:  # another way to run it: LanceDB's query, alike
+        if name.startswith("__") or name in ("_table", "_where", "_columns", "_limit"):
+            raise AttributeError(name)
         query = self._table._real().search()
         if self._where is not None:
             query = query.where(self._where)
