@@ -34,7 +34,7 @@ if not __package__:  # run as `python bench/X.py`: import bench.* from this chec
 
 from bench.paths import REPO
 
-__all__ = ["BEFORE", "agent_start", "emitted", "main", "probe"]
+__all__ = ["BEFORE", "agent_start", "emitted", "first_line", "main", "probe"]
 
 BEFORE = "883ba40"
 """The revision compared with by default: main before the agent's thread stopped importing
@@ -64,12 +64,15 @@ def _env(code: Path) -> dict[str, str]:
     return env
 
 
-def probe(code: Path, db: Path, *, to_exit: bool = False) -> tuple[float, float | None]:
-    """One fresh agent process on the flowmem at `code`: seconds until it has recorded, and
-    (`to_exit`) until it has exited, its run stored; otherwise it is killed once recorded."""
+def first_line(
+    code: Path, script: str, args: list[str], db: Path
+) -> tuple[subprocess.Popen[str], str, float]:
+    """A fresh process of the flowmem at `code` running `script` with `args`, in the directory
+    of the store `db`: the process, the first line it prints, and when it was started
+    (`time.perf_counter`)."""
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-c", AGENT, str(db)],
+        [sys.executable, "-c", script, *args],
         env=_env(code),
         cwd=db.parent,  # not a checkout: `-c` puts the working directory first on the path
         stdout=subprocess.PIPE,
@@ -77,7 +80,13 @@ def probe(code: Path, db: Path, *, to_exit: bool = False) -> tuple[float, float 
         text=True,
     )
     assert process.stdout is not None
-    line = process.stdout.readline()
+    return process, process.stdout.readline(), start
+
+
+def probe(code: Path, db: Path, *, to_exit: bool = False) -> tuple[float, float | None]:
+    """One fresh agent process on the flowmem at `code`: seconds until it has recorded, and
+    (`to_exit`) until it has exited, its run stored; otherwise it is killed once recorded."""
+    process, line, start = first_line(code, AGENT, [str(db)], db)
     recorded = time.perf_counter() - start
     if not to_exit:
         process.kill()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typing import Any
 if not __package__:  # run as `python bench/X.py`: import bench.* from this checkout, as `-m` would
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.agent_start import _code_at, _env, emitted
+from bench.agent_start import _code_at, emitted, first_line
 from bench.data import fill
 from bench.paths import REPO
 from flowmem.jobs.factories import store_from
@@ -57,17 +56,7 @@ print("searched", flowmem.agents.__file__, *[h.workflow.id for h in hits], flush
 def probe(code: Path, db: Path) -> tuple[float, list[str]]:
     """One fresh agent process on the flowmem at `code`: seconds until it has searched, and the
     ids it was served."""
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-c", AGENT, str(db), TASK],
-        env=_env(code),
-        cwd=db.parent,  # not a checkout: `-c` puts the working directory first on the path
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
+    process, line, start = first_line(code, AGENT, [str(db), TASK], db)
     searched = time.perf_counter() - start
     process.kill()
     _, err = process.communicate()
