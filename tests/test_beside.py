@@ -18,7 +18,8 @@ from flowmem.jobs.ingest import store_trajectories
 from flowmem.retrieval import beside as beside_module
 from flowmem.retrieval import keys_seen
 from flowmem.retrieval.beside import QUEUED_MAX, Beside, Pending, ahead
-from flowmem.retrieval.cover import Evidence
+from flowmem.retrieval.cover import FAMILIAR_EF, Evidence
+from flowmem.retrieval.search import FIRST_EF, SURE
 from flowmem.settings import Settings
 from flowmem.storage.evidence import newest_successes
 from tests.factories import cancel, forward, induced, make_workflow, remind, until
@@ -211,15 +212,17 @@ def _served(settings: Settings, *, failed: bool = True) -> served_index.ServedIn
     return index
 
 
-def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _counting(monkeypatch: pytest.MonkeyPatch, breadths: list[int] | None = None) -> list[str]:
     """The threads the stored tasks are asked for the one nearest a task in (`familiar` asks
-    it), from now on."""
+    it), from now on; each search's breadth into `breadths`, when given."""
     asked: list[str] = []
     nearest = Evidence.nearest_seen
 
-    def counted(self: Evidence, query: npt.NDArray[np.float32]) -> float:
+    def counted(self: Evidence, query: npt.NDArray[np.float32], ef: int = FAMILIAR_EF) -> float:
         asked.append(_name())
-        return nearest(self, query)
+        if breadths is not None:
+            breadths.append(ef)
+        return nearest(self, query, ef)
 
     monkeypatch.setattr(Evidence, "nearest_seen", counted)
     return asked
@@ -270,11 +273,20 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
     assert not evidence.keys_among(keys, lambda work: False)  # not handed: not worked out
     evidence.work_out_keys(keys)
     assert evidence.keys_among(keys, lambda work: False)  # the induced keys are stored tasks
-    asked = _counting(monkeypatch)
+    breadths: list[int] = []
+    asked = _counting(monkeypatch, breadths)
     in_turn = _in_turn(index)
     asked.clear()
+    breadths.clear()
+    handed = index._beside.handed
     assert _hits(index, TASKS) == in_turn
-    assert asked == [_name()] * 4  # the four tasks of no template a run has, each in the caller
+    # The four tasks of no template a run has, each in the caller, narrowly first: one found a
+    # stored task above the floor (familiar: ranked in the helper, asked no more broadly); the
+    # others found none within SURE of the floor, and are asked more broadly, nothing handed.
+    assert asked == [_name()] * 7 and breadths == [FIRST_EF] + [FIRST_EF, FAMILIAR_EF] * 3
+    assert index._beside.handed - handed == 3  # the two recurring tasks' lookups, one ranking
+    narrow = [evidence.nearest_seen(v, FIRST_EF) for v in index.store.embedder.embed(TASKS[2:])]
+    assert narrow[0] >= settings.floor and max(narrow[1:]) < SURE * settings.floor
     waited: list[bool] = []
     result = Pending.result
 
@@ -283,13 +295,41 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
         return result(self)
 
     monkeypatch.setattr(Pending, "result", watched)
-    assert index.search(TASKS[4]) == [] and waited == []  # the ranking was not waited for
+    assert index.search(TASKS[4]) == [] and waited == []  # no ranking begun, none waited for
     assert index.search(TASKS[2]) and waited == [True]  # a known domain: ranked
-    # Its nearest stored task near the floor (the HNSW may have missed one above it): ranked.
-    monkeypatch.setattr(Evidence, "nearest_seen", lambda self, query: 0.95 * settings.floor)
-    assert index.search(TASKS[4]) == [] and waited == [True, True]  # nothing near, as in turn
-    monkeypatch.setattr(Evidence, "nearest_seen", lambda self, query: 0.85 * settings.floor)
-    assert index.search(TASKS[4]) == [] and waited == [True, True]
+    # What the two searches of the stored tasks find decides (`search._unknown`).
+    ranked: list[bool] = []
+    rank = type(index._snapshot).ranked
+
+    def counted(self: Any, *args: Any, **kw: Any) -> Any:
+        ranked.append(True)
+        return rank(self, *args, **kw)
+
+    monkeypatch.setattr(type(index._snapshot), "ranked", counted)
+    breadths.clear()
+
+    def nearest(narrow: float, broad: float) -> None:
+        """The narrow search finds a stored task `narrow` of the floor, the broad one `broad`."""
+
+        def found(self: Evidence, query: npt.NDArray[np.float32], ef: int = FAMILIAR_EF) -> float:
+            breadths.append(ef)
+            return (narrow if ef == FIRST_EF else broad) * settings.floor
+
+        monkeypatch.setattr(Evidence, "nearest_seen", found)
+
+    handed = index._beside.handed
+    nearest(0.95, 0.5)  # near the floor (the HNSW may have missed one above it): ranked beside
+    assert index.search(TASKS[4]) == [] and waited == [True, True] and len(ranked) == 1
+    assert index._beside.handed == handed + 1 and breadths == [FIRST_EF, FAMILIAR_EF]
+    nearest(0.85, 0.85)  # nothing within SURE of the floor: nothing ranked, nothing handed
+    assert index.search(TASKS[4]) == [] and len(ranked) == 1 and index._beside.handed == handed + 1
+    nearest(0.85, 0.95)  # within SURE by the broad search only: ranked in turn, nothing handed
+    assert index.search(TASKS[4]) == [] and len(ranked) == 2 and index._beside.handed == handed + 1
+    assert waited == [True, True]
+    breadths.clear()
+    nearest(1.05, 0.5)  # familiar by the narrow search: ranked beside, not asked more broadly
+    assert index.search(TASKS[4]) and waited == [True, True, True] and breadths == [FIRST_EF]
+    nearest(0.85, 0.85)  # of no known domain again
     # Some other text held by no stored run: its key is not a stored task's.
     index.store.put_workflow(
         make_workflow("weather_report", description="Report the weather in a city tomorrow")

@@ -297,14 +297,14 @@ class Evidence:
         misses a task at least that similar only where the index missed every one."""
         return self.nearest_seen(query) >= floor
 
-    def nearest_seen(self, query: npt.NDArray[np.float32]) -> float:
+    def nearest_seen(self, query: npt.NDArray[np.float32], ef: int = FAMILIAR_EF) -> float:
         """The similarity of the stored task nearest the task embedded as `query` (-inf: none);
-        with an `index`, of the `FAMILIAR_KEYS` it finds nearest (`familiar`)."""
+        with an `index`, of the `FAMILIAR_KEYS` it finds nearest at breadth `ef` (`familiar`)."""
         seen, ann = self.seen_vectors, self.index.ann
         if ann is None:
             products = product(seen, query)
         else:  # the rows found scored in place: no copy of them, no BLAS thread setting
-            products = ann.products(seen, query, ann.search(query, FAMILIAR_KEYS, FAMILIAR_EF))
+            products = ann.products(seen, query, ann.search(query, FAMILIAR_KEYS, ef))
         return float(snap_cosines(products).max()) if len(products) else -np.inf
 
     def floor_keeps(
