@@ -122,10 +122,11 @@ class StoreBase:
         (`WorkflowMemory`), and another thread that needs it meanwhile waits for that one."""
         self._tables: dict[str, Table] = {}
         self._schema_check = SchemaCheck()
-        self._early_tables: dict[str, EarlyTable | None] = {}
-        self._early_lock = threading.Lock()
         """Whether the store records this flowmem's schema version, for reads before the
         connection is open (`early_reads`)."""
+        self._early_tables: dict[str, EarlyTable | None] = {}
+        """Per table, its handle for those reads (None: the table waits for the connection)."""
+        self._early_lock = threading.Lock()
         self._appender: Any = None
         self._usage_commits = 0
         """Usage commits this object made (`VersionStateMixin.put_usage` compacts every so many)."""
