@@ -5,7 +5,6 @@ does not wait for it, writes that do, and no early read where connecting first c
 from __future__ import annotations
 
 import copy
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from flowmem.storage.base import StoreBase
 from flowmem.storage.early_reads import EarlyTable, early_table
 from flowmem.storage.errors import StoreError
 from flowmem.storage.evidence import newest_successes
-from tests.factories import forward, make_workflow, seed_truth
+from tests.factories import copy_store, forward, make_workflow, seed_truth
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +70,13 @@ def test_the_reads_of_a_search_before_the_connection_are_those_after_it(
     assert early._db is None  # nothing asked for the connection
 
 
-def test_a_first_search_does_not_wait_for_the_connection(seeded: Settings, tmp_path: Path) -> None:
+def test_a_first_search_does_not_wait_for_the_connection(
+    seeded: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An agent's memory searches while its writer is still opening the connection (held here
     until the search is done): served the same as once it is open."""
     settings = seeded.model_copy(update={"db": str(tmp_path / "db")})
-    shutil.copytree(seeded.db, settings.db)
+    copy_store(seeded, settings)
     task = forward(3).task
     with WorkflowMemory(settings) as memory:
         want = [(h.workflow.id, h.workflow.version, h.score) for h in memory.search(task)]
@@ -87,36 +88,31 @@ def test_a_first_search_does_not_wait_for_the_connection(seeded: Settings, tmp_p
         assert release.wait(60)
         return connect(self)
 
-    StoreBase._connect = held  # type: ignore[method-assign]
+    monkeypatch.setattr(StoreBase, "_connect", held)
+    memory = WorkflowMemory(settings)
     try:
-        memory = WorkflowMemory(settings)
-        try:
-            assert opening.wait(60)  # the writer is opening it, and held there
-            searched: list[list[tuple[str, int, float]]] = []
-            search = threading.Thread(
-                target=lambda: searched.append(
-                    [(h.workflow.id, h.workflow.version, h.score) for h in memory.search(task)]
-                )
+        assert opening.wait(60)  # the writer is opening it, and held there
+        searched: list[list[tuple[str, int, float]]] = []
+        search = threading.Thread(
+            target=lambda: searched.append(
+                [(h.workflow.id, h.workflow.version, h.score) for h in memory.search(task)]
             )
-            search.start()
-            search.join(30)
-            assert searched, "the first search waited for the connection"
-            assert memory.store._db is None
-            found = searched[0]
-        finally:
-            release.set()
-            memory.close()
+        )
+        search.start()
+        search.join(30)
+        assert searched, "the first search waited for the connection"
+        assert memory.store._db is None
+        found = searched[0]
     finally:
-        StoreBase._connect = connect  # type: ignore[method-assign]
+        release.set()
+        memory.close()
     assert found == want and found
 
 
 def test_a_write_through_an_early_handle_goes_through_the_connection(
     seeded: Settings, tmp_path: Path
 ) -> None:
-    settings = seeded.model_copy(update={"db": str(tmp_path / "db")})
-    shutil.copytree(seeded.db, settings.db)
-    store = store_from(settings)
+    store = copy_store(seeded, seeded.model_copy(update={"db": str(tmp_path / "db")}))
     handle = store._trajectories()
     assert isinstance(handle, EarlyTable) and store._db is None
     before = handle.version

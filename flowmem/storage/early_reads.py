@@ -152,25 +152,18 @@ class SchemaCheck:
                 from flowmem.storage.migrations import META
 
                 path = root / f"{META}.lance"
+                meta = EarlyTable(path, _unconnected, lambda: False)  # read whole: `to_arrow`
                 try:
-                    found = path.is_dir() and read(_Whole(path), str(root)) == expected
+                    found = path.is_dir() and read(meta, str(root)) == expected
                 except Exception:  # unreadable here: the connection reads it, and says why
                     found = False
                 self._answer = found
             return self._answer
 
 
-class _Whole:
-    """A table read whole through Lance (what `migrations.read_version` asks of the meta
-    table)."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-
-    def to_arrow(self) -> Any:
-        from flowmem.storage.lance_ops import lance_dataset
-
-        return lance_dataset(str(self._path)).to_table()
+def _unconnected() -> Any:
+    """No LanceDB table behind a handle read only through Lance (the meta table's, above)."""
+    raise AttributeError("read through Lance only")
 
 
 def early_table(
