@@ -19,7 +19,7 @@ from flowmem.retrieval import beside as beside_module
 from flowmem.retrieval import keys_seen
 from flowmem.retrieval.beside import QUEUED_MAX, Beside, Pending, ahead
 from flowmem.retrieval.cover import FAMILIAR_EF, Evidence
-from flowmem.retrieval.search import FIRST_EF, SURE
+from flowmem.retrieval.search import SURE
 from flowmem.settings import Settings
 from flowmem.storage.evidence import newest_successes
 from tests.factories import cancel, forward, induced, make_workflow, remind, until
@@ -280,13 +280,13 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
     breadths.clear()
     handed = index._beside.handed
     assert _hits(index, TASKS) == in_turn
-    # The four tasks of no template a run has, each in the caller, narrowly first: one found a
-    # stored task above the floor (familiar: ranked in the helper, asked no more broadly); the
-    # others found none within SURE of the floor, and are asked more broadly, nothing handed.
-    assert asked == [_name()] * 7 and breadths == [FIRST_EF] + [FIRST_EF, FAMILIAR_EF] * 3
-    assert index._beside.handed - handed == 3  # the two recurring tasks' lookups, one ranking
-    narrow = [evidence.nearest_seen(v, FIRST_EF) for v in index.store.embedder.embed(TASKS[2:])]
-    assert narrow[0] >= settings.floor and max(narrow[1:]) < SURE * settings.floor
+    # The four tasks of no template a run has, each asked in the caller, nothing beside: one
+    # found a stored task above the floor (familiar: ranked, in turn); the others none within
+    # SURE of the floor (nothing ranked).
+    assert asked == [_name()] * 4 and breadths == [FAMILIAR_EF] * 4
+    assert index._beside.handed - handed == 2  # the two recurring tasks' lookups, nothing else
+    found = [evidence.nearest_seen(v) for v in index.store.embedder.embed(TASKS[2:])]
+    assert found[0] >= settings.floor and max(found[1:]) < SURE * settings.floor
     waited: list[bool] = []
     result = Pending.result
 
@@ -295,9 +295,6 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
         return result(self)
 
     monkeypatch.setattr(Pending, "result", watched)
-    assert index.search(TASKS[4]) == [] and waited == []  # no ranking begun, none waited for
-    assert index.search(TASKS[2]) and waited == [True]  # a known domain: ranked
-    # What the two searches of the stored tasks find decides (`search._unknown`).
     ranked: list[bool] = []
     rank = type(index._snapshot).ranked
 
@@ -306,30 +303,31 @@ def test_a_task_of_no_known_domain_is_answered_by_the_stored_tasks_when_every_ke
         return rank(self, *args, **kw)
 
     monkeypatch.setattr(type(index._snapshot), "ranked", counted)
+    assert index.search(TASKS[4]) == [] and not ranked  # no known domain: nothing ranked
+    assert index.search(TASKS[2]) and ranked == [True]  # a known domain: ranked
+    assert waited == []  # nothing handed to the helper, nothing waited for
+    # What the stored tasks' HNSW finds decides (`search._unknown`).
+    ranked.clear()
     breadths.clear()
 
-    def nearest(narrow: float, broad: float) -> None:
-        """The narrow search finds a stored task `narrow` of the floor, the broad one `broad`."""
+    def nearest(share: float) -> None:
+        """The stored tasks' HNSW finds a stored task `share` of the floor."""
 
         def found(self: Evidence, query: npt.NDArray[np.float32], ef: int = FAMILIAR_EF) -> float:
             breadths.append(ef)
-            return (narrow if ef == FIRST_EF else broad) * settings.floor
+            return share * settings.floor
 
         monkeypatch.setattr(Evidence, "nearest_seen", found)
 
     handed = index._beside.handed
-    nearest(0.95, 0.5)  # near the floor (the HNSW may have missed one above it): ranked beside
-    assert index.search(TASKS[4]) == [] and waited == [True, True] and len(ranked) == 1
-    assert index._beside.handed == handed + 1 and breadths == [FIRST_EF, FAMILIAR_EF]
-    nearest(0.85, 0.85)  # nothing within SURE of the floor: nothing ranked, nothing handed
-    assert index.search(TASKS[4]) == [] and len(ranked) == 1 and index._beside.handed == handed + 1
-    nearest(0.85, 0.95)  # within SURE by the broad search only: ranked in turn, nothing handed
-    assert index.search(TASKS[4]) == [] and len(ranked) == 2 and index._beside.handed == handed + 1
-    assert waited == [True, True]
-    breadths.clear()
-    nearest(1.05, 0.5)  # familiar by the narrow search: ranked beside, not asked more broadly
-    assert index.search(TASKS[4]) and waited == [True, True, True] and breadths == [FIRST_EF]
-    nearest(0.85, 0.85)  # of no known domain again
+    nearest(0.85)  # nothing within SURE of the floor: nothing ranked
+    assert index.search(TASKS[4]) == [] and not ranked
+    nearest(0.95)  # within SURE of it (the HNSW may have missed one above it): ranked; no key
+    assert index.search(TASKS[4]) == [] and ranked == [True]  # clears the floor: none served
+    nearest(1.05)  # familiar: ranked and served
+    assert index.search(TASKS[4]) and ranked == [True, True]
+    assert breadths == [FAMILIAR_EF] * 3 and index._beside.handed == handed and waited == []
+    nearest(0.85)  # of no known domain again
     # Some other text held by no stored run: its key is not a stored task's.
     index.store.put_workflow(
         make_workflow("weather_report", description="Report the weather in a city tomorrow")

@@ -15,7 +15,6 @@ version). The index that keeps the snapshot fresh is `agents.served_index.Served
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -113,12 +112,6 @@ store of 100k workflows and their runs (`bench/recurring.py`'s), served otherwis
 turn: 6 with 1 (the floor itself), 2 with 0.95, none with 0.9 or 0.85. Such a task waits for
 the ranking, as in turn."""
 
-FIRST_EF = 16
-"""The breadth of a first, narrow search of the stored tasks' HNSW for a task `_unknown_first`
-asks them (`_unknown`): ~0.12-0.2 ms at 100k stored tasks, against ~0.3-0.6 ms at
-`cover.FAMILIAR_EF`. It decides nothing alone, only whether the ranking is begun beside the
-broader search or only if that one finds a stored task within `SURE` of the floor."""
-
 _Ranked = tuple[
     npt.NDArray[np.int64],
     npt.NDArray[np.float64],
@@ -140,7 +133,7 @@ def _ranked(
     memories are all keyed by stored tasks (`_unknown_first`) is answered by the stored tasks'
     HNSW alone (`_unknown`)."""
     if beside is not None and _unknown_first(snap, evidence, ask.task, bounds, beside):
-        return _unknown(snap, evidence, query, ask, bounds, beside)
+        return _unknown(snap, evidence, query, ask, bounds)
     looked = _looked(evidence, ask.task, query, bounds, beside)
     try:
         ranked, scores, similarity = snap.ranked(query, ask)
@@ -159,31 +152,18 @@ def _unknown(
     query: npt.NDArray[np.float32],
     ask: Ask,
     bounds: Bounds,
-    beside: Beside,
 ) -> _Ranked | None:
-    """`_ranked` for a task that `_unknown_first` asks the stored tasks first: nothing when no
-    stored task is within `SURE` of the floor of it (then no key is, and the floor keeps
-    none), else the ranking, as in turn. A narrow search of the stored tasks' HNSW comes first
-    (`FIRST_EF`): when it finds one within `SURE` of the floor, the ranking is begun in the
-    helper beside the broader search (the task most likely waits for it); otherwise the broader
-    search runs alone, and the ranking only when it finds one. So a task of no known domain
-    begins no ranking that the other core would run for nothing while its own HNSW search
-    runs (the two HNSWs, ~64 MB each at 100k, do not share the caches). Each stored task
-    found is scored exactly: the nearest of both searches is taken."""
+    """`_ranked` for a task that `_unknown_first` asks the stored tasks first: nothing when the
+    stored tasks' HNSW finds none within `SURE` of the floor of it (then no key is, and the
+    floor keeps none), else the ranking, in turn. Nothing runs beside that search: two HNSW
+    searches at once (~64 MB each at 100k) take each other's caches, and a ranking begun
+    beside it on a guess is run for nothing for a task of no known domain, the common case."""
     floor = bounds.floor
     assert floor is not None
-    nearest = evidence.nearest_seen(query, FIRST_EF)
-    ranking = beside.run(functools.partial(snap.ranked, query, ask)) if nearest >= SURE * floor else None
-    if nearest < floor:  # not yet known to be familiar: asked more broadly
-        try:
-            nearest = max(nearest, evidence.nearest_seen(query))
-        except BaseException:
-            if ranking is not None:
-                ranking.cancel()
-            raise
-    if ranking is None and nearest < SURE * floor:
+    nearest = evidence.nearest_seen(query)
+    if nearest < SURE * floor:
         return None  # no key is near it: the floor keeps none
-    ranked, scores, similarity = snap.ranked(query, ask) if ranking is None else ranking.result()
+    ranked, scores, similarity = snap.ranked(query, ask)
     return (ranked, scores, similarity, Lookup([], nearest >= floor)) if len(ranked) else None
 
 
