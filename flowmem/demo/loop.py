@@ -14,7 +14,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -119,19 +118,6 @@ def _settle(memory: WorkflowMemory) -> None:
             raise RuntimeError(f"the demo's store took over {SETTLE_LIMIT:.0f} s to take its runs")
 
 
-def _one_blas_thread() -> AbstractContextManager[Any]:
-    """One BLAS thread while the loop runs: the cycle's SVDs (scikit-learn's, on scipy's
-    OpenBLAS) are of a few hundred texts, where a second thread only waits and spins (8 rounds
-    x 40 tasks on 2 cores, cProfile: the 35 clusterings 7.1 s -> 2.4 s; the same figures).
-    scipy's linear algebra is imported first: its OpenBLAS, loaded with it, is limited only if
-    it is loaded when the limit is set."""
-    import scipy.linalg  # type: ignore[import-untyped]  # noqa: F401
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
-
-    limit: AbstractContextManager[Any] = threadpool_limits(1, user_api="blas")
-    return limit
-
-
 def run_loop(
     settings: Settings,
     *,
@@ -164,7 +150,7 @@ def run_loop(
         shutil.rmtree(settings.db, ignore_errors=True)
     world = World.generate(seed)
     report = DemoReport(db=settings.db)
-    with WorkflowMemory(settings) as memory, _one_blas_thread():
+    with WorkflowMemory(settings) as memory:
 
         def search(text: str, agent: str) -> list[tuple[Workflow, float]]:
             return [(h.workflow, h.similarity) for h in memory.search(text, k=3, agent=agent)]

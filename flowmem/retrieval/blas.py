@@ -39,6 +39,22 @@ class _OneBlasThread:
                     lib.set_num_threads(1)
             self._users += 1
 
+    def include_loaded(self) -> None:
+        """Look for BLAS libraries loaded since the first look (scipy's, once scikit-learn's
+        SVD has imported it: each wheel brings its own OpenBLAS) and hold them to one thread
+        too, from now on; one look costs ~1 ms."""
+        with self._lock:
+            if self._blas is None:  # not looked yet: the first `__enter__` finds them all
+                return
+            known = {lib.filepath for lib in self._blas}
+            found = ThreadpoolController().lib_controllers
+            new = [lib for lib in found if lib.user_api == "blas" and lib.filepath not in known]
+            if self._users:  # inside: the new ones are set now, and restored by the last one out
+                self._saved += [lib.get_num_threads() for lib in new]
+                for lib in new:
+                    lib.set_num_threads(1)
+            self._blas += new
+
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._users -= 1
@@ -48,7 +64,8 @@ class _OneBlasThread:
 
 
 ONE_BLAS_THREAD = _OneBlasThread()
-"""The one guard every search's product shares."""
+"""The one guard every search's product and every clustering's SVD share (one guard, so that
+two of them never restore each other's setting)."""
 
 
 def product(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -1,0 +1,74 @@
+"""One BLAS thread, numpy's and scipy's, while a clustering's SVD is fitted or applied, and
+every BLAS's setting as it was once it is done (`retrieval.blas.ONE_BLAS_THREAD`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sklearn.decomposition import TruncatedSVD
+from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limits  # type: ignore[import-untyped]
+
+from flowmem.induction.cluster.cluster import cluster_tasks
+from flowmem.retrieval.blas import _OneBlasThread
+
+TASKS = [
+    f"{verb} the {thing} of {who}"
+    for verb in ("archive", "send", "update")
+    for thing in ("report", "invoice")
+    for who in ("ana", "li", "bo", "kim")
+]
+
+
+def _blas_threads() -> dict[str, int]:
+    """Each BLAS library's thread count, by its file."""
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+def test_a_clusterings_svd_runs_on_one_thread_of_each_blas_and_leaves_them_as_they_were(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[dict[str, int]] = []
+    fit, transform = TruncatedSVD.fit, TruncatedSVD.transform
+
+    def fitted(self: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(_blas_threads())
+        return fit(self, *args, **kw)
+
+    def applied(self: Any, *args: Any, **kw: Any) -> Any:
+        seen.append(_blas_threads())
+        return transform(self, *args, **kw)
+
+    monkeypatch.setattr(TruncatedSVD, "fit", fitted)
+    monkeypatch.setattr(TruncatedSVD, "transform", applied)
+    with threadpool_limits(2, user_api="blas"):
+        before = _blas_threads()
+        assert len(before) >= 2 and set(before.values()) == {2}  # numpy's and scipy's, two each
+        clustering = cluster_tasks(TASKS)
+        clustering.project(["archive the report of eve"])
+        assert _blas_threads() == before
+    assert len(seen) == 3  # the fit, the fit's own projection, a new text's
+    assert all(threads == dict.fromkeys(before, 1) for threads in seen)
+
+
+def test_a_blas_loaded_after_the_first_look_is_held_to_one_thread_from_then_on() -> None:
+    """A library `include_loaded` finds while the guard is held is set to one thread at once
+    and restored by the last one out."""
+    guard = _OneBlasThread()
+    libraries = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    first, later = libraries[0], libraries[1]
+    with threadpool_limits(2, user_api="blas"):
+        guard.include_loaded()  # before any look: nothing to add to
+        assert guard._blas is None
+        with guard:
+            guard._blas, guard._saved = [first], [guard._saved[0]]  # as if `later` loaded since
+            assert (first.get_num_threads(), later.get_num_threads()) == (1, 1)
+            later.set_num_threads(2)
+            guard.include_loaded()
+            assert later.get_num_threads() == 1
+            with guard:
+                pass
+            assert (first.get_num_threads(), later.get_num_threads()) == (1, 1)
+        assert (first.get_num_threads(), later.get_num_threads()) == (2, 2)
+        guard.include_loaded()  # known already: nothing added twice
+        assert [lib.filepath for lib in guard._blas] == [first.filepath, later.filepath]
