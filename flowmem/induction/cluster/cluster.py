@@ -141,8 +141,8 @@ def _one_blas_thread() -> Iterator[None]:
     """One BLAS thread, numpy's and scipy's, while an SVD is fitted or applied. A fit's dense
     products are of a few hundred to a few thousand texts by ~74 columns, where a second thread
     gains nothing on a quiet machine (300-20,000 texts on 2 cores, the same labels) and only
-    spins and waits for a core on a busy one: an induction's tests ran 2.5x faster with one
-    (24.6 s against 9.2 s under the suite's load)."""
+    spins and waits for a core on a busy one: two induction test modules took 9.3 s of CPU
+    against 13.0 s with two busy processes beside them, 8.7-8.9 against 10.5-11.0 s quiet."""
     _scipy_blas()
     with ONE_BLAS_THREAD:
         yield
