@@ -86,11 +86,14 @@ def interleaved(
 
 
 def _wait_for_ann(index: ServedIndex, timeout: float) -> float:
-    """Seconds until the served index's ANN is ready (it builds in the background)."""
+    """Seconds until the served index's ANN is ready and its most served versions are kept
+    built (`Settings.keep_built_mb`; both in the background)."""
     start = time.perf_counter()
     snap = index._snapshot
     while snap.wants_ann() and snap.slot.ann is None and time.perf_counter() - start < timeout:
         time.sleep(0.05)
+    if snap.built.started:
+        snap.built.kept.wait(max(0.0, timeout - (time.perf_counter() - start)))
     return time.perf_counter() - start
 
 

@@ -291,7 +291,7 @@ def test_an_outcome_keeps_the_built_workflows_of_the_versions_it_did_not_change(
         memory.store.add_usage({one: UsageStats(served=1, successes=1)})
         found = {h.workflow.id: h.workflow for h in memory.search(task, k=2)}
         new = memory.index._snapshot
-        assert new is not old and new._cache is old._cache
+        assert new is not old and new.built is old.built
         assert found[second.workflow.id] is second.workflow
         assert found[first.workflow.id].stats.successes == first.workflow.stats.successes + 1
         at = next(

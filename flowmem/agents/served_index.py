@@ -39,7 +39,7 @@ from flowmem.retrieval import search as retrieval
 from flowmem.retrieval.ann import AnnSlot, ann_available
 from flowmem.retrieval.beside import Beside, Pending, ahead
 from flowmem.retrieval.cover import Evidence
-from flowmem.retrieval.ranking import ANN_MIN, Snapshot
+from flowmem.retrieval.ranking import ANN_MIN, Columns, Snapshot
 from flowmem.retrieval.search import Bounds, Hit
 from flowmem.settings import Settings
 from flowmem.storage import Store
@@ -92,6 +92,7 @@ class ServedIndex:
         literal_share: float = 0.1,
         background_from: int = BACKGROUND_FROM,
         ann_cache: AnnCache | None = None,
+        keep_bytes: int = 0,
     ) -> None:
         self.store, self.namespace, self.check_every, self.params = store, namespace, check_every, params
         self.bounds = Bounds(gap=gap, ratio=ratio, floor=floor, cover_weight=cover_weight)
@@ -123,6 +124,8 @@ class ServedIndex:
         """Served versions from which a change found by asking the store (another process's
         commit, rollback or status change) is reloaded in a background thread while the
         snapshot it replaces is served (`_refresh`)."""
+        self.keep_bytes = keep_bytes
+        """Bytes of served versions kept built ahead, about (`Settings.keep_built_mb`; 0: none)."""
         self._pending: tuple[int, int, int] | None = None
         self._beside = Beside()
         """The helper thread a search looks up the stored runs in while it ranks (started by
@@ -142,6 +145,7 @@ class ServedIndex:
             evidence_limit=settings.evidence_limit,
             literal_share=settings.literal_share,
             ann_cache=AnnCache.of(settings),
+            keep_bytes=settings.keep_built_mb * 1_000_000,
         )
 
     def due(self) -> bool:
@@ -318,7 +322,32 @@ class ServedIndex:
                 self._evidence_next = evidence
             else:
                 self._evidence, self._evidence_next = evidence, None
+        self._keep(found.snap)
         self.reloads += 1
+
+    def _keep(self, snap: Snapshot) -> None:
+        """Keep the most served versions of a snapshot of new versions built, within
+        `keep_bytes`, in a background thread (`retrieval.built`); once for it and the snapshots
+        an outcome makes of it, which share what it built. The thread stops once another
+        snapshot's versions are served, or at exit."""
+        built = snap.built
+        if not self.keep_bytes or built.started or not len(snap) or _stopping.is_set():
+            return
+        built.started = True
+
+        def serving() -> Columns | None:
+            current = self._snapshot
+            return None if _stopping.is_set() or current.built is not built else current.rows
+
+        def keep(budget: int = self.keep_bytes) -> None:
+            try:
+                built.keep(snap.to_keep(budget), serving)
+            except Exception:  # searches build their hits as they come
+                logger.exception("keeping the served versions of %r built failed", self.namespace)
+            finally:
+                built.kept.set()
+
+        _start_thread(keep, "flowmem-keep")
 
     def _wants_ann(self, evidence: Evidence) -> bool:
         """Whether the evidence has enough stored tasks for an ANN of them (`ann_min`)."""

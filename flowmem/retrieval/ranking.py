@@ -3,7 +3,8 @@
 A snapshot holds the served versions as columns (`Columns`; the store reads them as
 `storage.served.ServedRows`): their keys as
 one float32 matrix with an owner per key, rank factors, agent and scope codes, trial pairs;
-no `Workflow` object until one is served (`Snapshot.workflow`, a small LRU).
+no `Workflow` object until one is served (`Snapshot.workflow`) or kept built ahead
+(`retrieval.built`).
 
 `Snapshot.ranked` returns the best `m` servable versions by score (similarity × rank factor),
 ties by position, exactly as sorting every version would. Up to `ann_min` keys it scores
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -40,6 +39,7 @@ from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
 from flowmem.retrieval.blas import ONE_BLAS_THREAD, product
 from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
+from flowmem.retrieval.built import Built, to_keep
 from flowmem.retrieval.nearest import COSINE_BITS, ExampleIndex, snap_cosines
 from flowmem.retrieval.unique import grouped
 
@@ -99,6 +99,10 @@ class Columns(Protocol):
     def picked(self) -> npt.NDArray[np.int64] | None:
         """Per version: its position among `candidates` (None: not known)."""
 
+    def text_bytes(self) -> npt.NDArray[np.int64]:
+        """Per version: the bytes of text its row holds (what its built `Workflow`'s memory
+        follows: `built.estimate`)."""
+
     def __len__(self) -> int: ...
     def actions(self, i: int) -> Pattern:
         """The actions of the version at position i (`Workflow.pattern`), without its `Workflow`."""
@@ -135,9 +139,6 @@ a version that outcomes ranked up (a factor up to 1.5) can outscore a closer one
 key the ANN did not return can score is its cosine bound times the largest factor of the keys
 not scored, not of every key (with one version ranked up among 100k untried ones, the proof
 failed and searches scored up to every key: p50 13.5 against 0.8 ms, `bench/outcomes.py`)."""
-_CACHE = 1024
-"""Workflow objects kept per snapshot and the snapshots outcomes make of it (`with_stats`): the hits
-of recent searches; ~10 MB at most."""
 ANN_MIN = 5_000
 """Keys from which an ANN is built and used: `python bench/ann_crossover.py` times both paths
 on one store, interleaved (p50, k=3; docs/performance.md): brute force 1.45x faster at 2.5k
@@ -240,12 +241,10 @@ class Snapshot:
     """Whether any version is on trial (has a partner)."""
     key_factors: npt.NDArray[np.float64] = field(init=False, repr=False)
     """Per key: its version's rank factor."""
-    _cache: OrderedDict[int, tuple[UsageStats, Workflow]] = field(default_factory=OrderedDict)
-    """Built `Workflow`s by position, each with the stats it was built with: shared by the
+    built: Built = field(default_factory=Built)
+    """The `Workflow`s built of its versions, by position (`retrieval.built`): shared by the
     snapshots `with_stats` makes of this one (the same versions and statuses), an entry used
     only while its stats are the position's now (the same object)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    """Guards `_cache` (shared with it)."""
     _boost: tuple[AnnSlot | None, Boost] | None = field(default=None, repr=False)
     """`boost`, once worked out, and for the ANN of which slot."""
     _keyed: npt.NDArray[np.float64] | None = field(default=None, repr=False)
@@ -281,8 +280,7 @@ class Snapshot:
             slot=self.slot,
             borrowed=self.borrowed,
             ann_min=self.ann_min,
-            _cache=self._cache,
-            _lock=self._lock,
+            built=self.built,
             _keyed=keyed,
         )
         if moved is not None:
@@ -394,25 +392,21 @@ class Snapshot:
         return self.workflows([i])[0]
 
     def workflows(self, positions: Sequence[int]) -> list[Workflow]:
-        """The served versions at these positions (those not cached built together, then
-        cached)."""
+        """The served versions at these positions (those not built yet with their stats now
+        built together, then remembered: `retrieval.built`)."""
         stats = self.rows.stats
-        found: dict[int, Workflow] = {}
-        with self._lock:
-            for i in positions:
-                entry = self._cache.get(i)
-                if entry is not None and entry[0] is stats[i]:
-                    found[i] = entry[1]
-                    self._cache.move_to_end(i)
+        found = self.built.found(positions, stats)
         missing = list(dict.fromkeys(i for i in positions if i not in found))
         if missing:
             built = dict(zip(missing, self.rows.workflows(missing), strict=True))
             found.update(built)
-            with self._lock:
-                self._cache.update((i, (stats[i], w)) for i, w in built.items())
-                while len(self._cache) > _CACHE:
-                    self._cache.popitem(last=False)
+            self.built.add(built, stats)
         return [found[i] for i in positions]
+
+    def to_keep(self, budget: int) -> list[int]:
+        """The positions to keep built ahead within `budget` bytes (`built.to_keep`): the most
+        served versions."""
+        return to_keep([s.served for s in self.rows.stats], self.rows.text_bytes(), budget)
 
     def wants_ann(self) -> bool:
         """Whether this snapshot is large enough for an ANN."""

@@ -269,6 +269,27 @@ class ServedRows:
         JSON document: `storage.workflow_json`)."""
         return self.workflows([i])[0]
 
+    def text_bytes(self) -> npt.NDArray[np.int64]:
+        """Per version: the bytes of text its row holds (its id, name, description, steps,
+        parameters, pitfalls, provenance and source run ids): what its built `Workflow`'s
+        memory follows (`retrieval.built.estimate`). Arrow's kernels over the columns, no row
+        read."""
+        out = np.zeros(len(self), dtype=np.int64)
+        if self.table is None:
+            return out
+        import pyarrow.compute as pc
+
+        found = self.columns()
+        for name in _SIZED:
+            if name in found:
+                out += pc.binary_length(found[name]).fill_null(0).to_numpy(zero_copy_only=False)
+        sources = self._source_column()
+        if sources is not None and len(sources):
+            lengths = pc.binary_length(pc.list_flatten(sources)).fill_null(0).to_numpy(zero_copy_only=False)
+            parents = pc.list_parent_indices(sources).to_numpy(zero_copy_only=False)
+            out += np.bincount(parents, weights=lengths, minlength=len(self)).astype(np.int64)
+        return out
+
     def sources(self) -> frozenset[str]:
         """The source trajectory ids of every served version (`Workflow.source_trajectory_ids`,
         all of them), read from their column once, without building a `Workflow`."""
@@ -329,6 +350,9 @@ class ServedRows:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_SIZED = ("id", "name", "description", "steps", "parameters", "pitfalls", "provenance")
+"""The text columns a built `Workflow` holds (`ServedRows.text_bytes`)."""
 
 _LAYERED_MAX = 4096
 """Figures a `_Layered` holds over its whole read at most; past it they are merged into one
