@@ -126,6 +126,8 @@ class ServedIndex:
         snapshot it replaces is served (`_refresh`)."""
         self.keep_bytes = keep_bytes
         """Bytes of served versions kept built ahead, about (`Settings.keep_built_mb`; 0: none)."""
+        self._keep_pending: Callable[[], None] | None = None
+        """Keeping the served versions built, ready to start after the search (`_keep`)."""
         self._pending: tuple[int, int, int] | None = None
         self._beside = Beside()
         """The helper thread a search looks up the stored runs in while it ranks (started by
@@ -327,8 +329,10 @@ class ServedIndex:
 
     def _keep(self, snap: Snapshot) -> None:
         """Keep the most served versions of a snapshot of new versions built, within
-        `keep_bytes`, in a background thread (`retrieval.built`); once for it and the snapshots
-        an outcome makes of it, which share what it built. The thread stops once another
+        `keep_bytes`, in a background thread (`retrieval.built`), started once the search that
+        loaded it has returned (`_keep_pending`: built beside it, the two take turns with the
+        GIL, ~0.2 s more for a first search at 10k versions); once for it and the snapshots an
+        outcome makes of it, which share what it built. The thread stops once another
         snapshot's versions are served, or at exit."""
         built = snap.built
         if not self.keep_bytes or built.started or not len(snap) or _stopping.is_set():
@@ -347,7 +351,14 @@ class ServedIndex:
             finally:
                 built.kept.set()
 
-        _start_thread(keep, "flowmem-keep")
+        self._keep_pending = keep
+
+    def _keep_started(self) -> None:
+        """Start keeping what `_keep` made ready (after a search, not inside one)."""
+        with self._lock:
+            keep, self._keep_pending = self._keep_pending, None
+        if keep is not None:
+            _start_thread(keep, "flowmem-keep")
 
     def _wants_ann(self, evidence: Evidence) -> bool:
         """Whether the evidence has enough stored tasks for an ANN of them (`ann_min`)."""
@@ -427,9 +438,13 @@ class ServedIndex:
         # While this process builds an HNSW (both cores, an induction run's new keys or runs)
         # a helper would wait for a core mid-work, and the search for it: all in turn then.
         beside = None if _builds else self._beside
-        return retrieval.search(
-            snap, evidence, task, query, k, self.bounds, ok=ok, share=share, beside=beside
-        )
+        try:
+            return retrieval.search(
+                snap, evidence, task, query, k, self.bounds, ok=ok, share=share, beside=beside
+            )
+        finally:
+            if self._keep_pending is not None:
+                self._keep_started()
 
     def floor_keeps(
         self,

@@ -18,6 +18,7 @@ search serving it builds it anew, in its place.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -44,9 +45,10 @@ TEXT_FACTOR = 4
 """What a byte of a version's stored text (`Columns.text_bytes`) takes in its built `Workflow`,
 about (the strings, and the steps' dicts and models made of them): `estimate`."""
 
-CHUNK = 32
-"""Versions built in one call while keeping (`Built.keep`): a search waiting for the GIL waits
-for one such call at most (~1 ms)."""
+CHUNK = 8
+"""Versions built in one call while keeping (`Built.keep`), which then sleeps as long as the call
+took: a search that wants the GIL meanwhile waits for one such call at most (~0.2–0.5 ms),
+and gets it at least half the time."""
 
 
 def estimate(text_bytes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -130,11 +132,12 @@ class Built:
         `serving()` gives (those being served: an outcome may replace them meanwhile, with
         other stats), those built already with the stats they have there left as they are.
         Stops early when `serving()` gives None (the snapshot replaced by one of other
-        versions, the process exiting)."""
+        versions, the process exiting). Sleeps after each chunk as long as it took (`CHUNK`)."""
         try:
             with self._lock:
                 self._keeping = frozenset(positions)
             for start in range(0, len(positions), CHUNK):
+                began = time.perf_counter()
                 rows = serving()
                 if rows is None:
                     return
@@ -143,6 +146,7 @@ class Built:
                 done = self.found(chunk, stats)  # moved among those kept, as they are
                 todo = [i for i in chunk if i not in done]
                 self.add(done | dict(zip(todo, rows.workflows(todo) if todo else [], strict=True)), stats)
+                time.sleep(time.perf_counter() - began)
         finally:
             self.kept.set()
 
