@@ -330,3 +330,19 @@ def test_an_outcome_carries_the_boost_over_as_worked_out_anew(monkeypatch: pytes
     monkeypatch.setattr(ranking, "BOOSTED", 5)
     ups = [UsageStats(served=9, successes=9)] * len(rows)
     assert current.with_stats(replace(rows, stats=ups), range(len(rows)), DEFAULT_PARAMS)._boost is None
+
+
+@pytest.mark.parametrize("n", [5, 20, 79, 80, 81, 300])
+def test_the_best_scores_are_a_stable_sorts_whether_all_are_sorted_or_partitioned_first(n: int) -> None:
+    """`ranking._top` sorts every finite score up to `_SORT_ALL` × m of them, and partitions
+    first past it: either way the m best, ties by item, as a stable sort of every score."""
+    rng = np.random.default_rng(n)
+    for _ in range(50):
+        scores = rng.integers(0, 6, size=n).astype(np.float64) / 5
+        scores[rng.random(n) < 0.2] = -np.inf
+        items = rng.permutation(n).astype(np.int64)
+        finite = np.flatnonzero(np.isfinite(scores))
+        want = finite[np.lexsort((items[finite], -scores[finite]))][:20]
+        assert ranking._top(scores, 20, items).tolist() == want.tolist()
+        want_plain = finite[np.argsort(-scores[finite], kind="stable")][:20]
+        assert ranking._top(scores, 20).tolist() == want_plain.tolist()
