@@ -2,9 +2,10 @@
 
 A search embeds the task and hands it to `retrieval.search` (ranking, relevance floor, gap,
 cover) over a snapshot of the served versions as columns (`retrieval.ranking.Snapshot`, from
-`Store.served_rows`): a hit's `Workflow` is built when it is served. Past `ann_min` keys an
-HNSW index (optional: faiss) is built in a background thread; until it is ready, and where it
-cannot prove its ranking exact, search scores every key.
+`Store.served_rows`): a hit's `Workflow` is built when it is served, unless it is among the
+most served, which a background thread keeps built (`retrieval.built`, `keep_bytes`). Past
+`ann_min` keys an HNSW index (optional: faiss) is built in a background thread; until it is
+ready, and where it cannot prove its ranking exact, search scores every key.
 
 The index is rebuilt only when the store has a new workflows table version (a committed
 induction run, a rollback), new usage stats or a status change, and for new usage stats alone
