@@ -97,9 +97,10 @@ class Settings(BaseSettings):
     keep_built_mb: int = Field(64, ge=0)
     """Megabytes of served versions a searching process keeps built as `Workflow`s, the most
     served first (an estimate from their text: `retrieval.built`), built in a background thread
-    after each load: a search serving one of them builds nothing (at 10k served versions, a
-    search of a task that does not repeat took ~0.3 ms against ~0.6–1.0 ms on a 2-core Xeon:
-    docs/performance.md). 0: only the last 1,024 searches' hits are kept."""
+    after each load: a search serving one of them builds nothing (at 10k served versions, p50
+    0.32 and 0.39 ms against 0.58 and 0.63 ms with 0, two pairs of `python -m bench search
+    10000` on a 2-core Xeon: docs/performance.md). 0: only the last 1,024 searches' hits are
+    kept."""
     import_paths: list[str] = Field(default_factory=list)
     """Files or glob patterns the collect flow ingests on every run (idempotent)."""
     record_to: Literal["store", "spool"] = "store"

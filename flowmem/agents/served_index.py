@@ -331,10 +331,10 @@ class ServedIndex:
     def _keep(self, snap: Snapshot) -> None:
         """Keep the most served versions of a snapshot of new versions built, within
         `keep_bytes`, in a background thread (`retrieval.built`), started once the search that
-        loaded it has returned (`_keep_pending`: built beside it, the two take turns with the
-        GIL, ~0.2 s more for a first search at 10k versions); once for it and the snapshots an
-        outcome makes of it, which share what it built. The thread stops once another
-        snapshot's versions are served, or at exit."""
+        loaded it has returned (`_keep_pending`; begun inside it, the two took turns with the
+        GIL and a fresh process's first search at 10k versions took 1.22× as long); once for it
+        and the snapshots an outcome makes of it, which share what it built. The thread stops
+        once another snapshot's versions are served, or at exit."""
         built = snap.built
         if not self.keep_bytes or built.started or not len(snap) or _stopping.is_set():
             return

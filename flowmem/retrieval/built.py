@@ -47,8 +47,8 @@ about (the strings, and the steps' dicts and models made of them): `estimate`.""
 
 CHUNK = 8
 """Versions built in one call while keeping (`Built.keep`), which then sleeps as long as the call
-took: a search that wants the GIL meanwhile waits for one such call at most (~0.2–0.5 ms),
-and gets it at least half the time."""
+took: a search that wants the GIL meanwhile waits about one such call (~0.2–0.5 ms), and the
+thread holds it half the time at most."""
 
 
 def estimate(text_bytes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
