@@ -63,6 +63,26 @@ def test_a_text_is_never_embedded_twice() -> None:
     assert cached.embed([]).shape == (0, 8)
 
 
+def test_one_text_is_embedded_as_in_a_batch_and_cached_alike() -> None:
+    """A search's one text (`CachedEmbedder._one`): the batch's vector, embedded once, a later
+    cache's hit copied into the first, and a copy returned (the caches keep theirs)."""
+    from flowmem.retrieval.embed import CachedEmbedder, MemoryCache, content_key
+
+    inner, first, second = Counting(), MemoryCache(), MemoryCache()
+    cached = CachedEmbedder(inner, first, second)
+    batch = CachedEmbedder(Counting()).embed(["a b", "c d"])
+    one = cached.embed(["a b"])
+    assert one.shape == (1, 8) and one.dtype == np.float32 and np.array_equal(one[0], batch[0])
+    one[0, :] = 7.0
+    assert np.array_equal(cached.embed(["a b"])[0], batch[0])
+    assert inner.asked == ["a b"] and cached.embedded == 1
+    key = content_key(cached.name, "a b")
+    assert first.get_many([key]) and second.get_many([key])
+    other = CachedEmbedder(Counting(), MemoryCache(), first)  # "a b" only in its second cache
+    assert np.array_equal(other.embed(["a b"])[0], batch[0]) and other.embedded == 0
+    assert other.caches[0].get_many([key])
+
+
 def test_the_store_cache_spans_processes(tmp_path: object) -> None:
     from flowmem.retrieval.embed import CachedEmbedder, MemoryCache
     from flowmem.settings import Settings
