@@ -75,3 +75,39 @@ def test_a_blas_loaded_after_the_first_look_is_held_to_one_thread_from_then_on()
         loaded = {lib.filepath for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"}
         assert held[:2] == [first.filepath, later.filepath]  # (faiss's, where loaded, after them)
         assert len(held) == len(set(held)) and set(held) == loaded
+
+
+PROBE = """
+import sys
+from flowmem.retrieval.blas import ONE_BLAS_THREAD
+with ONE_BLAS_THREAD:  # the guard's first look, before scikit-learn brings scipy's BLAS
+    pass
+assert "scipy" not in sys.modules
+from sklearn.decomposition import TruncatedSVD
+from threadpoolctl import threadpool_info, threadpool_limits
+from flowmem.induction.cluster.cluster import cluster_tasks
+seen = []
+fit = TruncatedSVD.fit
+def fitted(self, *args, **kw):
+    seen.append(sorted(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"))
+    return fit(self, *args, **kw)
+TruncatedSVD.fit = fitted
+with threadpool_limits(2, user_api="blas"):
+    cluster_tasks(TASKS)
+print(seen)
+"""
+
+
+def test_a_fresh_process_holds_scipys_blas_to_one_thread_though_it_loads_after_the_first_look() -> None:
+    """In a process whose guard first looked before scipy was loaded (an agent that searched
+    before it induced), the clustering's SVD still runs on one thread of every BLAS: scipy's
+    is looked for and held too (`include_loaded`)."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"TASKS = {json.dumps(TASKS)}\n{PROBE}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen) == 1 and len(seen[0]) >= 2 and set(seen[0]) == {1}, seen
