@@ -379,7 +379,10 @@ class Evidence:
 
     def _template(self, task: str) -> str | None:
         """The task's `task_template` when a stored run has it and it holds a word that is not
-        an example value; else None (the task cannot recur)."""
+        an example value; else None (the task cannot recur). None at once when no run is
+        stored (a store of workflows alone): no template to work out."""
+        if not self.known:
+            return None
         template = task_template(task, self.words)
         if template not in self.known or set(template.split()) <= {"_"}:
             return None

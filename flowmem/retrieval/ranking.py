@@ -419,6 +419,8 @@ class Snapshot:
 
     def mask(self, agent: str | None, scope: str | None) -> npt.NDArray[np.bool_] | None:
         """Versions of this agent and scope (None: no filter)."""
+        if agent is None and scope is None:
+            return None
         ok: npt.NDArray[np.bool_] | None = None
         for value, names, codes in (
             (agent, self.rows.agent_names, self.rows.agents),
