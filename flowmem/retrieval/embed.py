@@ -291,9 +291,8 @@ class CachedEmbedder:
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def _one(self, text: str) -> Vectors:
-        """`embed([text])` (a search's task), without the batch's bookkeeping: ~half the
-        wrapper's cost around the embedder for one text. A copy, as the batch's stack is: the
-        caches keep theirs."""
+        """`embed([text])` (a search's task), without the batch's bookkeeping (its lists and
+        dicts of keys, its stack). A copy, as the batch's stack is: the caches keep theirs."""
         key = content_key(self.name, text)
         for i, cache in enumerate(self.caches):
             found = cache.get_many([key]).get(key)
