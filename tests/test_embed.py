@@ -64,8 +64,8 @@ def test_a_text_is_never_embedded_twice() -> None:
 
 
 def test_one_text_is_embedded_as_in_a_batch_and_cached_alike() -> None:
-    """A search's one text (`CachedEmbedder._one`): the batch's vector, embedded once, a later
-    cache's hit copied into the first, and a copy returned (the caches keep theirs)."""
+    """A search's one text: the batch's vector, embedded once, a later cache's hit copied into
+    the first, and a copy returned (the caches keep theirs)."""
     from flowmem.retrieval.embed import CachedEmbedder, MemoryCache, content_key
 
     inner, first, second = Counting(), MemoryCache(), MemoryCache()

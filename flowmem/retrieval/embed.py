@@ -266,8 +266,6 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed texts, from the caches where possible."""
-        if len(texts) == 1 and not isinstance(texts, str):
-            return self._one(texts[0])
         keys = [content_key(self.name, t) for t in texts]
         found: dict[str, Vectors] = {}
         for i, cache in enumerate(self.caches):
@@ -289,19 +287,3 @@ class CachedEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-
-    def _one(self, text: str) -> Vectors:
-        """`embed([text])` (a search's task), without the batch's bookkeeping (its lists and
-        dicts of keys, its stack). A copy, as the batch's stack is: the caches keep theirs."""
-        key = content_key(self.name, text)
-        for i, cache in enumerate(self.caches):
-            found = cache.get_many([key]).get(key)
-            if found is not None:
-                if i > 0:
-                    self.caches[0].put_many({key: found})
-                return np.array(found[None, :], dtype=np.float32)
-        vector = self.inner.embed([text])[0]
-        self.embedded += 1
-        for cache in self.caches:
-            cache.put_many({key: vector})
-        return np.array(vector[None, :], dtype=np.float32)
