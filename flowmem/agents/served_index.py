@@ -127,8 +127,8 @@ class ServedIndex:
         snapshot it replaces is served (`_refresh`)."""
         self.keep_bytes = keep_bytes
         """Bytes of served versions kept built ahead, about (`Settings.keep_built_mb`; 0: none)."""
-        self._keep_pending: Callable[[], None] | None = None
-        """Keeping the served versions built, ready to start after the search (`_keep`)."""
+        self._keep_pending: Snapshot | None = None
+        """A snapshot whose served versions are to be kept built, after the search (`_keep`)."""
         self._pending: tuple[int, int, int] | None = None
         self._beside = Beside()
         """The helper thread a search looks up the stored runs in while it ranks (started by
@@ -329,16 +329,24 @@ class ServedIndex:
         self.reloads += 1
 
     def _keep(self, snap: Snapshot) -> None:
-        """Keep the most served versions of a snapshot of new versions built, within
-        `keep_bytes`, in a background thread (`retrieval.built`), started once the search that
-        loaded it has returned (`_keep_pending`; begun inside it, the two took turns with the
-        GIL and a fresh process's first search at 10k versions took 1.22× as long); once for it
-        and the snapshots an outcome makes of it, which share what it built. The thread stops
-        once another snapshot's versions are served, or at exit."""
-        built = snap.built
-        if not self.keep_bytes or built.started or not len(snap) or _stopping.is_set():
+        """Mark a snapshot of new versions to have its most served versions kept built, within
+        `keep_bytes` (`retrieval.built`): once for it and the snapshots an outcome makes of it,
+        which share what it built. The thread starts once the search that loaded it has
+        returned (`_keep_started`)."""
+        if self.keep_bytes and not snap.built.started and len(snap):
+            snap.built.started = True
+            self._keep_pending = snap
+
+    def _keep_started(self) -> None:
+        """Start keeping the snapshot `_keep` marked, in a background thread: after a search,
+        not inside one (begun inside it, the two took turns with the GIL and a fresh process's
+        first search at 10k versions took 1.22× as long). The thread stops once another
+        snapshot's versions are served, or at exit."""
+        with self._lock:
+            snap, self._keep_pending = self._keep_pending, None
+        if snap is None or _stopping.is_set():
             return
-        built.started = True
+        built = snap.built
 
         def serving() -> Columns | None:
             current = self._snapshot
@@ -352,14 +360,7 @@ class ServedIndex:
             finally:
                 built.kept.set()
 
-        self._keep_pending = keep
-
-    def _keep_started(self) -> None:
-        """Start keeping what `_keep` made ready (after a search, not inside one)."""
-        with self._lock:
-            keep, self._keep_pending = self._keep_pending, None
-        if keep is not None:
-            _start_thread(keep, "flowmem-keep")
+        _start_thread(keep, "flowmem-keep")
 
     def _wants_ann(self, evidence: Evidence) -> bool:
         """Whether the evidence has enough stored tasks for an ANN of them (`ann_min`)."""
