@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from flowmem.retrieval.ann import KeyANN, build_ann
+from flowmem.retrieval.ann import EF_100K, EF_SEARCH, EF_SMALL, KeyANN, breadth, build_ann
 
 pytest.importorskip("faiss")
 
@@ -17,6 +17,13 @@ pytest.importorskip("faiss")
 def _unit(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_the_breadth_grows_with_the_size_from_the_small_one_to_the_largest() -> None:
+    sizes = [1, 5_000, 10_000, 20_000, 50_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    got = [breadth(n) for n in sizes]
+    assert got[:3] == [EF_SMALL] * 3 and breadth(100_000) == EF_100K and got[-2:] == [EF_SEARCH] * 2
+    assert got == sorted(got) and EF_SMALL < got[3] < got[4] < EF_100K < got[6] < EF_SEARCH
 
 
 def test_products_are_the_rows_products_with_the_query() -> None:

@@ -155,11 +155,14 @@ class _ExactANN(KeyANN):
     def __init__(self, vectors: npt.NDArray[np.float32]) -> None:
         super().__init__(None, len(vectors))
         self.vectors, self.searches = vectors, 0
+        self.asked: list[int] = []
+        """How many keys each search asked for."""
 
     def search(
         self, query: npt.NDArray[np.float32], count: int, ef: int | None = None
     ) -> npt.NDArray[np.int64]:
         self.searches += 1
+        self.asked.append(count)
         return np.argsort(-(self.vectors @ query), kind="stable")[:count].astype(np.int64)
 
 
@@ -245,6 +248,29 @@ def test_versions_ranked_up_by_outcomes_are_scored_beside_the_ann_keys(
             assert np.array_equal(a, b), q
         if boosted <= ranking.BOOSTED:
             assert ann.searches - before == 1  # proven from the first keys
+
+
+@pytest.mark.parametrize(
+    ("size", "m", "first"), [(6000, 20, 40), (6000, 30, 60), (30_000, 20, 64), (100_000, 20, 64)]
+)
+def test_the_ann_is_asked_first_for_no_more_keys_than_it_looks_at(size: int, m: int, first: int) -> None:
+    """An HNSW looks at least at as many keys as it is asked for: up to 10k keys, where its
+    breadth is `EF_SMALL` (40), the ranking asks it first for that many, or for twice the
+    versions asked for when that is more; from 64 keys of breadth on, for 64. The ranking is
+    the full sort's either way."""
+    rng = np.random.default_rng(size + m)
+    snap = _snapshot(rng, 6000, keys=1, pool=6000, trials=0)
+    ann = _ExactANN(snap.index.vectors)
+    ann.size = size  # the breadth of an HNSW of that many keys
+    snap.slot.ann = ann
+    for q in range(10):
+        query = _unit(rng.normal(size=(1, 24)))[0]
+        ask = Ask(f"task {q}", m, None, 0.0)
+        ann.asked.clear()
+        got, want = snap.ranked(query, ask), _reference(snap, query, ask, by_rows=True)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b), q
+        assert ann.asked[0] == first
 
 
 class _ScaledANN(_ExactANN):

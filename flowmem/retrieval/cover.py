@@ -64,8 +64,8 @@ FAMILIAR_KEYS = 16
 one that clears the floor is enough, a few more make up for the index's misses."""
 
 FAMILIAR_EF = 64
-"""The breadth of that search: the ranking's at 10k keys (`ann.EF_SMALL`), a quarter of it
-from 100k, as any one task above the floor will do, not the nearest ones in order (`python -m
+"""The breadth of that search: half the ranking's at 100k keys (`ann.EF_100K`), a quarter of
+it at 1M, as any one task above the floor will do, not the nearest ones in order (`python -m
 bench search` measures how often the answer is the exact one's: `familiar_agreement`)."""
 
 RECUR_KEYS = 32

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.retrieval.align import Pattern
-from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
+from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase, breadth
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
 from flowmem.retrieval.blas import ONE_BLAS_THREAD, product
 from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
@@ -124,7 +124,9 @@ class Columns(Protocol):
 _FIRST_KEYS = 64
 """Keys looked at first (the nearest by one `argpartition`, or the ANN's), at least twice the
 versions asked for: their versions are scored exactly, and kept when proven the best
-(`Snapshot._proven`); the ANN is then asked for twice as many."""
+(`Snapshot._proven`); the ANN is then asked for twice as many. The ANN is first asked for no
+more than its breadth (`ann.breadth`), as it looks at least at as many keys as it is asked for:
+40 at 10k keys, for a search's 20 versions."""
 _PROVEN_FROM = 2048
 """Keys from which brute force ranks the versions of the first keys alone (`_ranked_exact`):
 below, ranking every version costs less than the proof (one `similarities_of`: 19 µs against
@@ -556,7 +558,7 @@ class Snapshot:
         """`ranked` from the ANN's keys (through `borrowed`'s map, when the ANN is another
         snapshot's), exactly re-ranked (`_proven`); None when not proven exact within
         `_MAX_KEYS` keys (the caller then scores every key)."""
-        count = max(_FIRST_KEYS, 2 * ask.m)
+        count = max(min(_FIRST_KEYS, breadth(ann.size)), 2 * ask.m)
         boost = self.boost(self.slot if borrowed is None else borrowed.slot, borrowed)
         boosted = boost.keys
         boosted_cosines = ann.products(self.index.vectors, query, boosted) if len(boosted) else None
