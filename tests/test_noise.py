@@ -115,6 +115,75 @@ def test_failed_calls_are_left_out_retried_or_not_unless_every_call_failed() -> 
     assert working_steps(only_failures) == only_failures
 
 
+def _create(email: str, board: str, answer: str) -> Step:
+    args = {
+        "task_name": "Fix login bug",
+        "assigned_to_email": email,
+        "board": board,
+        "due_date": "2023-12-05",
+    }
+    return step("project_management.create_task", answer, args=args)
+
+
+def test_a_call_made_again_corrected_after_an_unmarked_error_is_left_out() -> None:
+    """A log that writes a tool's error as its answer only: the call made again with the
+    address a look-up found, then with a board the error listed, is the routine; the two
+    calls before it changed nothing."""
+    guess = _create("kofi@example.com", "Back end", "Assignee email not valid. Please choose a team member.")
+    found = step("company_directory.find_email_address", "['kofi.mensah@atlas.com']", args={"name": "Kofi"})
+    board = _create(
+        "kofi.mensah@atlas.com", "Back end", "Board not valid. Please choose from: 'Backend', 'Design'"
+    )
+    done = _create("kofi.mensah@atlas.com", "Backend", "00000300")
+    run = Trajectory(id="wb-1", task="Add a task Fix login bug for Kofi", steps=[guess, found, board, done])
+    assert working_steps(run).steps == [found, done]
+
+
+def test_calls_made_again_on_other_things_are_kept() -> None:
+    """Another task's name (from the task, not from an answer), another order changed the
+    same way (answered alike: a second change, not a retry), another order with other items
+    (more values changed than kept), or an unrecorded answer: each is its own call."""
+    first = _create("kofi.mensah@atlas.com", "Backend", "00000300")
+    other = first.model_copy(
+        update={"args": {**first.args, "task_name": "Write docs"}, "observation": "00000301"}
+    )
+    found = step("company_directory.find_email_address", "['kofi.mensah@atlas.com']", args={"name": "Kofi"})
+    for steps in ([first, other], [found, first, other]):
+        run = Trajectory(id="wb-2", task="Add two tasks for Kofi", steps=steps)
+        assert working_steps(run) == run
+    address = {"address1": "445 Maple Drive", "city": "Fort Worth", "zip": "76165"}
+    orders = step("get_user_details", '{"orders": ["#W9583042", "#W4082615"]}', args={"user_id": "mei_7"})
+    moved = [
+        step(
+            "modify_pending_order_address",
+            f'{{"order_id": "{o}", "status": "pending"}}',
+            args={"order_id": o, **address},
+        )
+        for o in ("#W9583042", "#W4082615")
+    ]
+    run = trajectory(0, [orders, *moved])
+    assert working_steps(run) == run
+    items = step(
+        "get_order_details", '{"items": ["1355937109", "9949163720"]}', args={"order_id": "#W9810810"}
+    )
+    changed = step(
+        "modify_pending_order_items",
+        "Error: item not available",
+        args={"order_id": "#W3730488", "item_ids": ["2913673670"], "new_item_ids": ["9844888101"]},
+    )
+    again = step(
+        "modify_pending_order_items",
+        '{"order_id": "#W9810810"}',
+        args={"order_id": "#W9810810", "item_ids": ["1355937109"], "new_item_ids": ["9949163720"]},
+    )
+    run = trajectory(0, [changed, items, again])
+    assert working_steps(run) == run
+    guess = _create("kofi@example.com", "Backend", "")
+    unrecorded = [s.model_copy(update={"observation": None}) for s in (guess, found, first)]
+    run = trajectory(0, unrecorded)
+    assert working_steps(run) == run
+
+
 def test_a_guessed_look_up_of_the_wrong_thing_is_left_out() -> None:
     """The agent looked an order up by an id nothing offered (the user misread it), nothing
     used its answer, then looked the right one up: the first call is a dead end."""

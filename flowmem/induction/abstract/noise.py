@@ -11,6 +11,8 @@ why repeated identical look-ups are left to the consensus of a variant's runs in
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 
 from flowmem.induction.abstract.segments import is_read
@@ -21,12 +23,16 @@ __all__ = [
     "ACTOR_KEYS",
     "MESSAGE_ARGS",
     "SELF_NAMES",
+    "corrected_calls",
     "dead_ends",
     "failed_calls",
     "is_message",
     "other_actors",
     "working_steps",
 ]
+
+_WORD = re.compile(r"[^\W\d_]+")
+_NUMBER = re.compile(r"\d+")
 
 ACTOR_KEYS = ("actor", "role")
 """Step fields that name who took a step (the interchange keeps them in `Step.meta`)."""
@@ -113,14 +119,66 @@ def dead_ends(steps: Sequence[Step]) -> set[int]:
     return out
 
 
+def _learned(value: object, told: str) -> bool:
+    """Whether an argument value is one the run was told: each of its values of at least
+    `MIN_CHARS` characters is in `told` (lower-cased answers), and it has one."""
+    found = _values(value)
+    return bool(found) and all(v in told for v in found)
+
+
+def _shape(answer: str | None) -> str:
+    """What kind of answer a call got, its values left out: a JSON object's keys, a JSON
+    list, otherwise the text with every word written `a` and every number `9` (an id, "Email
+    sent.", "Assignee email not valid. Please choose from ..." are three shapes; two ids, or
+    one message about two things, are one)."""
+    text = (answer or "").strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return "{" + ",".join(sorted(map(str, value))) + "}"
+    if isinstance(value, list):
+        return "["
+    return _NUMBER.sub("9", _WORD.sub("a", text))
+
+
+def corrected_calls(steps: Sequence[Step]) -> set[int]:
+    """Positions of calls the run made again corrected, where the log does not mark them as
+    failed: a call that is not a look-up (`segments.is_read`), whose next call of the same
+    action passes the same argument keys, changes fewer of their values than it keeps, each
+    changed one a value the run was told since (in the first call's answer, or in an answer
+    before the retry: the valid choices an error listed, the address a look-up found), and got
+    an answer of another shape (`_shape`: an error's message, then an id). The routine is the
+    corrected call. A call made again on another thing (another order, with values an answer
+    gave too) changes more, or is answered alike, and is kept."""
+    out: set[int] = set()
+    for i, step in enumerate(steps):
+        if is_read(step.action):
+            continue
+        j = next((j for j in range(i + 1, len(steps)) if steps[j].action == step.action), None)
+        if j is None or set(steps[j].args) != set(step.args):
+            continue
+        changed = [k for k in step.args if steps[j].args[k] != step.args[k]]
+        if not changed or 2 * len(changed) >= len(step.args):
+            continue
+        if _shape(step.observation) == _shape(steps[j].observation):
+            continue
+        told = " ".join((s.observation or "").lower() for s in steps[i:j])
+        if all(_learned(steps[j].args[k], told) for k in changed):
+            out.add(i)
+    return out
+
+
 def working_steps(run: Trajectory) -> Trajectory:
     """The run with only the steps that do the work: without the steps of other actors
-    (`other_actors`), turns of conversation (`is_message`), failed calls (`failed_calls`)
-    and dead-end look-ups (`dead_ends`), decided in that order. The run itself when nothing
-    is left out; a run with no step left has no steps."""
+    (`other_actors`), turns of conversation (`is_message`), failed calls (`failed_calls`),
+    calls made again corrected (`corrected_calls`) and dead-end look-ups (`dead_ends`),
+    decided in that order. The run itself when nothing is left out; a run with no step left
+    has no steps."""
     others = other_actors(run)
     steps = [s for i, s in enumerate(run.steps) if i not in others and not is_message(s)]
-    for rule in (failed_calls, dead_ends):
+    for rule in (failed_calls, corrected_calls, dead_ends):
         drop = rule(steps)
         steps = [s for i, s in enumerate(steps) if i not in drop]
     return run if len(steps) == len(run.steps) else run.model_copy(update={"steps": steps})
