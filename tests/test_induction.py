@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from flowmem.induction.abstract.abstract import abstract_runs
 from flowmem.induction.base import ClusterInput, Usage
 from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.inducers.rule import RuleInducer
@@ -15,7 +16,7 @@ from flowmem.induction.plan.bounded import ClusterMembers
 from flowmem.induction.plan.orchestrate import induce_cluster, merge_duplicates, plan_versions
 from flowmem.induction.render.metrics import clustering_scores
 from flowmem.induction.render.render import render_workflow
-from flowmem.models import Condition, Trajectory, placeholders_in
+from flowmem.models import Condition, Step, Trajectory, placeholders_in
 from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
 from flowmem.retrieval.nearest import ExampleIndex, key_shares
 from tests.factories import NAMES, SUBJECTS, cancel, forward, make_workflow, run
@@ -449,3 +450,27 @@ def test_one_codec_writes_and_reads_workflow_ids() -> None:
     assert cluster_key("deploy-2024") == "deploy-2024"  # a hand-written id is its own key
     assert cluster_key("agent-c3-2", keys={"agent-c3-2"}) == "agent-c3-2"  # a key the run knows
     assert cluster_key(variant_id(workflow_id("team-c1", 5), 3)) == "team-c1-c5"  # an agent named like a key
+
+
+def test_a_value_comes_from_the_answer_that_listed_it_not_from_one_that_repeated_it() -> None:
+    """`get_order(order_id)` answers with the id it was given: a later call passing that id got
+    it from the list of orders, as a call passing the other listed order did."""
+    runs = []
+    for i, other in enumerate([False, False, True]):
+        first, second = f"#W{i}1{i}7", f"#W{i}9{i}3"
+        steps = [
+            Step(action="list_orders", args={"user": f"user_{i}x"}, observation=f'["{first}", "{second}"]'),
+            Step(
+                action="get_order",
+                args={"order_id": first},
+                observation=f'{{"order_id": "{first}", "status": "pending"}}',
+            ),
+            Step(
+                action="cancel_order", args={"order_id": second if other else first}, observation="cancelled"
+            ),
+        ]
+        runs.append(Trajectory(id=f"r{i}", task=f"Cancel an order of user_{i}x", steps=steps, success=True))
+    done = abstract_runs(runs[0], runs, LiteralIndex.build(runs), frozenset())
+    cancelled = done.steps[2].args["order_id"].strip("{}")
+    assert cancelled != done.steps[1].args["order_id"].strip("{}")  # another order in one run: another role
+    assert done.parameters[cancelled] == "result of list_orders"

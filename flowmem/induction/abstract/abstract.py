@@ -88,15 +88,24 @@ class _Runs:
         return cls(runs, flat, starts)
 
 
+def _echoes(step: Step, texts: Sequence[str]) -> bool:
+    """Whether a step was given these values: its answer repeating them did not find them."""
+    given = [a for a in scalars(step.args) if len(a) >= 3]
+    return all(any(t in a for a in given) for t in texts)
+
+
 def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
-    """Say where the value of a placeholder comes from, without naming any value."""
+    """Say where the value of a placeholder comes from, without naming any value: the task, or
+    the nearest earlier answer that holds it, not counting the answer of a call it was passed
+    to (`get_order_details(order_id)` answers with the order id it was asked for: the id came
+    from the answer that listed it)."""
     if sum(in_task(v, runs.runs[i].task) for (i, _), v in seen.items()) * 2 >= len(seen):
         return "task"
     hits: Counter[str] = Counter()
     for where, v in seen.items():
         texts = [t for t in scalars(v) if len(t) >= 3]
         for step in reversed(runs.flat[where[0]][: raw_at[where]]):
-            if texts and all(t in (step.observation or "") for t in texts):
+            if texts and all(t in (step.observation or "") for t in texts) and not _echoes(step, texts):
                 hits[step.action] += 1
                 break
     if hits:
