@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowmem.induction.abstract.abstract import abstract_runs
+from flowmem.induction.abstract.abstract import EARLIER, abstract_runs
 from flowmem.induction.base import ClusterInput, Usage
 from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.inducers.rule import RuleInducer
@@ -474,3 +474,33 @@ def test_a_value_comes_from_the_answer_that_listed_it_not_from_one_that_repeated
     cancelled = done.steps[2].args["order_id"].strip("{}")
     assert cancelled != done.steps[1].args["order_id"].strip("{}")  # another order in one run: another role
     assert done.parameters[cancelled] == "result of list_orders"
+
+
+def test_a_value_no_answer_shows_is_the_tasks_unless_the_log_recorded_no_answer() -> None:
+    """An id passed on after a look-up whose answer the log did not record came from an
+    earlier step (which one unknown), not from the task that never names it; a date the agent
+    read off the task, which no recorded answer holds either, is the task's."""
+
+    def runs(answer: str | None) -> list[Trajectory]:
+        out = []
+        for i in range(3):
+            steps = [
+                Step(action="find_user", args={"name": f"Ana{i}x Silva"}, observation=answer),
+                Step(action="get_user", args={"user_id": f"ana_{i}7x"}, observation=answer),
+            ]
+            out.append(
+                Trajectory(
+                    id=f"r{i}", task=f"I am Ana{i}x Silva, since October {i + 2}", steps=steps, success=True
+                )
+            )
+        return out
+
+    unrecorded = runs(None)
+    done = abstract_runs(unrecorded[0], unrecorded, LiteralIndex.build(unrecorded), frozenset())
+    assert done.parameters == {"name": "task", "user_id": EARLIER}
+    answered = runs("ok")
+    done = abstract_runs(answered[0], answered, LiteralIndex.build(answered), frozenset())
+    assert done.parameters == {"name": "task", "user_id": "task"}
+    sources = {"a": "result of x", "b": "result of y", "c": "result of x", "d": "task"}
+    shown = render_workflow(make_workflow().model_copy(update={"parameters": sources, "pitfalls": []}))
+    assert shown.splitlines()[-1] == "Take {a}, {c} from x; {b} from y"

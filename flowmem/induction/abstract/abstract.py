@@ -54,6 +54,10 @@ def _slug(key: str) -> str:
     return name if not name[0].isdigit() else f"v_{name}"
 
 
+EARLIER = "result of an earlier step"
+"""The source of a value no recorded answer shows and the task does not name, in runs that
+recorded no answer before it (`_source`)."""
+
 Where = tuple[int, int]
 """An occurrence of a step in the example runs: (run index, iteration of a loop: 0 outside one)."""
 
@@ -94,17 +98,37 @@ def _echoes(step: Step, texts: Sequence[str]) -> bool:
     return all(any(t in a for a in given) for t in texts)
 
 
+_PART = re.compile(r"[^\w.@-]+")
+
+
+def _part_in_task(value: Any, task: str) -> bool:
+    """Whether a part of a value is in the task (`app:v2.3.1` for "Deploy v2.3.1"): the agent
+    made it of the task's words."""
+    lowered = task.lower()
+    return any(len(part) >= 3 and part in lowered for t in scalars(value) for part in _PART.split(t.lower()))
+
+
 def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
     """Say where the value of a placeholder comes from, without naming any value: the task, or
     the nearest earlier answer that holds it, not counting the answer of a call it was passed
     to (`get_order_details(order_id)` answers with the order id it was asked for: the id came
-    from the answer that listed it)."""
+    from the answer that listed it). A value neither in the task nor in an answer is the
+    task's (a date the agent read off "since October 2", an image named by the task's
+    version), unless the log recorded no answer before it (the oracle set records none) and no
+    part of it is in the task: then it came from `EARLIER`, which one unknown."""
     if sum(in_task(v, runs.runs[i].task) for (i, _), v in seen.items()) * 2 >= len(seen):
         return "task"
     hits: Counter[str] = Counter()
+    unrecorded = 0
     for where, v in seen.items():
         texts = [t for t in scalars(v) if len(t) >= 3]
-        for step in reversed(runs.flat[where[0]][: raw_at[where]]):
+        before = runs.flat[where[0]][: raw_at[where]]
+        unrecorded += (
+            bool(before)
+            and all(step.observation is None for step in before)
+            and not _part_in_task(v, runs.runs[where[0]].task)
+        )
+        for step in reversed(before):
             if texts and all(t in (step.observation or "") for t in texts) and not _echoes(step, texts):
                 hits[step.action] += 1
                 break
@@ -112,7 +136,7 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
         action, n = hits.most_common(1)[0]
         if n * 2 >= len(seen):
             return f"result of {action}"
-    return "task"
+    return EARLIER if unrecorded * 2 > len(seen) else "task"
 
 
 def _seen_at(

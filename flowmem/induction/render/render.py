@@ -119,13 +119,17 @@ def render_workflow(w: Workflow, *, description: bool = True, shown: Mapping[str
 
 
 def _sources(parameters: Mapping[str, str]) -> list[str]:
-    """Where the placeholders' values come from, beyond the task: the rule inducer's results
-    (`Take {x} from ACTION`), then an LLM's descriptions in its words (a bare "from the task"
-    goes without saying: the context's header says it)."""
+    """Where the placeholders' values come from, beyond the task: the rule inducer's results,
+    those of one action together (`Take {x}, {y} from ACTION; {z} from OTHER`), then an LLM's
+    descriptions in its words (a bare "from the task" goes without saying: the context's
+    header says it)."""
     lines = []
     derived = {k: a for k, v in parameters.items() if (a := _result_of(v)) is not None}
     if derived:
-        lines.append("Take " + "; ".join(f"{{{k}}} from {a}" for k, a in derived.items()))
+        by_action: dict[str, list[str]] = {}
+        for k, a in derived.items():
+            by_action.setdefault(a, []).append(f"{{{k}}}")
+        lines.append("Take " + "; ".join(f"{', '.join(ks)} from {a}" for a, ks in by_action.items()))
     described = {k: v.strip() for k, v in parameters.items() if k not in derived and not from_task(v)}
     if described:
         lines.append("Placeholders: " + "; ".join(f"{{{k}}}: {v}" for k, v in described.items()))
