@@ -57,7 +57,7 @@ EF_SMALL = 40
 """The breadth at 10k keys and below. On 3,000 of the bench's tasks at 10k, recall@3 against
 exact search 0.996 (0.999 at 64, 0.998 at 48), the search ~25% faster than at 64 (~16% at
 48): the HNSW's time is its breadth's, and at 10k it is half a search's (docs/performance.md,
-"Search at small sizes"). 0.996 is what 100k gets at its breadth (0.997)."""
+"Search at small sizes"); about what 100k gets at its own breadth (0.997)."""
 
 EF_100K = 128
 """The breadth at 100k keys: recall@3 0.997 on the bench's 100k store, as 256 gave before the
