@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowmem.induction.abstract.loops import body_of, is_loop, iterations
-from flowmem.induction.literals import LiteralIndex, canonical, find_literals, in_task, scalars
+from flowmem.induction.literals import MIN_CHARS, LiteralIndex, canonical, find_literals, in_task, scalars
 from flowmem.models import Repeat, Step, Trajectory, WorkflowStep, placeholders_in
 from flowmem.policy.scrub import MASKS
 from flowmem.retrieval.align import lcs_pairs
@@ -94,7 +94,7 @@ class _Runs:
 
 def _echoes(step: Step, texts: Sequence[str]) -> bool:
     """Whether a step was given these values: its answer repeating them did not find them."""
-    given = [a for a in scalars(step.args) if len(a) >= 3]
+    given = [a for a in scalars(step.args) if len(a) >= MIN_CHARS]
     return all(any(t in a for a in given) for t in texts)
 
 
@@ -105,7 +105,8 @@ def _part_in_task(value: Any, task: str) -> bool:
     """Whether a part of a value is in the task (`app:v2.3.1` for "Deploy v2.3.1"): the agent
     made it of the task's words."""
     lowered = task.lower()
-    return any(len(part) >= 3 and part in lowered for t in scalars(value) for part in _PART.split(t.lower()))
+    parts = (part for t in scalars(value) for part in _PART.split(t.lower()))
+    return any(len(part) >= MIN_CHARS and part in lowered for part in parts)
 
 
 def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
@@ -121,7 +122,7 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
     hits: Counter[str] = Counter()
     unrecorded = 0
     for where, v in seen.items():
-        texts = [t for t in scalars(v) if len(t) >= 3]
+        texts = [t for t in scalars(v) if len(t) >= MIN_CHARS]
         before = runs.flat[where[0]][: raw_at[where]]
         unrecorded += (
             bool(before)
@@ -174,7 +175,7 @@ def _constant(
         or bool(find_literals(t, forbidden))
         for (i, _), v in seen.items()
         for t in scalars(v)
-        if len(t) >= 3
+        if len(t) >= MIN_CHARS
     )
     return len(distinct) == 1 and len(seen) >= 2 and not specific
 
