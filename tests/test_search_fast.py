@@ -13,7 +13,7 @@ import pytest
 from flowmem.models import UsageStats
 from flowmem.policy.lifecycle import DEFAULT_PARAMS
 from flowmem.retrieval import ranking
-from flowmem.retrieval.ann import KeyANN
+from flowmem.retrieval.ann import KeyANN, breadth
 from flowmem.retrieval.blas import ONE_BLAS_THREAD
 from flowmem.retrieval.cover import Evidence
 from flowmem.retrieval.nearest import SHARE_WEIGHT, snap_cosines
@@ -261,7 +261,7 @@ def test_the_ann_is_asked_first_for_no_more_keys_than_it_looks_at(size: int, m: 
     rng = np.random.default_rng(size + m)
     snap = _snapshot(rng, 6000, keys=1, pool=6000, trials=0)
     ann = _ExactANN(snap.index.vectors)
-    ann.size = size  # the breadth of an HNSW of that many keys
+    ann.size, ann.breadth = size, breadth(size)  # an HNSW of that many keys, and its breadth
     snap.slot.ann = ann
     for q in range(10):
         query = _unit(rng.normal(size=(1, 24)))[0]

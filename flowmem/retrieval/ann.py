@@ -87,6 +87,8 @@ class KeyANN:
 
     def __init__(self, index: Any, size: int) -> None:
         self._index, self.size = index, size
+        self.breadth = breadth(size)
+        """Its search breadth when none is asked for (`breadth` of its size)."""
         self._params: dict[int, Any] = {}
         """Search parameters by breadth, made once each: read-only during a search, so
         concurrent searches share them (~3 µs a search to make)."""
@@ -99,17 +101,19 @@ class KeyANN:
         import faiss
 
         count = min(count, self.size)
-        breadth_ = max(count, breadth(self.size) if ef is None else ef)
+        breadth_ = max(count, self.breadth if ef is None else ef)
         params = self._params.get(breadth_)
         if params is None:  # per-call parameters: concurrent searches never share a mutable efSearch
             params = self._params.setdefault(breadth_, faiss.SearchParametersHNSW(efSearch=breadth_))  # type: ignore[attr-defined]
         distances = np.empty((1, count), dtype=np.float32)
         found = np.empty((1, count), dtype=np.int64)
-        query = np.ascontiguousarray(query, dtype=np.float32)
+        if query.dtype != np.float32 or not query.flags.c_contiguous:
+            query = np.ascontiguousarray(query, dtype=np.float32)
         ptr = faiss.swig_ptr
         self._index.search_c(1, ptr(query), count, ptr(distances), ptr(found), params)
         keys: npt.NDArray[np.int64] = found[0]
-        return keys[keys >= 0]  # fewer than `count` found: -1 fills the rest
+        # Fewer than `count` found: -1 fills the rest, after what was found.
+        return keys if not count or keys[-1] >= 0 else keys[keys >= 0]
 
     def write(self, path: Path) -> None:
         """The index written to a file (faiss's own format), as `read` reads it."""
@@ -143,9 +147,12 @@ class KeyANN:
         if not len(keys):
             return out
         keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if int(keys.min()) < 0 or int(keys.max()) >= len(vectors):  # faiss would read past the rows
+        # Faiss would read past the rows: one reduction for both ends, a negative row being
+        # past every row as an unsigned number.
+        if int(keys.view(np.uint64).max()) >= len(vectors):
             raise IndexError(f"key rows out of range for {len(vectors)} vectors")
-        query = np.ascontiguousarray(query, dtype=np.float32)
+        if query.dtype != np.float32 or not query.flags.c_contiguous:
+            query = np.ascontiguousarray(query, dtype=np.float32)
         ptr, dim = faiss.swig_ptr, vectors.shape[1]
         # faiss runs this loop over queries as an OpenMP parallel region: for one query, a team
         # whose other threads only join its closing barrier, which on a busy machine waits for

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from flowmem.models import UsageStats, Workflow
 from flowmem.policy.lifecycle import DEFAULT_PARAMS, LifecycleParams, rank_factor, serve_candidate
 from flowmem.retrieval.align import Pattern
-from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase, breadth
+from flowmem.retrieval.ann import AnnSlot, KeyANN, KeyBase
 from flowmem.retrieval.ann_reuse import Borrowed, borrow, key_base
 from flowmem.retrieval.blas import ONE_BLAS_THREAD, product
 from flowmem.retrieval.boost import Boost, carried, key_scale, work_out
@@ -158,7 +158,10 @@ def _top(
 ) -> npt.NDArray[np.int64]:
     """Positions of the m best finite scores, best first, ties by item (`items[position]`, or
     the position itself), as a stable sort of every version's score would give."""
-    finite = np.flatnonzero(np.isfinite(scores))
+    finite = np.isfinite(scores)
+    if len(scores) <= _SORT_ALL * m and finite.all():  # a re-rank's keys, each servable: one sort
+        return np.argsort(-scores, kind="stable")[:m] if items is None else np.lexsort((items, -scores))[:m]
+    finite = np.flatnonzero(finite)
     if len(finite) > _SORT_ALL * m:  # else one sort of them all costs less than a partition first
         part = finite[np.argpartition(-scores[finite], m - 1)[:m]]
         finite = finite[scores[finite] >= scores[part].min()]
@@ -246,6 +249,8 @@ class Snapshot:
     """The smallest rank factor (1 without versions)."""
     trials: bool = field(init=False)
     """Whether any version is on trial (has a partner)."""
+    subroutines: bool = field(init=False)
+    """Whether any version is a sub-routine (none: a search composes nothing)."""
     key_factors: npt.NDArray[np.float64] = field(init=False, repr=False)
     """Per key: its version's rank factor."""
     built: Built = field(default_factory=Built)
@@ -388,6 +393,7 @@ class Snapshot:
         self.fmax = float(self.factors.max()) if len(self.factors) else 1.0
         self.fmin = float(self.factors.min()) if len(self.factors) else 1.0
         self.trials = bool(np.any(self.partner >= 0))
+        self.subroutines = bool(self.rows.subroutine.any())
         self.key_factors = self._keyed if self._keyed is not None else self.factors[self.index.owners]
         self._keyed = None
 
@@ -510,8 +516,9 @@ class Snapshot:
         version can rank among them: the m-th score is above `bound`, the most a version owning
         none of those keys can score (-inf: no such version is servable). None otherwise."""
         items, similarity = self.index.owner_similarities(query, keys, cosines, every)
-        allowed = np.isfinite(similarity) if ask.ok is None else ask.ok[items] & np.isfinite(similarity)
-        scores = np.where(allowed, similarity * self.factors[items], -np.inf)
+        scores = similarity * self.factors[items]  # what is not finite `_top` leaves out
+        if ask.ok is not None:
+            scores[~ask.ok[items]] = -np.inf
         top = self._trial_filtered(scores, ask, items)
         if bound > -np.inf and (len(top) < ask.m or not scores[top[-1]] > bound):
             return None
@@ -558,7 +565,7 @@ class Snapshot:
         """`ranked` from the ANN's keys (through `borrowed`'s map, when the ANN is another
         snapshot's), exactly re-ranked (`_proven`); None when not proven exact within
         `_MAX_KEYS` keys (the caller then scores every key)."""
-        count = max(min(_FIRST_KEYS, breadth(ann.size)), 2 * ask.m)
+        count = max(min(_FIRST_KEYS, ann.breadth), 2 * ask.m)
         boost = self.boost(self.slot if borrowed is None else borrowed.slot, borrowed)
         boosted = boost.keys
         boosted_cosines = ann.products(self.index.vectors, query, boosted) if len(boosted) else None

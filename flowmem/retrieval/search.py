@@ -227,15 +227,14 @@ def search(
     runs, familiar = looked.runs, looked.familiar
     by_example = snap.rows.by_example[ranked]
     floor, near = bounds.floor, similarity.tolist()
-    keep = np.array(
-        evidence.floor_keeps(query, floor, near, by_example.tolist(), recurs=bool(runs), familiar=familiar)
-    )
-    if not keep.all():  # a task from no known domain
+    keep = evidence.floor_keeps(query, floor, near, by_example.tolist(), recurs=bool(runs), familiar=familiar)
+    if not all(keep):  # a task from no known domain
+        kept = np.array(keep)
         ranked, scores, similarity, by_example = (
-            ranked[keep],
-            scores[keep],
-            similarity[keep],
-            by_example[keep],
+            ranked[kept],
+            scores[kept],
+            similarity[kept],
+            by_example[kept],
         )
         if not len(ranked):
             return []
@@ -243,7 +242,7 @@ def search(
     if runs:  # a task seen before: what covers what worked for it (`cover`)
         candidates = [snap.rows.actions(int(i)) for i in ranked]
         top = cover(candidates, runs, k, bounds.cover_weight or 0.0, keep=[0])
-    elif snap.rows.subroutine[ranked[:n]].any():
+    elif snap.subroutines and snap.rows.subroutine[ranked[:n]].any():
         top = compose(_Lazy(snap, ranked[:n].tolist()), k)
     else:  # what compose gives task-level workflows, without building them
         top = list(range(min(k, n)))
