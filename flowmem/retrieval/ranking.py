@@ -409,6 +409,8 @@ class Snapshot:
         built together, then remembered: `retrieval.built`)."""
         stats = self.rows.stats
         found = self.built.found(positions, stats)
+        if len(found) == len(positions):  # each built already: a search's hits, most often
+            return [found[i] for i in positions]
         missing = list(dict.fromkeys(i for i in positions if i not in found))
         if missing:
             built = dict(zip(missing, self.rows.workflows(missing), strict=True))

@@ -247,10 +247,8 @@ def search(
     else:  # what compose gives task-level workflows, without building them
         top = list(range(min(k, n)))
     served = snap.workflows([int(ranked[p]) for p in top])  # built together: one validation
-    return [
-        Hit(w, float(scores[p]), float(similarity[p]), bool(by_example[p]))
-        for w, p in zip(served, top, strict=True)
-    ]
+    scored, near, example = scores.tolist(), similarity.tolist(), by_example.tolist()
+    return [Hit(w, scored[p], near[p], example[p]) for w, p in zip(served, top, strict=True)]
 
 
 class _Lazy(Sequence[Workflow]):

@@ -41,7 +41,10 @@ def within_gap(scores: Sequence[float], gap: float | None, ratio: float | None =
     floor = -float("inf") if gap is None else scores[0] - gap
     if ratio is not None and scores[0] > 0:
         floor = max(floor, ratio * scores[0])
-    return next((i for i, s in enumerate(scores) if s < floor), len(scores))
+    for i, s in enumerate(scores):
+        if s < floor:
+            return i
+    return len(scores)
 
 
 def above_floor(similarity: Sequence[float], by_example: Sequence[bool], floor: float | None) -> list[bool]:
@@ -52,8 +55,11 @@ def above_floor(similarity: Sequence[float], by_example: Sequence[bool], floor: 
     examples know, and none of them is served. Otherwise the floor takes nothing away: the
     others are judged against the first (`within_gap`), as a task's further needs score lower
     than its main one. A memory keyed by its own text (no example tasks) is not held to it."""
-    held = [s for s, example in zip(similarity, by_example, strict=True) if example]
-    if not floor or not held or max(held) >= floor:
+    if len(similarity) != len(by_example):
+        raise ValueError(f"{len(similarity)} similarities for {len(by_example)} memories")
+    # One held at the floor keeps them all: looked for in rank order, the first most often.
+    held = (s for s, example in zip(similarity, by_example, strict=True) if example)
+    if not floor or any(s >= floor for s in held) or not any(by_example):
         return [True] * len(similarity)
     return [not example for example in by_example]
 
