@@ -9,17 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from flowmem.retrieval import ann as ann_module
-from flowmem.retrieval.ann import (
-    EF_100K,
-    EF_SEARCH,
-    EF_SMALL,
-    KeyANN,
-    ann_identity,
-    breadth,
-    build_ann,
-    links,
-)
+from flowmem.retrieval.ann import EF_100K, EF_SEARCH, EF_SMALL, KeyANN, breadth, build_ann
 
 pytest.importorskip("faiss")
 
@@ -34,20 +24,6 @@ def test_the_breadth_grows_with_the_size_from_the_small_one_to_the_largest() -> 
     got = [breadth(n) for n in sizes]
     assert got[:3] == [EF_SMALL] * 3 and breadth(100_000) == EF_100K and got[-2:] == [EF_SEARCH] * 2
     assert got == sorted(got) and EF_SMALL < got[3] < got[4] < EF_100K < got[6] < EF_SEARCH
-
-
-def test_a_small_graph_has_half_the_links_and_another_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Up to `SMALL` keys an HNSW has `NEIGHBOURS_SMALL` links a node (16: 32 at its lowest
-    level), past it `NEIGHBOURS` (32: 64); a kept graph's identity says which it has."""
-    assert (links(10_000), links(10_001)) == (16, 32)
-    monkeypatch.setattr(ann_module, "SMALL", 200)
-    small, large = build_ann(_unit(200)), build_ann(_unit(201))
-    assert small is not None and large is not None
-    assert (small._index.hnsw.nb_neighbors(0), large._index.hnsw.nb_neighbors(0)) == (32, 64)
-    vectors = _unit(200)
-    before = ann_identity(vectors)
-    monkeypatch.setattr(ann_module, "SMALL", 100)
-    assert ann_identity(vectors) != before
 
 
 def test_products_are_the_rows_products_with_the_query() -> None:

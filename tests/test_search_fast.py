@@ -251,11 +251,11 @@ def test_versions_ranked_up_by_outcomes_are_scored_beside_the_ann_keys(
 
 
 @pytest.mark.parametrize(
-    ("size", "m", "first"), [(6000, 20, 48), (6000, 30, 60), (30_000, 20, 64), (100_000, 20, 64)]
+    ("size", "m", "first"), [(6000, 20, 40), (6000, 30, 60), (30_000, 20, 64), (100_000, 20, 64)]
 )
 def test_the_ann_is_asked_first_for_no_more_keys_than_it_looks_at(size: int, m: int, first: int) -> None:
     """An HNSW looks at least at as many keys as it is asked for: up to 10k keys, where its
-    breadth is `EF_SMALL` (48), the ranking asks it first for that many, or for twice the
+    breadth is `EF_SMALL` (40), the ranking asks it first for that many, or for twice the
     versions asked for when that is more; from 64 keys of breadth on, for 64. The ranking is
     the full sort's either way."""
     rng = np.random.default_rng(size + m)

@@ -38,18 +38,7 @@ __all__ = [
 ]
 
 NEIGHBOURS = 32
-"""The HNSW's links per node past `SMALL` keys (`links`)."""
-
-NEIGHBOURS_SMALL = 16
-"""The HNSW's links per node up to `SMALL` keys (`links`): half the graph to read, what a
-search's time goes to at 10k keys as much as to its distances. On the bench's 10k store, a
-whole search 0.94x of one over 32 links at breadth 40, in turn in one process (40 rounds of
-100 new tasks, the ANN swapped between rounds), recall@3 0.998 at breadth 48 against 0.997;
-at 100k keys (the bench's tasks as keys), 32 links give the better recall for the time
-(0.992 against 0.990, ~0.8 ms a search)."""
-
-SMALL = 10_000
-"""Keys up to which an HNSW has `NEIGHBOURS_SMALL` links per node."""
+"""The HNSW's links per node (`build_ann`)."""
 
 EF_BUILD = 160
 """The HNSW's breadth while it is built (`build_ann`)."""
@@ -64,11 +53,11 @@ EF_SEARCH = 256
 it costs per search against how often it misses a nearest key (`python -m bench search`:
 recall@3)."""
 
-EF_SMALL = 48
-"""The breadth at 10k keys and below, over `NEIGHBOURS_SMALL` links. On 3,000 of the bench's
-tasks at 10k, recall@3 against exact search 0.998 (0.997 at 40, 0.999 at 56; over 32 links,
-0.997 at 40): the HNSW's time is its breadth's, and at 10k it is half a search's
-(docs/performance.md, "Search at small sizes"); about what 100k gets at its own breadth."""
+EF_SMALL = 40
+"""The breadth at 10k keys and below. On 3,000 of the bench's tasks at 10k, recall@3 against
+exact search 0.996 (0.999 at 64, 0.998 at 48), the search ~25% faster than at 64 (~16% at
+48): the HNSW's time is its breadth's, and at 10k it is half a search's (docs/performance.md,
+"Search at small sizes"); about what 100k gets at its own breadth (0.997)."""
 
 EF_100K = 128
 """The breadth at 100k keys: recall@3 0.997 on the bench's 100k store, as 256 gave before the
@@ -86,12 +75,6 @@ def breadth(size: int) -> int:
     if decades <= 5.0:
         return round(EF_SMALL + (EF_100K - EF_SMALL) * (decades - 4.0))
     return round(EF_100K + (EF_SEARCH - EF_100K) * (decades - 5.0))
-
-
-def links(size: int) -> int:
-    """The links per node of an HNSW of `size` keys: `NEIGHBOURS_SMALL` up to `SMALL`, else
-    `NEIGHBOURS`."""
-    return NEIGHBOURS_SMALL if size <= SMALL else NEIGHBOURS
 
 
 def ann_available() -> bool:
@@ -221,7 +204,7 @@ def build_ann(
     vectors: npt.NDArray[np.float32],
     *,
     scale: npt.NDArray[np.float64] | None = None,
-    neighbours: int | None = None,
+    neighbours: int = NEIGHBOURS,
     ef_build: int = EF_BUILD,
     stop: threading.Event | None = None,
 ) -> KeyANN | None:
@@ -246,7 +229,7 @@ def build_ann(
     index = faiss.IndexHNSWSQ(
         vectors.shape[1],
         faiss.ScalarQuantizer.QT_8bit,  # type: ignore[arg-type]
-        links(len(vectors)) if neighbours is None else neighbours,
+        neighbours,
         faiss.METRIC_INNER_PRODUCT,
     )
     index.hnsw.efConstruction = ef_build
@@ -266,8 +249,7 @@ def ann_identity(vectors: npt.NDArray[np.float32], scale: npt.NDArray[np.float64
     of the rows: ~0.2 s at 100k × 384, against a build's 20–40 s."""
     import faiss
 
-    made = f"hnsw-sq8 {faiss.__version__} {links(len(vectors))} {EF_BUILD} {vectors.shape}"
-    digest = hashlib.sha256(made.encode())
+    digest = hashlib.sha256(f"hnsw-sq8 {faiss.__version__} {NEIGHBOURS} {EF_BUILD} {vectors.shape}".encode())
     digest.update(np.ascontiguousarray(vectors, dtype=np.float32).data.cast("B"))
     if scale is not None:
         digest.update(np.ascontiguousarray(scale, dtype=np.float64).data.cast("B"))

@@ -126,7 +126,7 @@ _FIRST_KEYS = 64
 versions asked for: their versions are scored exactly, and kept when proven the best
 (`Snapshot._proven`); the ANN is then asked for twice as many. The ANN is first asked for no
 more than its breadth (`ann.breadth`), as it looks at least at as many keys as it is asked for:
-48 at 10k keys, for a search's 20 versions."""
+40 at 10k keys, for a search's 20 versions."""
 _PROVEN_FROM = 2048
 """Keys from which brute force ranks the versions of the first keys alone (`_ranked_exact`):
 below, ranking every version costs less than the proof (one `similarities_of`: 19 µs against
