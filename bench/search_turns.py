@@ -52,6 +52,7 @@ WORKER = """
 import json, statistics, sys, time
 import numpy as np
 from bench.data import queries
+from bench.search import _wait_for_ann
 from flowmem.agents import WorkflowMemory
 from flowmem.settings import Settings
 
@@ -59,12 +60,8 @@ db, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 tasks = queries(count, seed=seed)
 with WorkflowMemory(Settings(db=db)) as memory:
     memory.search(tasks[0], k=3)  # loads the index, as an agent's first search does
+    _wait_for_ann(memory.index, 1200)  # and its versions kept built
     snap = memory.index._snapshot
-    deadline = time.monotonic() + 1200
-    while snap.wants_ann() and snap.slot.ann is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if snap.built.started:
-        snap.built.kept.wait(max(0.0, deadline - time.monotonic()))
     import flowmem.agents
     print(json.dumps({"ready": flowmem.agents.__file__}), flush=True)
     keys = snap.index.vectors
