@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flowmem.induction.abstract.abstract import EARLIER, abstract_runs
+from flowmem.induction.abstract.abstract import EARLIER, abstract_runs, fresh_name
 from flowmem.induction.base import ClusterInput, Usage
 from flowmem.induction.cluster.cluster import Clustering, ClusterParams, cluster_tasks, match_clusters
 from flowmem.induction.inducers.rule import RuleInducer
@@ -504,3 +504,14 @@ def test_a_value_no_answer_shows_is_the_tasks_unless_the_log_recorded_no_answer(
     sources = {"a": "result of x", "b": "result of y", "c": "result of x", "d": "task"}
     shown = render_workflow(make_workflow().model_copy(update={"parameters": sources, "pitfalls": []}))
     assert shown.splitlines()[-1] == "Take {a}, {c} from x; {b} from y"
+
+
+def test_a_second_value_of_one_key_is_named_by_the_role_its_verb_says() -> None:
+    # A change's verb says the role: the order to return beside the order looked at.
+    assert fresh_name("order_id", "return_delivered_order_items", {"order_id"}, set()) == "return_order_id"
+    assert fresh_name("order_id", "return_items", {"order_id", "return_order_id"}, set()) == "other_order_id"
+    # A look-up's verb says none: a second product looked up is the other one, not `get_product_id`.
+    assert fresh_name("product_id", "get_product_details", {"product_id"}, set()) == "other_product_id"
+    assert fresh_name("email_id", "email.search_emails", {"email_id"}, set()) == "other_email_id"
+    taken = {"product_id", "other_product_id"}
+    assert fresh_name("product_id", "get_product_details", taken, set()) == "product_id_2"
