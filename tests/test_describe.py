@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
-from flowmem.induction.render.describe import describe, name_for, step_intents
-from flowmem.models import WorkflowStep
-from tests.factories import forward
+from flowmem.induction.render.describe import _fitted, describe, name_for, step_intents
+from flowmem.induction.render.phrase import Phrase
+from flowmem.models import Trajectory, WorkflowStep
+from tests.factories import forward, run
 
 
 def steps(*calls: tuple[str, dict[str, str]]) -> list[WorkflowStep]:
@@ -64,6 +67,21 @@ def test_words_that_read_as_an_example_value_stay_as_written() -> None:
     assert step_intents(plot, {}, {"time min"}) == ["total visits count by time_min"]
 
 
+def test_step_intents_do_not_repeat_what_the_action_name_says() -> None:
+    lookups = steps(
+        ("find_user_id_by_email", {"email": "{email}"}),
+        ("find_user_id_by_name_zip", {"first_name": "{first}", "last_name": "{last}", "zip": "{zip}"}),
+        ("get_user_details", {"user_id": "{user_id}"}),
+        ("email.delete_email", {"email_id": "{email_id}"}),
+    )
+    assert step_intents(lookups, {}) == [
+        "find user id by email",  # not "... by email by email"
+        "find user id by name zip",  # the name says what it looks up by
+        "get user details by user id",
+        "delete email by email id",  # "id" is not in the name: the key still says something
+    ]
+
+
 def test_the_rule_inducer_names_and_describes_from_the_runs() -> None:
     runs = [forward(i) for i in range(6)]
     cluster = ClusterInput("default", "agent", 0, "subtask", runs, [], LiteralIndex.build(runs))
@@ -75,3 +93,88 @@ def test_the_rule_inducer_names_and_describes_from_the_runs() -> None:
     )
     assert len(w.description.split()) >= 4 and "{…}" not in w.description
     assert all(s.note for s in w.steps)
+
+
+def _cluster(runs: list[Trajectory]) -> ClusterInput:
+    return ClusterInput("default", "agent", 0, "subtask", runs, [], LiteralIndex.build(runs))
+
+
+def exchange(i: int) -> Trajectory:
+    """Variants of one customer's request: every task names the same item, the tool its kind."""
+    bigger = ["a bigger one", "a larger one", "one that holds more", "the next size up"][i % 4]
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("find_user_id_by_email", {"email": f"user{i}@shop.test"}, None),
+        ("get_order_details", {"order_id": f"#W{1000 + i}"}, None),
+        ("exchange_delivered_order_items", {"order_id": f"#W{1000 + i}", "item_ids": [f"it{i}"]}, None),
+    ]
+    return run(
+        f"You want to exchange the water bottle for {bigger}. Your email is user{i}@shop.test.",
+        steps,
+        True,
+        id=f"x{i}",
+    )
+
+
+def book(i: int) -> Trajectory:
+    """A web agent's runs: its tools (click, type) name no thing the tasks act on."""
+    city = ["Paris", "Oslo", "Lima", "Kyoto"][i % 4]
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("type", {"element": "destination", "text": city}, None),
+        ("click", {"element": "search"}, None),
+        ("click", {"element": f"result-{i}"}, None),
+    ]
+    return run(f"Book a flight to {city} for next week", steps, True, id=f"b{i}")
+
+
+def test_a_task_that_names_a_thing_is_named_for_the_kind_its_tool_acts_on() -> None:
+    runs = [exchange(i) for i in range(6)]
+    [w] = RuleInducer().induce(_cluster(runs)).workflows
+    # The tasks all say "exchange the water bottle": one item, not what the procedure is for.
+    assert w.name == "exchange_order_items"  # a participle ("delivered") is no name word
+    assert w.description.startswith("Use to exchange delivered order items")
+    assert "water" not in w.name and "bottle" not in w.description
+
+
+def test_a_verb_no_tool_has_keeps_the_tasks_words() -> None:
+    runs = [book(i) for i in range(6)]
+    [w] = RuleInducer().induce(_cluster(runs)).workflows
+    assert w.name.startswith("book_flight"), w.name
+
+
+def test_a_long_phrase_keeps_the_words_its_tools_use() -> None:
+    steps_ = steps(
+        ("get_account", {"account_id": "{account_id}"}), ("close_account", {"account_id": "{account_id}"})
+    )
+    phrase = Phrase("close", (("", "old light blue checking account"),))
+    assert phrase.words() == ["close", "old", "light", "blue", "checking", "account"]
+    assert _fitted(phrase, steps_, None) == ["close", "account"]
+    short = Phrase("close", (("", "old account"),))
+    assert _fitted(short, steps_, None) == ["close", "old", "account"]  # within five words: as asked
+    # A preposition goes with the word after it: kept where that word is kept.
+    cheapest = Phrase("exchange", (("to", "cheapest"), ("from", "recent order"), ("to", "{account_id}")))
+    orders = steps(("exchange_order", {"order_id": "{order_id}"}))
+    assert _fitted(cheapest, orders, None) == ["exchange", "order"]
+    # A last word no tool uses ("tomorrow"): the name is cut as before, no tool word picked out.
+    slot = Phrase("book", (("", "half hour"), ("at", "earliest time tomorrow")))
+    timed = steps(("calendar.create_event", {"time_min": "{time}"}))
+    assert _fitted(slot, timed, None) == slot.words()
+    # A tool's preposition ("transfer_to_human_agents") is no word of what it acts on.
+    transfer = steps(
+        ("transfer_to_human_agents", {"summary": "{summary}"}), ("exchange_order", {"order_id": "{order_id}"})
+    )
+    assert _fitted(cheapest, transfer, None) == ["exchange", "order"]
+
+
+def crm(i: int) -> Trajectory:
+    """Tasks that name the app ("the CRM") where the tool names what it changes (a customer)."""
+    name = ["Ada Park", "Bo Chen", "Cy Diaz", "Di Evans"][i % 4]
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("crm.search_customers", {"customer_name": name}, None),
+        ("crm.update_customer", {"customer_id": f"c{i}", "field": "status", "new_value": "won"}, None),
+    ]
+    return run(f"Update the CRM: {name} is now a won deal", steps, True, id=f"crm{i}")
+
+
+def test_a_task_that_names_the_app_is_named_for_what_its_tool_changes() -> None:
+    [w] = RuleInducer().induce(_cluster([crm(i) for i in range(6)])).workflows
+    assert w.name == "update_customer" and w.description.startswith("Use to update customer")

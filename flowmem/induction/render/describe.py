@@ -33,7 +33,7 @@ from typing import NamedTuple
 from flowmem.induction.abstract.segments import READ_VERBS, is_read
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.injection import find_injection
-from flowmem.induction.literals import find_literals
+from flowmem.induction.literals import LiteralIndex, find_literals
 from flowmem.induction.render.phrase import (
     COUNTING_WORDS,
     PREPOSITIONS,
@@ -194,7 +194,9 @@ def phrase_for(
     instruction to the agent, and for a sub-routine. A phrase of a verb alone takes the
     object of the step with that verb, else the goal's verb and object ("cancel" for
     `delete_event` -> "delete event": a verb of the tasks that no step has is not put
-    before a step's object, which could make "refund human agents" of a transfer)."""
+    before a step's object, which could make "refund human agents" of a transfer). So does a
+    phrase whose object shares no word with any object of the steps with its verb
+    (`_names_another_thing`: "exchange the water bottle" -> "exchange delivered order items")."""
     if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
         return None  # a sub-routine's runs are segments: their tasks ask for more than it does
     goal = steps[goal_index(steps)]
@@ -208,15 +210,47 @@ def phrase_for(
     phrase = task_phrase(steps, runs, verbs, forbidden, population, index)
     if phrase is None or find_injection(phrase.text()):
         return None
-    if not phrase.object:
-        own = [verb_phrase(s.action, s.args) for s in steps]
-        # The step with the tasks' verb, else the goal with its own verb: a verb no step has
-        # joins no step's object ("refund" and `transfer_to_human_agents`).
-        thing = next((p for p in reversed(own) if p.verb == phrase.verb), verb_phrase(goal.action, goal.args))
-        named = Phrase(thing.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
+    if not phrase.object or _names_another_thing(phrase, steps):
+        named = _steps_object(phrase, steps, goal)
         if not find_literals(named.text(), forbidden):
             return named
     return phrase
+
+
+def _steps_object(phrase: Phrase, steps: Sequence[WorkflowStep], goal: WorkflowStep) -> Phrase:
+    """The last step with the phrase's verb (one with an object, where the phrase has one),
+    else the goal with its own verb: a verb no step has joins no step's object ("refund" and
+    `transfer_to_human_agents`)."""
+    own = [verb_phrase(s.action, s.args) for s in steps]
+    fits = [p for p in own if p.verb == phrase.verb and (p.object or not phrase.object)]
+    thing = fits[-1] if fits else verb_phrase(goal.action, goal.args)
+    return Phrase(thing.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+def _tool_words(steps: Sequence[WorkflowStep], index: LiteralIndex | None) -> set[str]:
+    """The words (`_stem`med) of the workflow's actions and argument keys and of the
+    namespace's vocabulary but prepositions (`transfer_to_human_agents`' "to" names nothing):
+    what its tools call things."""
+    vocabulary = [*(s.action for s in steps), *(k for s in steps for k in s.args)]
+    vocabulary += sorted(index.vocabulary) if index is not None else []
+    return {_stem(w) for name in vocabulary for w in action_words(name) if w not in PREPOSITIONS}
+
+
+def _names_another_thing(phrase: Phrase, steps: Sequence[WorkflowStep]) -> bool:
+    """True when steps of the workflow have the phrase's verb and an object of their own, and
+    none of those objects shares a word with the phrase's (its own words, not placeholders):
+    the tasks name a thing ("exchange the water bottle") or what the app is ("update the
+    crm") where the tool names the kind the procedure acts on (`exchange_delivered_order_items`,
+    `update_customer`), or they ask for more than this variant of their cluster does ("modify
+    the address" of a workflow that modifies the order's items). A verb no step has (a web
+    agent's "book a flight" over `click`) keeps the tasks' words."""
+    words = {_stem(w) for _, item in phrase.object if not item.startswith("{") for w in item.split()}
+    same = [p for p in (verb_phrase(s.action, s.args) for s in steps) if p.verb == phrase.verb and p.object]
+    return bool(words) and bool(same) and all(not words & {_stem(w) for w in p.object} for p in same)
 
 
 def name_words(text: str, forbidden: Collection[str] = ()) -> list[str]:
@@ -235,6 +269,25 @@ def name_words(text: str, forbidden: Collection[str] = ()) -> list[str]:
     return words
 
 
+def _fitted(phrase: Phrase, steps: Sequence[WorkflowStep], cluster: ClusterInput | None) -> list[str]:
+    """The phrase's name words; past `MAX_NAME_WORDS` with a last word (what it acts on) that
+    a tool uses (`_tool_words`), without the object's words no tool uses: "close old light
+    blue checking account" -> "close checking account", not a cut to five words that loses
+    what it closes. A last word no tool uses ("... at the earliest time tomorrow") leaves
+    the cut as it was."""
+    words = phrase.words()
+    tools = _tool_words(steps, cluster.literals if cluster is not None else None)
+    if len(words) <= MAX_NAME_WORDS or _stem(words[-1]) not in tools:
+        return words
+    ours = [_stem(w) in tools for w in words] + [False]
+    # A preposition stays with the word after it ("to address"), else it joins nothing.
+    kept = [
+        words[0],
+        *(w for i, w in enumerate(words[1:], 1) if ours[i] or (w in PREPOSITIONS and ours[i + 1])),
+    ]
+    return kept if len(kept) > 1 else words
+
+
 def name_for(
     steps: Sequence[WorkflowStep],
     runs: Sequence[Trajectory] = (),
@@ -246,7 +299,7 @@ def name_for(
     object when the action is a bare verb: `calculate(expression)` ->
     `calculate_expression`)."""
     phrase = phrase_for(steps, runs, forbidden, cluster)
-    if phrase is not None and (words := name_words("_".join(phrase.words()), forbidden)):
+    if phrase is not None and (words := name_words("_".join(_fitted(phrase, steps, cluster)), forbidden)):
         return "_".join(words)
     goal = steps[goal_index(steps)]
     words = verb_phrase(goal.action, goal.args).words
@@ -298,13 +351,16 @@ def describe(
 def step_intents(
     steps: Sequence[WorkflowStep], parameters: Mapping[str, str], forbidden: Collection[str] = ()
 ) -> list[str]:
-    """Per step: what it does, with which arguments, and the placeholders its result gives
-    (no word group that reads as one of the `forbidden` example values)."""
+    """Per step: what it does, with which arguments (none its action's name says already:
+    "find user id by email", not "... by email by email"), and the placeholders its result
+    gives (no word group that reads as one of the `forbidden` example values)."""
     intents, given = [], set()
     for step in steps:
         text = _phrase(step.action, forbidden)
-        if step.args:
-            text += " by " + ", ".join(_phrase(k, forbidden) for k in step.args)
+        said = set(text.split())
+        keys = [k for k in step.args if not set(_phrase(k, forbidden).split()) <= said]
+        if keys and "by" not in said:  # "find user id by email" says its argument already
+            text += " by " + ", ".join(_phrase(k, forbidden) for k in keys)
         gives = [
             p for p, source in parameters.items() if source == f"result of {step.action}" and p not in given
         ]
