@@ -515,3 +515,35 @@ def test_a_second_value_of_one_key_is_named_by_the_role_its_verb_says() -> None:
     assert fresh_name("email_id", "email.search_emails", {"email_id"}, set()) == "other_email_id"
     taken = {"product_id", "other_product_id"}
     assert fresh_name("product_id", "get_product_details", taken, set()) == "product_id_2"
+
+
+def _lookup(i: int, task: str, last: str, field: str = "zip") -> Trajectory:
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("find_user_id_by_name_zip", {"first_name": "Daiki", "last_name": last, "zip": "80273"}, None),
+        ("update_user", {"user_id": f"u{i}", "field": field, "new_value": "gold"}, None),
+    ]
+    return run(task, steps, True, id=f"lookup-{i}")
+
+
+def test_a_value_is_kept_as_written_only_when_runs_of_two_tasks_share_it() -> None:
+    one_task = "Make me gold. You are daiki_johnson_9523 living in Denver, 80273."
+    # Three agents on one task: "Johnson" is the same in every run but the task's, not the procedure's.
+    agents = [_lookup(i, one_task, "Johnson") for i in range(3)]
+    # Common across the corpus, so not rare: only the one task makes it an example's.
+    corpus = agents + [_lookup(10 + i, f"Upgrade user {i}", "Johnson") for i in range(3)]
+    [w] = (
+        RuleInducer()
+        .induce(ClusterInput("default", "agent", 0, "subtask", agents, [], LiteralIndex.build(corpus)))
+        .workflows
+    )
+    args = {k: v for s in w.steps for k, v in s.args.items()}
+    assert args["last_name"] == "{last_name}"
+    assert args["field"] == "zip"  # an argument key passed as a value names the schema: kept
+    # Runs of two tasks that pass the same value: a constant of the procedure.
+    two = [_lookup(i, f"Upgrade user {i} to gold", "Johnson") for i in range(4)]
+    [v] = (
+        RuleInducer()
+        .induce(ClusterInput("default", "agent", 0, "subtask", two, [], LiteralIndex.build(corpus + two)))
+        .workflows
+    )
+    assert {k: a for s in v.steps for k, a in s.args.items()}["last_name"] == "Johnson"

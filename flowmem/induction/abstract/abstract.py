@@ -166,7 +166,13 @@ def _constant(
     """Whether an argument stays as written: the same in two occurrences or more, and nothing
     in it specific to a run (a rare literal, a value from the task, a masked secret, or any
     value the workflow must not carry: `forbidden` holds the example values of the whole
-    cluster, whose other runs' tasks may name a value these runs took without naming it)."""
+    cluster, whose other runs' tasks may name a value these runs took without naming it).
+    The runs of one task (agents retrying it, or several agents on it) cannot tell the
+    task's value from the procedure's: a constant is seen in runs of two task texts at least,
+    unless it names the schema (a field's key passed as a value: `LiteralIndex.vocabulary`)."""
+    schema = all(t.lower() in literals.vocabulary for v in seen.values() for t in scalars(v))
+    if not schema and len({runs[i].task for i, _ in seen}) < 2:
+        return False
     distinct = {canonical(v) for v in seen.values()}
     specific = any(
         literals.is_rare(t)
