@@ -514,6 +514,8 @@ def test_a_second_value_of_one_key_is_named_by_the_role_its_verb_says() -> None:
     assert fresh_name("product_id", "get_product_details", {"product_id"}, set()) == "other_product_id"
     assert fresh_name("email_id", "email.search_emails", {"email_id"}, set()) == "other_email_id"
     taken = {"product_id", "other_product_id"}
+    assert fresh_name("product_id", "get_product_details", taken, set()) == "get_product_id"  # not a number
+    taken |= {"get_product_id", "other_get_product_id"}
     assert fresh_name("product_id", "get_product_details", taken, set()) == "product_id_2"
 
 

@@ -200,17 +200,19 @@ def _same_role(a: Mapping[Where, str], b: Mapping[Where, str]) -> bool:
 
 def fresh_name(key: str, action: str, taken: AbstractSet[str], forbidden: AbstractSet[str]) -> str:
     """A parameter name for argument `key` of `action`: its slug; where another role took it,
-    the slug after the action's verb (`{return_order_id}` beside `{order_id}`) unless it is a
-    look-up's (`READ_VERBS`: "get" says no role), then either as `other_` (a second order
-    returned: `{other_return_order_id}`, a second product looked up: `{other_product_id}`); a
-    number only where all are taken. Never one that reads as a literal."""
+    the slug after the action's verb (`{return_order_id}` beside `{order_id}`), then either
+    as `other_` (a second order returned: `{other_return_order_id}`); a look-up's verb
+    (`READ_VERBS`) says no role, so there `other_` comes before it (a second product looked
+    up: `{other_product_id}`, a third `{get_product_id}`); a number only where all are taken.
+    Never one that reads as a literal."""
     base = _slug(key)
     if find_literals("{" + base + "}", forbidden):  # a name must not read as a value
         base += "_value"
     verb = _slug(action.rsplit(".", 1)[-1]).split("_")[0]
-    # A look-up's verb says no role (`{get_product_id}`): a second product is `other_`.
-    by_verb = f"{verb}_{base}" if verb and verb not in READ_VERBS and not base.startswith(verb) else base
-    for name in (base, by_verb, f"other_{base}", f"other_{by_verb}"):
+    by_verb = f"{verb}_{base}" if verb and not base.startswith(verb) else base
+    # A look-up's verb says no role (`{get_product_id}`): a second product is `other_` first.
+    order = (base, f"other_{base}", by_verb) if verb in READ_VERBS else (base, by_verb, f"other_{base}")
+    for name in (*order, f"other_{by_verb}"):
         if name not in taken and not find_literals("{" + name + "}", forbidden):
             return name
     name, k = base, 2
