@@ -236,7 +236,7 @@ def _tool_words(steps: Sequence[WorkflowStep], index: LiteralIndex | None) -> se
     namespace's vocabulary but prepositions (`transfer_to_human_agents`' "to" names nothing):
     what its tools call things."""
     vocabulary = [*(s.action for s in steps), *(k for s in steps for k in s.args)]
-    vocabulary += sorted(index.vocabulary) if index is not None else []
+    vocabulary += [*index.vocabulary] if index is not None else []
     return {_stem(w) for name in vocabulary for w in action_words(name) if w not in PREPOSITIONS}
 
 
@@ -272,8 +272,8 @@ def name_words(text: str, forbidden: Collection[str] = ()) -> list[str]:
 def _fitted(phrase: Phrase, steps: Sequence[WorkflowStep], cluster: ClusterInput | None) -> list[str]:
     """The phrase's name words; past `MAX_NAME_WORDS` with a last word (what it acts on) that
     a tool uses (`_tool_words`), without the object's words no tool uses: "close old light
-    blue checking account" -> "close checking account", not a cut to five words that loses
-    what it closes. A last word no tool uses ("... at the earliest time tomorrow") leaves
+    blue checking account" -> "close account" where a tool says "account", not a cut to five
+    words that loses what it closes. A last word no tool uses ("... at the earliest time tomorrow") leaves
     the cut as it was."""
     words = phrase.words()
     tools = _tool_words(steps, cluster.literals if cluster is not None else None)
