@@ -64,7 +64,8 @@ def test_words_that_read_as_an_example_value_stay_as_written() -> None:
     # Where the object as one word reads as a value too, the tool is named as it is.
     both = {"total visits", "total_visits"}
     assert describe(plot, {"since": "task"}, both) == "Use to get total_visits_count given {since}."
-    assert step_intents(plot, {}, {"time min"}) == ["total visits count by time_min"]
+    assert step_intents(plot, {}, {"time min"}) == ["count total visits by time_min"]
+    assert step_intents(plot, {}, {"total visits"}) == ["count total_visits by time min"]
 
 
 def test_step_intents_do_not_repeat_what_the_action_name_says() -> None:

@@ -351,14 +351,16 @@ def describe(
 def step_intents(
     steps: Sequence[WorkflowStep], parameters: Mapping[str, str], forbidden: Collection[str] = ()
 ) -> list[str]:
-    """Per step: what it does, with which arguments (none its action's name says already:
-    "find user id by email", not "... by email by email"), and the placeholders its result
-    gives (no word group that reads as one of the `forbidden` example values)."""
+    """Per step: what it does, verb first as the description says it (`_said`: "count
+    traffic sources", not "traffic source count"), with which arguments (none its action's
+    name says already: "find user id by email", not "... by email by email"), and the
+    placeholders its result gives (no word group that reads as one of the `forbidden` example
+    values)."""
     intents, given = [], set()
     for step in steps:
-        text = _phrase(step.action, forbidden)
-        said = set(text.split())
-        keys = [k for k in step.args if not set(_phrase(k, forbidden).split()) <= said]
+        text = _said(step, forbidden)
+        said = {_stem(w) for w in text.split()}
+        keys = [k for k in step.args if not {_stem(w) for w in _phrase(k, forbidden).split()} <= said]
         if keys and "by" not in said:  # "find user id by email" says its argument already
             text += " by " + ", ".join(_phrase(k, forbidden) for k in keys)
         gives = [
