@@ -38,6 +38,7 @@ __all__ = [
     "InductionRun",
     "Fit",
     "FrozenMemberships",
+    "PriorOutcome",
     "Provenance",
     "Retirement",
     "RunState",
@@ -115,6 +116,16 @@ class WorkflowRef(_Frozen):
     """The workflow's stable id."""
     version: int = Field(ge=1)
     """The version that was served."""
+
+
+class PriorOutcome(_Frozen):
+    """What a run's outcome was before it was set again (`Store.set_outcome`): all an outcome's
+    report needs to move the stats of the versions it was served, without its steps."""
+
+    success: bool | None
+    """The outcome it had (None: unknown)."""
+    workflows_used: list[WorkflowRef]
+    """The workflow versions it was served."""
 
 
 class Trajectory(_Frozen):

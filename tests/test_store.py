@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from flowmem.jobs.factories import store_from
-from flowmem.models import InductionRun, Trajectory
+from flowmem.models import InductionRun, PriorOutcome, Trajectory, WorkflowRef
 from flowmem.retrieval.embed import HashingEmbedder
 from flowmem.settings import Settings
 from flowmem.storage import NotFoundError, Store, StoreError, VersionConflictError
@@ -160,3 +160,19 @@ def test_an_interrupted_commit_is_invisible_then_repaired(store: Store) -> None:
     store.commit_run(InductionRun(id="next"), [make_workflow(version=2, steps=4)])
     assert [(w.version, len(w.steps)) for w in store.history("forward_latest")] == [(1, 2), (2, 4)]
     assert {t for v in store.table_versions() for t in v.tags} == {"ok", "next"}
+
+
+def test_set_outcome_returns_what_the_run_had_and_refuses_an_unknown_run(store: Store) -> None:
+    served = [WorkflowRef(id="forward_latest", version=2)]
+    store.insert_trajectories([traj(1, workflows_used=served), traj(2, namespace="other")])
+    before = store.set_outcome("it's-1", success=True, feedback="confirmed")
+    assert before == PriorOutcome(success=False, workflows_used=served)
+    again = store.set_outcome("it's-1", success=False)
+    assert again == PriorOutcome(success=True, workflows_used=served)
+    run = store.get_trajectory("it's-1")
+    assert (run.success, run.feedback, run.steps[0].args) == (False, "confirmed", {"n": 1})  # steps kept
+    with pytest.raises(NotFoundError):
+        store.set_outcome("it's-2", success=True)  # another namespace's run
+    with pytest.raises(NotFoundError):
+        store.set_outcome("nobody", success=True)
+    assert store.get_trajectory("it's-2", namespace="other").success is True  # untouched

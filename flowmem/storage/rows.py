@@ -17,6 +17,7 @@ import numpy.typing as npt
 from flowmem.induction.abstract.loops import encoded
 from flowmem.models import (
     InductionRun,
+    PriorOutcome,
     RunState,
     Step,
     Trajectory,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # imported where a schema is built: an agent's recording neve
 __all__ = [
     "EMBEDDER_KEY",
     "lifecycle_schema",
+    "prior_outcome_from_row",
     "run_from_row",
     "run_schema",
     "run_to_row",
@@ -121,6 +123,12 @@ def trajectory_to_row(t: Trajectory, vector: npt.NDArray[np.float32], stored_at:
         "stored_at": stored_at,
         "vector": vector.tolist(),
     }
+
+
+def prior_outcome_from_row(row: dict[str, Any]) -> PriorOutcome:
+    """A row's outcome and the versions it was served (its `success` and `workflows_used`)."""
+    used = [WorkflowRef.model_validate(r) for r in json.loads(row["workflows_used"])]
+    return PriorOutcome(success=row["success"], workflows_used=used)
 
 
 def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
