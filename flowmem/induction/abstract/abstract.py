@@ -170,8 +170,8 @@ def _constant(
     The runs of one task (agents retrying it, or several agents on it) cannot tell the
     task's value from the procedure's: a constant is seen in runs of two task texts at least,
     unless it names the schema (a field's key passed as a value: `LiteralIndex.vocabulary`)."""
-    schema = all(t.lower() in literals.vocabulary for v in seen.values() for t in scalars(v))
-    if not schema and len({runs[i].task for i, _ in seen}) < 2:
+    one_task = len({runs[i].task for i, _ in seen}) < 2
+    if one_task and not all(t.lower() in literals.vocabulary for v in seen.values() for t in scalars(v)):
         return False
     distinct = {canonical(v) for v in seen.values()}
     specific = any(

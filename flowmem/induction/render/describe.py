@@ -199,31 +199,27 @@ def phrase_for(
     (`_names_another_thing`: "exchange the water bottle" -> "exchange delivered order items")."""
     if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
         return None  # a sub-routine's runs are segments: their tasks ask for more than it does
-    goal = steps[goal_index(steps)]
-    verbs = Verbs(
-        goal=verb_phrase(goal.action, goal.args).verb,
-        steps=frozenset(verb_phrase(s.action, s.args).verb for s in steps),
-        known=VERBS,
-    )
+    own = [verb_phrase(s.action, s.args) for s in steps]
+    goal = own[goal_index(steps)]
+    verbs = Verbs(goal=goal.verb, steps=frozenset(p.verb for p in own), known=VERBS)
     population = cluster.successes if cluster is not None else ()
     index = cluster.literals if cluster is not None else None
     phrase = task_phrase(steps, runs, verbs, forbidden, population, index)
     if phrase is None or find_injection(phrase.text()):
         return None
-    if not phrase.object or _names_another_thing(phrase, steps):
-        named = _steps_object(phrase, steps, goal)
+    if not phrase.object or _names_another_thing(phrase, own):
+        named = _steps_object(phrase, own, goal)
         if not find_literals(named.text(), forbidden):
             return named
     return phrase
 
 
-def _steps_object(phrase: Phrase, steps: Sequence[WorkflowStep], goal: WorkflowStep) -> Phrase:
-    """The last step with the phrase's verb (one with an object, where the phrase has one),
-    else the goal with its own verb: a verb no step has joins no step's object ("refund" and
-    `transfer_to_human_agents`)."""
-    own = [verb_phrase(s.action, s.args) for s in steps]
+def _steps_object(phrase: Phrase, own: Sequence[VerbPhrase], goal: VerbPhrase) -> Phrase:
+    """The last of the steps' verb phrases (`own`) with the phrase's verb (one with an object,
+    where the phrase has one), else the goal with its own verb: a verb no step has joins no
+    step's object ("refund" and `transfer_to_human_agents`)."""
     fits = [p for p in own if p.verb == phrase.verb and (p.object or not phrase.object)]
-    thing = fits[-1] if fits else verb_phrase(goal.action, goal.args)
+    thing = fits[-1] if fits else goal
     return Phrase(thing.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
 
 
@@ -240,16 +236,17 @@ def _tool_words(steps: Sequence[WorkflowStep], index: LiteralIndex | None) -> se
     return {_stem(w) for name in vocabulary for w in action_words(name) if w not in PREPOSITIONS}
 
 
-def _names_another_thing(phrase: Phrase, steps: Sequence[WorkflowStep]) -> bool:
-    """True when steps of the workflow have the phrase's verb and an object of their own, and
-    none of those objects shares a word with the phrase's (its own words, not placeholders):
+def _names_another_thing(phrase: Phrase, own: Sequence[VerbPhrase]) -> bool:
+    """True when steps of the workflow (their verb phrases, `own`) have the phrase's verb and
+    an object of their own, and none of those objects shares a word with the phrase's (its own
+    words, not placeholders):
     the tasks name a thing ("exchange the water bottle") or what the app is ("update the
     crm") where the tool names the kind the procedure acts on (`exchange_delivered_order_items`,
     `update_customer`), or they ask for more than this variant of their cluster does ("modify
     the address" of a workflow that modifies the order's items). A verb no step has (a web
     agent's "book a flight" over `click`) keeps the tasks' words."""
     words = {_stem(w) for _, item in phrase.object if not item.startswith("{") for w in item.split()}
-    same = [p for p in (verb_phrase(s.action, s.args) for s in steps) if p.verb == phrase.verb and p.object]
+    same = [p for p in own if p.verb == phrase.verb and p.object]
     return bool(words) and bool(same) and all(not words & {_stem(w) for w in p.object} for p in same)
 
 
@@ -276,8 +273,10 @@ def _fitted(phrase: Phrase, steps: Sequence[WorkflowStep], cluster: ClusterInput
     words that loses what it closes. A last word no tool uses ("... at the earliest time tomorrow") leaves
     the cut as it was."""
     words = phrase.words()
+    if len(words) <= MAX_NAME_WORDS:
+        return words
     tools = _tool_words(steps, cluster.literals if cluster is not None else None)
-    if len(words) <= MAX_NAME_WORDS or _stem(words[-1]) not in tools:
+    if _stem(words[-1]) not in tools:
         return words
     ours = [_stem(w) in tools for w in words] + [False]
     # A preposition stays with the word after it ("to address"), else it joins nothing.
