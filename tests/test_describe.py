@@ -142,6 +142,39 @@ def test_a_verb_no_tool_has_keeps_the_tasks_words() -> None:
     assert w.name.startswith("book_flight"), w.name
 
 
+def meeting(i: int) -> Trajectory:
+    """Tasks that book a meeting, one run searching its calendar for "meeting": the tasks'
+    word is no example's value for having been passed once."""
+    name = ["nadia", "luis", "akira", "olga", "raj", "yuki"][i]
+    steps: list[tuple[str, dict[str, Any], str | None]] = [
+        ("company_directory.find_email_address", {"name": name}, None),
+        ("calendar.search_events", {"query": "meeting" if i == 0 else f"{name}@atlas.test"}, None),
+        (
+            "calendar.create_event",
+            {
+                "event_name": f"Sync with {name}",
+                "participant_email": f"{name}@atlas.test",
+                "time_min": f"2026-12-0{i + 1}",
+            },
+            None,
+        ),
+    ]
+    task = f"Book a half hour meeting with them called 'Sync with {name}' at the earliest time I'm free"
+    return run(f"I need to catch up with {name}. {task}", steps, True, id=f"m{i}")
+
+
+def test_a_meeting_is_what_is_booked() -> None:
+    runs = [meeting(i) for i in range(6)]
+    [w] = RuleInducer().induce(_cluster(runs)).workflows
+    # An -ing word before a preposition names the thing; "them" ends the phrase "with" opens.
+    assert w.name == "book_half_hour_meeting", w.name
+    assert w.description.startswith("Use to book half hour meeting called {event_name} at earliest time"), (
+        w.description
+    )
+    assert Phrase("modify", (("", "pending"), ("", "order"))).words() == ["modify", "order"]
+    assert Phrase("send", (("", "email"), ("", "saying"), ("", "{body}"))).words() == ["send", "email"]
+
+
 def test_a_long_phrase_keeps_the_words_its_tools_use() -> None:
     steps_ = steps(
         ("get_account", {"account_id": "{account_id}"}), ("close_account", {"account_id": "{account_id}"})
@@ -164,6 +197,10 @@ def test_a_long_phrase_keeps_the_words_its_tools_use() -> None:
         ("transfer_to_human_agents", {"summary": "{summary}"}), ("exchange_order", {"order_id": "{order_id}"})
     )
     assert _fitted(cheapest, transfer, None) == ["exchange", "order"]
+    # What it acts on ("half hour meeting") has no tool's word: a tool's word in what qualifies
+    # it ("at the earliest time") does not replace it.
+    booked = Phrase("book", (("", "half hour meeting"), ("at", "earliest time")))
+    assert _fitted(booked, timed, None) == ["book", "half", "hour", "meeting"]
 
 
 def crm(i: int) -> Trajectory:

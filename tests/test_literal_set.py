@@ -74,3 +74,29 @@ def test_example_literals_share_the_rare_values_index() -> None:
     assert isinstance(one, LiteralSet) and one._base is two._base is not None
     assert find_literals("Write to Olga", one) == ["olga"]
     assert set(one) >= set(index.rare_values())
+
+
+def test_a_word_the_tasks_are_worded_with_is_no_example_value() -> None:
+    """A run that passed a common task word as an argument (a search for "meeting") does not
+    make the word an example's value; a name that few tasks hold stays one."""
+    names = ["olga", "bo", "cyrus", "dana", "ema", "farid", "gil", "hana", "ines", "jon", "kai", "lev"]
+    runs = [
+        Trajectory.model_validate(
+            {
+                "id": f"r{i}",
+                "task": f"Schedule a meeting with {name} on day {i}",
+                "steps": [
+                    {"action": "search_events", "args": {"query": "meeting" if i == 0 else name}},
+                    {"action": "create_event", "args": {"participant": name, "day": f"day {i}"}},
+                ],
+            }
+        )
+        for i, name in enumerate(names * 2)
+    ]
+    index = LiteralIndex.build(runs, max_share=0.1)
+    assert index.task_word("meeting") and not index.is_rare("meeting")
+    assert "meeting" not in index.rare_values()
+    assert not index.task_word("olga") and index.is_rare("olga")
+    own = index.example_literals(runs[:1])
+    assert find_literals("schedule meeting", own) == []
+    assert find_literals("meet olga", own) == ["olga"]

@@ -300,7 +300,18 @@ class LiteralIndex:
         so a workflow that shows it is not refused)."""
         low = value.lower()
         n = self.counts.get(low, 0)
-        return 0 < n < self.max_share * self.total and low not in self.vocabulary
+        return 0 < n < self.max_share * self.total and low not in self.vocabulary and not self.task_word(low)
+
+    def task_word(self, value: str) -> bool:
+        """True for a value (lower case) that is one word the tasks are worded with, not a
+        parameter of theirs: at least `max_share` of the corpus's distinct task texts hold it
+        (and `MIN_TASKS` of them), and fewer runs pass it as an argument than there are texts
+        holding it ("meeting", which one run searched its calendar for). A task's parameter is
+        passed by the runs of the tasks that name it, at least one a text ("olga", however
+        many tasks name her); `metrics.slot_literals` holds a slot value that many tasks carry
+        to be the template's alike."""
+        held = self.task_words.get(value, 0)
+        return held >= max(MIN_TASKS, self.max_share * self.task_texts) and self.counts.get(value, 0) < held
 
     def choices(self, values: Iterable[Any]) -> list[str] | None:
         """The observed values of a placeholder as choices (sorted), when there are 2 to
@@ -330,6 +341,7 @@ class LiteralIndex:
                     if (
                         len(v) >= MIN_CHARS
                         and v.lower() not in self.categorical
+                        and not self.task_word(v.lower())
                         and _pattern(v).search(t.task)
                     ):
                         found.add(v.lower())

@@ -26,6 +26,7 @@ names, argument keys and placeholder names are used.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
@@ -278,6 +279,9 @@ def _fitted(phrase: Phrase, steps: Sequence[WorkflowStep], cluster: ClusterInput
     tools = _tool_words(steps, cluster.literals if cluster is not None else None)
     if _stem(words[-1]) not in tools:
         return words
+    direct = list(itertools.takewhile(lambda w: w not in PREPOSITIONS, words[1:]))
+    if direct and not any(_stem(w) in tools for w in direct):
+        return words[: 1 + len(direct)]  # what it acts on, not a tool's word of what qualifies it
     ours = [_stem(w) in tools for w in words] + [False]
     # A preposition stays with the word after it ("to address"), else it joins nothing.
     kept = [

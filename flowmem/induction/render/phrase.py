@@ -199,7 +199,11 @@ class Phrase:
         its own ("deploy version to environment", but "delete emails", not "delete emails from
         query"): a placeholder's name is its argument's key, which reads as a noun only where
         nothing else names the object."""
-        own = [(c, w) for c, w in self.object if not w.startswith("{") and not _participle(w)]
+        own = [
+            (c, w)
+            for i, (c, w) in enumerate(self.object)
+            if not w.startswith("{") and not self._introduces(i)
+        ]
         items = own or [(c, w.strip("{}").replace("_", " ")) for c, w in self.object]
         out = [self.verb]
         for connector, item in items:
@@ -209,6 +213,17 @@ class Phrase:
         while len(out) > 1 and out[-1] in PREPOSITIONS:
             out.pop()
         return out
+
+    def _introduces(self, i: int) -> bool:
+        """Whether the object's i-th word is no thing of its own: a past participle ("called",
+        "titled"), or an -ing form right before another word or a placeholder ("saying
+        {body}", "pending order"); last, or before a preposition, an -ing word names the
+        thing ("meeting at the earliest time", "schedule a meeting")."""
+        word = self.object[i][1]
+        if not _participle(word) or not word.endswith("ing"):
+            return _participle(word)
+        after = self.object[i + 1] if i + 1 < len(self.object) else None
+        return after is not None and not after[0]
 
 
 @dataclass(frozen=True)
@@ -435,10 +450,18 @@ def _items(
     return list(dict.fromkeys(items))
 
 
+_PRONOUN_OBJECTS = frozenset(
+    {"me", "us", "you", "him", "her", "it", "them", "myself", "yourself", "themselves"}
+)
+"""Pronouns that end the phrase a preposition opens ("with them"): no later word is its object."""
+
+
 def _add(items: list[tuple[str, str]], t: _Token, connector: str, *, kept: bool, introduces: bool) -> str:
     """Take a token into the items (see `_items`); returns the connector for the next one."""
     if t.kind == "stop" and t.text in PREPOSITIONS:
         return t.text
+    if t.kind == "stop" and t.text in _PRONOUN_OBJECTS:
+        return ""  # "a meeting with them called ...": "called" is not "with" anything
     if kept:
         items.append((connector, t.text))
         return ""
