@@ -476,6 +476,26 @@ def test_a_value_comes_from_the_answer_that_listed_it_not_from_one_that_repeated
     assert done.parameters[cancelled] == "result of list_orders"
 
 
+def test_a_value_comes_from_the_look_up_not_from_a_change_that_echoed_it() -> None:
+    """`update_address` answers with the user's orders: the order id a later call passes was
+    read from `get_user`'s answer, as the id `create_ticket` made was from its own."""
+    runs = []
+    for i in range(3):
+        order, ticket = f"#W{i}4{i}1", f"T-{i}8{i}"
+        user = f'{{"orders": ["{order}"]}}'
+        steps = [
+            Step(action="get_user", args={"user_id": f"user_{i}x"}, observation=user),
+            Step(action="update_address", args={"user_id": f"user_{i}x", "city": "Lyon"}, observation=user),
+            Step(action="create_ticket", args={"topic": "address"}, observation=f'{{"ticket": "{ticket}"}}'),
+            Step(action="cancel_order", args={"order_id": order, "ticket": ticket}, observation="cancelled"),
+        ]
+        runs.append(Trajectory(id=f"r{i}", task=f"Move user_{i}x to Lyon", steps=steps, success=True))
+    done = abstract_runs(runs[0], runs, LiteralIndex.build(runs), frozenset())
+    cancel = done.steps[3].args
+    assert done.parameters[cancel["order_id"].strip("{}")] == "result of get_user"
+    assert done.parameters[cancel["ticket"].strip("{}")] == "result of create_ticket"
+
+
 def test_a_value_no_answer_shows_is_the_tasks_unless_the_log_recorded_no_answer() -> None:
     """An id passed on after a look-up whose answer the log did not record came from an
     earlier step (which one unknown), not from the task that never names it; a date the agent

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowmem.induction.abstract.loops import body_of, is_loop, iterations
-from flowmem.induction.abstract.segments import READ_VERBS
+from flowmem.induction.abstract.segments import READ_VERBS, is_read
 from flowmem.induction.literals import MIN_CHARS, LiteralIndex, canonical, find_literals, in_task, scalars
 from flowmem.models import Repeat, Step, Trajectory, WorkflowStep, placeholders_in
 from flowmem.policy.scrub import MASKS
@@ -112,9 +112,11 @@ def _part_in_task(value: Any, task: str) -> bool:
 
 def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
     """Say where the value of a placeholder comes from, without naming any value: the task, or
-    the nearest earlier answer that holds it, not counting the answer of a call it was passed
-    to (`get_order_details(order_id)` answers with the order id it was asked for: the id came
-    from the answer that listed it). A value neither in the task nor in an answer is the
+    the nearest earlier answer of a look-up that holds it (of any step where no look-up's does:
+    an id a change created; a change's answer only echoes what a look-up gave, as
+    `modify_user_address` answers with the user's orders), not counting the answer of a call
+    it was passed to (`get_order_details(order_id)` answers with the order id it was asked
+    for: the id came from the answer that listed it). A value neither in the task nor in an answer is the
     task's (a date the agent read off "since October 2", an image named by the task's
     version), unless the log recorded no answer before it (the oracle set records none) and no
     part of it is in the task: then it came from `EARLIER`, which one unknown."""
@@ -130,15 +132,27 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
             and all(step.observation is None for step in before)
             and not _part_in_task(v, runs.runs[where[0]].task)
         )
-        for step in reversed(before):
-            if texts and all(t in (step.observation or "") for t in texts) and not _echoes(step, texts):
-                hits[step.action] += 1
-                break
+        source = _answered_by(before, texts)
+        if source is not None:
+            hits[source] += 1
     if hits:
         action, n = hits.most_common(1)[0]
         if n * 2 >= len(seen):
             return f"result of {action}"
     return EARLIER if unrecorded * 2 > len(seen) else "task"
+
+
+def _answered_by(before: Sequence[Step], texts: Sequence[str]) -> str | None:
+    """The action of the nearest of `before` whose answer holds all of `texts` (not as the
+    echo of its own arguments), a look-up's first: a change's answer echoes what was read,
+    unless the change made it (an id it created)."""
+    holding = [
+        step
+        for step in reversed(before)
+        if texts and all(t in (step.observation or "") for t in texts) and not _echoes(step, texts)
+    ]
+    source = next((step for step in holding if is_read(step.action)), holding[0] if holding else None)
+    return source.action if source is not None else None
 
 
 def _seen_at(
