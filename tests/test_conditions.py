@@ -179,6 +179,38 @@ def test_failures_that_differ_in_arguments_not_actions_get_an_argument_condition
     assert found[0].condition is not None and found[0].condition.within == ("contacts.lookup", "mail.send")
 
 
+def test_a_call_that_failed_alike_says_what_the_tool_said_with_its_values_masked() -> None:
+    """Failed runs exchanged an order that was still pending: the pitfall says why the tool
+    refused, its order ids masked; messages that differ say nothing beyond the failure."""
+
+    def order(
+        i: int, *, pending: bool, why: str = "Non-delivered order #W{i} cannot be exchanged"
+    ) -> Trajectory:
+        exchange = (
+            "exchange_items",
+            {"order_id": f"#W{i}"},
+            None,
+            ("Error: " + why.format(i=i)) if pending else None,
+        )
+        return trajectory(
+            [("get_order", {"order_id": f"#W{i}"}, '{"status": "x"}', None), exchange],
+            success=not pending,
+            task=f"Swap the lamp of order #W{i}",
+            id=f"o{i}-{pending}",
+        )
+
+    ok = [order(i, pending=False) for i in range(8)]
+    failed = [order(i, pending=True) for i in range(8, 11)]
+    [p] = checked_pitfalls(ok, failed, {f"#w{i}" for i in range(11)})
+    assert p.text == "exchange_items failed: Non-delivered order … cannot be exchanged (3/3 failures)", p.text
+    mixed = [
+        order(8, pending=True),
+        order(9, pending=True, why="timeout"),
+        order(10, pending=True, why="busy"),
+    ]
+    assert [p.text for p in checked_pitfalls(ok, mixed, set())] == ["exchange_items failed (3/3 failures)"]
+
+
 def test_one_failed_run_or_runs_of_one_task_are_no_pattern_but_a_written_down_failure_is() -> None:
     ok = lookup_runs(8, skip=False, success=True)
     assert checked_findings(ok, lookup_runs(1, skip=True, success=False, start=8), set()) == []

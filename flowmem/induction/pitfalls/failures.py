@@ -114,8 +114,10 @@ class Finding(NamedTuple):
 
 
 def _clean_error(text: str, literals: AbstractSet[str]) -> str:
-    """An error message, cut to its first line, with example values masked."""
+    """An error message, cut to its first line, with example values masked (and without an
+    "Error:" of its own: the statement says the call failed)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
+    first = re.sub(r"^error\s*:\s*", "", first, flags=re.IGNORECASE)
     first = mask(first, literals, "…")
     # Addresses, URLs, ids and numbers are example-specific even when no argument used them.
     first = DESTINATION.sub("…", first)
@@ -549,7 +551,7 @@ def checked_pitfalls(
     of task, about which the cluster's failures say nothing. `served_to`: successful runs of
     other tasks the workflow is served to; those within that scope count as successful runs
     (a warning that holds on them is a false alarm where it is served)."""
-    n = len({t.id for t in failures})
+    failed_runs = list({t.id: t for t in failures}.values())  # as `checked_findings` counts them
     within = {s.action for t in [*successes, *failures] for s in t.steps}
     others = [t for t in served_to if t.steps and {s.action for s in t.steps} <= within]
     ok = [*successes, *others]
@@ -557,5 +559,30 @@ def checked_pitfalls(
     out = []
     for c in found:
         condition = condition_of(c.key, within)
-        out.append(Pitfall(text=f"{condition.says()} ({len(c.failed)}/{n} failures)", condition=condition))
+        said = condition.says()
+        if c.key.kind == "fails":
+            message = _shared_error(c.key.action, [failed_runs[i] for i in sorted(c.failed)], literals)
+            said += f": {message}" if message else ""
+        out.append(Pitfall(text=f"{said} ({len(c.failed)}/{len(failed_runs)} failures)", condition=condition))
     return out
+
+
+def _shared_error(action: str, runs: Sequence[Trajectory], literals: AbstractSet[str]) -> str:
+    """The error message (`_clean_error`: first line, example values masked) that the first
+    failed call of `action` returned in most of `runs`, two of them at least: what the tool
+    said was wrong, as a pitfall tells it ("Non-delivered order cannot be exchanged"); "" when
+    they differ, or when any reads like an instruction (data, never advice)."""
+    messages: Counter[str] = Counter()
+    for run in runs:
+        error = next((st.error for st in run.steps if st.action == action and st.error), None)
+        if error is None:
+            continue
+        if looks_like_injection(error):
+            return ""
+        messages[_clean_error(error, literals)] += 1
+    if not messages:
+        return ""
+    message, n = messages.most_common(1)[0]
+    return (
+        message if message and n >= 2 and n * 2 >= len(runs) and not find_literals(message, literals) else ""
+    )
