@@ -499,7 +499,8 @@ def test_a_value_comes_from_the_look_up_not_from_a_change_that_echoed_it() -> No
 def test_a_value_no_answer_shows_is_the_tasks_unless_the_log_recorded_no_answer() -> None:
     """An id passed on after a look-up whose answer the log did not record came from an
     earlier step (which one unknown), not from the task that never names it; a date the agent
-    read off the task, which no recorded answer holds either, is the task's."""
+    read off the task, which no recorded answer holds either, is the task's; beside runs that
+    recorded the answer, the answer they show."""
 
     def runs(answer: str | None) -> list[Trajectory]:
         out = []
@@ -521,6 +522,21 @@ def test_a_value_no_answer_shows_is_the_tasks_unless_the_log_recorded_no_answer(
     answered = runs("ok")
     done = abstract_runs(answered[0], answered, LiteralIndex.build(answered), frozenset())
     assert done.parameters == {"name": "task", "user_id": "task"}
+    # Demonstrations that recorded no answer beside an agent's run that did: its answer says
+    # where the id came from, as the runs that could tell agree.
+    told = [
+        *runs(None)[:2],
+        runs(None)[2].model_copy(
+            update={
+                "steps": [
+                    Step(action="find_user", args={"name": "Ana2x Silva"}, observation='{"id": "ana_27x"}'),
+                    Step(action="get_user", args={"user_id": "ana_27x"}, observation="ok"),
+                ]
+            }
+        ),
+    ]
+    done = abstract_runs(told[2], told, LiteralIndex.build(told), frozenset())
+    assert done.parameters == {"name": "task", "user_id": "result of find_user"}
     sources = {"a": "result of x", "b": "result of y", "c": "result of x", "d": "task"}
     shown = render_workflow(make_workflow().model_copy(update={"parameters": sources, "pitfalls": []}))
     assert shown.splitlines()[-1] == "Take {a}, {c} from x; {b} from y"

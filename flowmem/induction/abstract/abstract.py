@@ -119,7 +119,9 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
     for: the id came from the answer that listed it). A value neither in the task nor in an answer is the
     task's (a date the agent read off "since October 2", an image named by the task's
     version), unless the log recorded no answer before it (the oracle set records none) and no
-    part of it is in the task: then it came from `EARLIER`, which one unknown."""
+    part of it is in the task: then it came from `EARLIER`, which one unknown. An answer is
+    named where most of the runs that recorded answers show it there: demonstrations that
+    recorded none beside an agent's runs that did do not make it unknown."""
     if sum(in_task(v, runs.runs[i].task) for (i, _), v in seen.items()) * 2 >= len(seen):
         return "task"
     hits: Counter[str] = Counter()
@@ -137,7 +139,7 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
             hits[source] += 1
     if hits:
         action, n = hits.most_common(1)[0]
-        if n * 2 >= len(seen):
+        if n * 2 >= len(seen) - unrecorded:  # of the runs that recorded answers
             return f"result of {action}"
     return EARLIER if unrecorded * 2 > len(seen) else "task"
 
