@@ -112,16 +112,15 @@ def _part_in_task(value: Any, task: str) -> bool:
 
 def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int]) -> str:
     """Say where the value of a placeholder comes from, without naming any value: the task, or
-    the nearest earlier answer of a look-up that holds it (of any step where no look-up's does:
-    an id a change created; a change's answer only echoes what a look-up gave, as
-    `modify_user_address` answers with the user's orders), not counting the answer of a call
-    it was passed to (`get_order_details(order_id)` answers with the order id it was asked
-    for: the id came from the answer that listed it). A value neither in the task nor in an answer is the
-    task's (a date the agent read off "since October 2", an image named by the task's
-    version), unless the log recorded no answer before it (the oracle set records none) and no
-    part of it is in the task: then it came from `EARLIER`, which one unknown. An answer is
-    named where most of the runs that recorded answers show it there: demonstrations that
-    recorded none beside an agent's runs that did do not make it unknown."""
+    the nearest earlier answer of a look-up that holds it (`_answered_by`), not counting the
+    answer of a call it was passed to (`get_order_details(order_id)` answers with the order id
+    it was asked for: the id came from the answer that listed it). An answer is named where
+    most of the runs that recorded answers show the value in it: demonstrations that recorded
+    none, beside an agent's runs that did, do not make it unknown. A value neither in the task
+    nor in an answer is the task's (a date the agent read off "since October 2", an image
+    named by the task's version), unless the log recorded no answer before it (the oracle set
+    records none) and no part of it is in the task: then it came from `EARLIER`, which one
+    unknown."""
     if sum(in_task(v, runs.runs[i].task) for (i, _), v in seen.items()) * 2 >= len(seen):
         return "task"
     hits: Counter[str] = Counter()
@@ -146,8 +145,9 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
 
 def _answered_by(before: Sequence[Step], texts: Sequence[str]) -> str | None:
     """The action of the nearest of `before` whose answer holds all of `texts` (not as the
-    echo of its own arguments), a look-up's first: a change's answer echoes what was read,
-    unless the change made it (an id it created)."""
+    echo of its own arguments), a look-up's first: a change's answer echoes what a look-up
+    gave (`modify_user_address` answers with the user's orders), unless the change made it
+    (an id it created)."""
     holding = [
         step
         for step in reversed(before)

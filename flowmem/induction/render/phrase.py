@@ -220,8 +220,10 @@ class Phrase:
         {body}", "pending order"); last, or before a preposition, an -ing word names the
         thing ("meeting at the earliest time", "schedule a meeting")."""
         word = self.object[i][1]
-        if not _participle(word) or not word.endswith("ing"):
-            return _participle(word)
+        if not _participle(word):
+            return False
+        if not word.endswith("ing"):
+            return True  # a past participle
         after = self.object[i + 1] if i + 1 < len(self.object) else None
         return after is not None and not after[0]
 
