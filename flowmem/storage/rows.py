@@ -125,10 +125,14 @@ def trajectory_to_row(t: Trajectory, vector: npt.NDArray[np.float32], stored_at:
     }
 
 
+def _served(row: dict[str, Any]) -> list[WorkflowRef]:
+    """The versions a row's run was served (its `workflows_used` column)."""
+    return [WorkflowRef.model_validate(r) for r in json.loads(row["workflows_used"])]
+
+
 def prior_outcome_from_row(row: dict[str, Any]) -> PriorOutcome:
     """A row's outcome and the versions it was served (its `success` and `workflows_used`)."""
-    used = [WorkflowRef.model_validate(r) for r in json.loads(row["workflows_used"])]
-    return PriorOutcome(success=row["success"], workflows_used=used)
+    return PriorOutcome(success=row["success"], workflows_used=_served(row))
 
 
 def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
@@ -144,7 +148,7 @@ def trajectory_from_row(row: dict[str, Any]) -> Trajectory:
         score=row["score"],
         final_answer=row["final_answer"],
         feedback=row["feedback"],
-        workflows_used=[WorkflowRef.model_validate(r) for r in json.loads(row["workflows_used"])],
+        workflows_used=_served(row),
         source=row["source"],
         group=row["group"],
         meta=json.loads(row["meta"]),
