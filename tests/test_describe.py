@@ -89,9 +89,9 @@ def test_the_rule_inducer_names_and_describes_from_the_runs() -> None:
     [w] = RuleInducer().induce(cluster).workflows
     # "Forward the latest email about '...' to olga", ...: what the tasks ask, values left out.
     assert w.name == "forward_latest_email" and name_for(w.steps) == "forward_email_id"
-    assert w.description.startswith(
-        "Use to forward latest email about {query} to {name} given {email_id}: first search"
-    )
+    # The id ("e3", short) is read from the search's answer, not given by the task.
+    assert w.description.startswith("Use to forward latest email about {query} to {name}: first search")
+    assert w.parameters["email_id"] == "result of mail.search"
     assert len(w.description.split()) >= 4 and "{…}" not in w.description
     assert all(s.note for s in w.steps)
 

@@ -120,9 +120,8 @@ def test_rule_inducer_abstracts_values_and_learns_pitfalls_from_failures() -> No
     assert not find_literals(text, NAMES + SUBJECTS + ["e1", "olga@corp.test"])
     # What the tasks ask ("Forward the latest email about '...' to olga"), values as placeholders.
     assert w.name == "forward_latest_email"
-    assert w.description == (
-        "Use to forward latest email about {query} to {name} given {email_id}: first search, then lookup."
-    )
+    assert w.description == "Use to forward latest email about {query} to {name}: first search, then lookup."
+    assert w.parameters["email_id"] == "result of mail.search"  # "e3" read off its answer "[e3]"
 
 
 def test_failure_only_cluster_gives_notes_not_a_workflow() -> None:
@@ -585,3 +584,55 @@ def test_a_value_is_kept_as_written_only_when_runs_of_two_tasks_share_it() -> No
         .workflows
     )
     assert {k: a for s in v.steps for k, a in s.args.items()}["last_name"] == "Johnson"
+
+
+def test_a_short_value_few_runs_pass_is_an_examples_and_comes_from_the_answer_that_held_it() -> None:
+    """Two users of one state, each moving an order to their profile's address: "TX" is the
+    same in both runs, but few runs of the corpus pass it, so it is an example's as "Texas"
+    would be, read from the look-up's answer (as a whole word: not from "TXN-7"); a short value
+    most runs pass ("US") stays as written."""
+    runs = []
+    for i in range(2):
+        user = f'{{"address": {{"city": "Austin", "state": "TX", "country": "US"}}, "ref": "TXN-{i}"}}'
+        steps = [
+            Step(action="get_user_details", args={"user_id": f"ana_{i}x"}, observation=user),
+            Step(
+                action="modify_order_address",
+                args={"order_id": f"#W{i}71", "city": "Austin", "state": "TX", "country": "US"},
+                observation="done",
+            ),
+        ]
+        runs.append(
+            Trajectory(id=f"r{i}", task=f"Send order #W{i}71 home, I am ana_{i}x", steps=steps, success=True)
+        )
+    others = [
+        Trajectory(
+            id=f"o{i}",
+            task=f"Ship order #W{i}55 to my office",
+            steps=[
+                Step(
+                    action="modify_order_address",
+                    args={"order_id": f"#W{i}55", "city": f"City{i}", "state": f"S{i % 9}", "country": "US"},
+                )
+            ],
+            success=True,
+        )
+        for i in range(30)
+    ]
+    index = LiteralIndex.build([*runs, *others])
+    assert index.is_rare("TX") and not index.is_rare("US")
+    done = abstract_runs(runs[0], runs, index, frozenset())
+    args = done.steps[1].args
+    assert args["country"] == "US"
+    state = args["state"].strip("{}")
+    assert args["state"] == "{" + state + "}"
+    assert done.parameters[state] == "result of get_user_details"
+    # Without the look-up's answer holding it as a word, the task gave it.
+    bare = [
+        r.model_copy(
+            update={"steps": [r.steps[0].model_copy(update={"observation": '{"ref": "TXN-1"}'}), r.steps[1]]}
+        )
+        for r in runs
+    ]
+    again = abstract_runs(bare[0], bare, index, frozenset())
+    assert again.parameters[again.steps[1].args["state"].strip("{}")] == "task"

@@ -243,6 +243,10 @@ class LiteralIndex:
     """Word (lower case, letters only) of the corpus's task texts -> distinct texts holding it."""
     task_texts: int = 0
     """Distinct task texts counted."""
+    short: Counter[str] = field(default_factory=Counter)
+    """Lower-cased scalar argument value shorter than `MIN_CHARS` (a state's code, a short
+    name, a small number) -> trajectories using it: too short to look for in a text, but an
+    argument passed as exactly that value is counted like any other (`is_rare`)."""
 
     @classmethod
     def build(cls, trajectories: Iterable[Trajectory], *, max_share: float = 0.1) -> LiteralIndex:
@@ -258,6 +262,7 @@ class LiteralIndex:
                 index.task_words.update(set(_LETTERS.findall(t.task.lower())))
             vocabulary.add(t.agent.lower())
             used: set[str] = set()  # the run's values, counted once each
+            short: set[str] = set()
             for s in t.steps:
                 action = s.action.lower()
                 if action not in actions:
@@ -269,11 +274,13 @@ class LiteralIndex:
                     texts = [value] if type(value) is str else scalars(value)
                     values = [v.lower() for v in texts if len(v) >= MIN_CHARS]
                     used.update(values)
+                    short.update(v.lower() for v in texts if 0 < len(v) < MIN_CHARS)
                     slot = slots.setdefault((action, low_key), {})
                     if len(slot) <= MAX_CHOICES:  # past that it is open: no need to keep counting
                         for v in values:
                             slot.setdefault(v, set()).add(t.task)
             index.counts.update(used)
+            index.short.update(short)
         for slot in slots.values():
             if len(slot) <= MAX_CHOICES:
                 index.categorical.update(v for v, seen in slot.items() if len(seen) >= MIN_TASKS)
@@ -297,9 +304,10 @@ class LiteralIndex:
     def is_rare(self, value: str) -> bool:
         """True for a value used as an argument by fewer than `max_share` of the trajectories
         (abstraction makes it a placeholder; a `categorical` one is still no example's value,
-        so a workflow that shows it is not refused)."""
+        so a workflow that shows it is not refused), a short one too (`short`: "TX" passed as
+        a state by a few runs is an example's as "Texas" would be)."""
         low = value.lower()
-        n = self.counts.get(low, 0)
+        n = (self.counts if len(low) >= MIN_CHARS else self.short).get(low, 0)
         return 0 < n < self.max_share * self.total and low not in self.vocabulary and not self.task_word(low)
 
     def task_word(self, value: str) -> bool:

@@ -93,10 +93,26 @@ class _Runs:
         return cls(runs, flat, starts)
 
 
+def _findable(value: Any) -> list[str]:
+    """The scalars of a value to look for in a text: those of `MIN_CHARS` or more, else its
+    short ones ("TX"), which `_holds` finds as whole words only."""
+    texts = list(scalars(value))
+    return [t for t in texts if len(t) >= MIN_CHARS] or [t for t in texts if t]
+
+
+def _holds(text: str, value: str) -> bool:
+    """Whether a text holds a value: anywhere, or as a token of its own for a short one,
+    between quotes, spaces, brackets or commas (a state's "TX" in `"state": "TX"`, not in
+    "TXN-7"; a duration's 30 in `"duration": 30`, not in "10:30" or "2023-10-30")."""
+    if len(value) >= MIN_CHARS:
+        return value in text
+    return re.search(rf"(?<![^\s\"'\[(,=]){re.escape(value)}(?![^\s\"'\]),;}}])", text) is not None
+
+
 def _echoes(step: Step, texts: Sequence[str]) -> bool:
     """Whether a step was given these values: its answer repeating them did not find them."""
-    given = [a for a in scalars(step.args) if len(a) >= MIN_CHARS]
-    return all(any(t in a for a in given) for t in texts)
+    given = list(scalars(step.args))
+    return all(any(_holds(a, t) for a in given) for t in texts)
 
 
 _PART = re.compile(r"[^\w.@-]+")
@@ -126,7 +142,7 @@ def _source(seen: Mapping[Where, Any], runs: _Runs, raw_at: Mapping[Where, int])
     hits: Counter[str] = Counter()
     unrecorded = 0
     for where, v in seen.items():
-        texts = [t for t in scalars(v) if len(t) >= MIN_CHARS]
+        texts = _findable(v)
         before = runs.flat[where[0]][: raw_at[where]]
         unrecorded += (
             bool(before)
@@ -151,7 +167,7 @@ def _answered_by(before: Sequence[Step], texts: Sequence[str]) -> str | None:
     holding = [
         step
         for step in reversed(before)
-        if texts and all(t in (step.observation or "") for t in texts) and not _echoes(step, texts)
+        if texts and all(_holds(step.observation or "", t) for t in texts) and not _echoes(step, texts)
     ]
     source = next((step for step in holding if is_read(step.action)), holding[0] if holding else None)
     return source.action if source is not None else None
@@ -198,7 +214,7 @@ def _constant(
         or bool(find_literals(t, forbidden))
         for (i, _), v in seen.items()
         for t in scalars(v)
-        if len(t) >= MIN_CHARS
+        if t
     )
     return len(distinct) == 1 and len(seen) >= 2 and not specific
 
