@@ -216,3 +216,48 @@ def crm(i: int) -> Trajectory:
 def test_a_task_that_names_the_app_is_named_for_what_its_tool_changes() -> None:
     [w] = RuleInducer().induce(_cluster([crm(i) for i in range(6)])).workflows
     assert w.name == "update_customer" and w.description.startswith("Use to update customer")
+
+
+RETURN = steps(
+    ("find_user_id_by_email", {"email": "{email}"}),
+    ("get_user_details", {"user_id": "{user_id}"}),
+    ("get_order_details", {"order_id": "{order_id}"}),
+    ("get_product_details", {"product_id": "{product_id}"}),
+    ("modify_pending_order_address", {"order_id": "{order_id}", "city": "{city}"}),
+    ("modify_pending_order_items", {"order_id": "{order_id}", "item_ids": "{item_ids}"}),
+    ("cancel_pending_order", {"order_id": "{order_id}", "reason": "{reason}"}),
+)
+
+
+def test_the_description_says_the_changes_before_the_goal_not_only_the_first_look_ups() -> None:
+    text = describe(RETURN, {"email": "task", "reason": "task"})
+    assert text == (
+        "Use to cancel pending order given {email} and {reason}: first find user id by email, "
+        "then more look-ups, then modify pending order address, then modify pending order items."
+    )
+    # Three steps or fewer before the goal: each said, as before.
+    assert describe(RETURN[3:], {}) == (
+        "Use to cancel pending order: first get product details, then modify pending order address, "
+        "then modify pending order items."
+    )
+    short = describe([RETURN[1], RETURN[4], RETURN[6]], {})
+    assert short == "Use to cancel pending order: first get user details, then modify pending order address."
+
+
+def test_a_look_ups_verb_in_the_tasks_does_not_name_a_workflow_that_changes_things() -> None:
+    """The tasks "get the refund" of a return: not `get_product_details`, its last look-up."""
+    calls = [RETURN[0], RETURN[1], RETURN[3], *steps(("return_delivered_order_items", {"order_id": "{o}"}))]
+    runs = [
+        run(
+            f"You want to return the desk lamp of order #W{i}07 and get the refund to your card. "
+            f"Your email is user{i}@shop.test.",
+            [(s.action, {k: f"v{i}" for k in s.args}, None) for s in calls],
+            True,
+            id=f"g{i}",
+        )
+        for i in range(4)
+    ]
+    assert not name_for(calls, runs).startswith("get_")
+    # A workflow that only looks things up is still named by its look-up's verb.
+    reads = calls[:3]
+    assert name_for(reads, [r.model_copy(update={"steps": r.steps[:3]}) for r in runs]).startswith("get_")

@@ -209,17 +209,26 @@ def phrase_for(
     if phrase is None or find_injection(phrase.text()):
         return None
     if not phrase.object or _names_another_thing(phrase, own):
-        named = _steps_object(phrase, own, goal)
+        named = _steps_object(phrase, own, goal, [is_read(s.action) for s in steps])
         if not find_literals(named.text(), forbidden):
             return named
     return phrase
 
 
-def _steps_object(phrase: Phrase, own: Sequence[VerbPhrase], goal: VerbPhrase) -> Phrase:
+def _steps_object(
+    phrase: Phrase, own: Sequence[VerbPhrase], goal: VerbPhrase, reads: Sequence[bool] = ()
+) -> Phrase:
     """The last of the steps' verb phrases (`own`) with the phrase's verb (one with an object,
     where the phrase has one), else the goal with its own verb: a verb no step has joins no
-    step's object ("refund" and `transfer_to_human_agents`)."""
-    fits = [p for p in own if p.verb == phrase.verb and (p.object or not phrase.object)]
+    step's object ("refund" and `transfer_to_human_agents`), and a look-up's verb does not
+    name a workflow that changes something ("get the refund" of a return is not
+    `get_product_details`; `reads`: per step, whether it only looks up)."""
+    changes = bool(reads) and not all(reads)
+    fits = [
+        p
+        for i, p in enumerate(own)
+        if p.verb == phrase.verb and (p.object or not phrase.object) and not (changes and reads[i])
+    ]
     thing = fits[-1] if fits else goal
     return Phrase(thing.verb, tuple(("", w) for w in thing.object if w not in PREPOSITIONS))
 
@@ -340,8 +349,7 @@ def describe(
     given = [f"{{{p}}}" for p, source in parameters.items() if source == "task" and f"{{{p}}}" not in head]
     if given:
         text += " given " + _listed(given[:_MAX_TASK_PARAMETERS])
-    reads = list(dict.fromkeys(_said(s, forbidden) for s in steps[:goal] if s.action != steps[goal].action))
-    shown = reads[:_MAX_READS] + (["more"] if len(reads) > _MAX_READS else [])
+    shown = _before_goal(steps, goal, forbidden)
     if phrase is not None and phrase.verb != verb_phrase(steps[goal].action, steps[goal].args).verb:
         shown.append(_said(steps[goal], forbidden))  # the head says what is asked, this how
         if len(shown) == 1:
@@ -349,6 +357,27 @@ def describe(
     if shown:
         text += ": first " + ", then ".join(shown)
     return text + "."
+
+
+def _before_goal(steps: Sequence[WorkflowStep], goal: int, forbidden: Collection[str]) -> list[str]:
+    """What the steps before the goal do, once each in their order, at most `_MAX_READS` of
+    them: past that, the changes are said (up to as many) and the look-ups only as far as
+    the room left, at least the first ("find user id by email, then more look-ups, then
+    modify pending order address, ..."): a change the task asks for is what a reader needs
+    to know before the goal, the look-ups the steps list anyway."""
+    said = dict.fromkeys(
+        (_said(s, forbidden), is_read(s.action)) for s in steps[:goal] if s.action != steps[goal].action
+    )
+    items = list(dict.fromkeys(text for text, _ in said))
+    if len(items) <= _MAX_READS:
+        return items
+    reads = [text for text, read in said if read]
+    changes = [text for text in items if text not in reads]
+    if not changes:
+        return [*reads[:_MAX_READS], "more"]
+    room = max(1, _MAX_READS - len(changes))
+    shown = reads[:room] + (["more look-ups"] if len(reads) > room else [])
+    return shown + changes[:_MAX_READS] + (["more"] if len(changes) > _MAX_READS else [])
 
 
 def step_intents(
