@@ -233,6 +233,22 @@ def test_conditions_together_stay_within_the_false_alarm_budget() -> None:
     assert all(not c.ok for c in checked_findings(ok, failed, set(), false_alarms=0.0))
 
 
+def test_a_condition_the_workflows_own_runs_meet_is_none_of_its_pitfalls() -> None:
+    """One successful run forwards without the look-up (within the false-alarm budget): the
+    variant made of it would meet its own warning, the variant of the others keeps it."""
+    ok = lookup_runs(19, skip=False, success=True)
+    lucky = forward(19, skip_lookup=True, success=True).model_copy(update={"id": "lucky"})
+    failed = lookup_runs(4, skip=True, success=False, start=20)
+    said = "called mail.forward without calling contacts.lookup (4/4 failures)"
+    assert [p.text for p in checked_pitfalls([*ok, lucky], failed, set(), own={t.id for t in ok})] == [said]
+    assert checked_pitfalls([*ok, lucky], failed, set(), own={"lucky"}) == []
+    index = LiteralIndex.build([*ok, lucky, *failed])
+    cluster = ClusterInput("default", "agent", 1, "subtask", [*ok, lucky], failed, index)
+    variants = {("contacts.lookup" in w.actions): w for w in RuleInducer().induce(cluster).workflows}
+    assert [p.text for p in variants[True].pitfalls] == [said]
+    assert variants[False].source_trajectory_ids == ["lucky"] and variants[False].pitfalls == []
+
+
 def test_no_condition_names_an_example_value() -> None:
     ok, failed = lookup_runs(8, skip=False, success=True), lookup_runs(3, skip=True, success=False, start=8)
     # actions named like example values: every condition names one, so none is kept

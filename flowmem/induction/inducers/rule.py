@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from flowmem.induction.abstract.abstract import abstract_runs, fresh_name
-from flowmem.induction.abstract.loops import folded, unfolded_actions
+from flowmem.induction.abstract.loops import folded
 from flowmem.induction.abstract.noise import working_steps
 from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
@@ -76,7 +76,7 @@ class RuleInducer:
             description=describe(steps, parameters, literals, members, cluster),
             steps=steps,
             parameters=parameters,
-            pitfalls=self._pitfalls(unfolded_actions(template.actions), cluster, literals),
+            pitfalls=self._pitfalls(members, cluster, literals),
             scope=cluster.scope,
             agent=cluster.agent,
             namespace=cluster.namespace,
@@ -89,21 +89,22 @@ class RuleInducer:
         return workflow
 
     def _pitfalls(
-        self, actions: list[str], cluster: ClusterInput, literals: AbstractSet[str]
+        self, members: Sequence[Trajectory], cluster: ClusterInput, literals: AbstractSet[str]
     ) -> list[Pitfall]:
         """The conditions that tell the cluster's failed runs (and those of tasks nothing
         succeeded at that are served its workflow) from every successful one, its own and those
         of other tasks it is served to (`induction.pitfalls.contrast`; a
         failure that solves the task like another variant is no pitfall; `checked_pitfalls`),
-        none that reads as an example's value. The same for each variant: the contrast is
-        of whole runs, not of their alignment to one variant's `actions`."""
-        del actions  # the contrast reads whole runs
+        none that reads as an example's value. The contrast is of whole runs, not of their
+        alignment to one variant's steps; a condition that half of the variant's own runs
+        (`members`) or more meet is not its pitfall (its steps would meet it)."""
         return checked_pitfalls(
             cluster.successes,
             [*cluster.failures, *cluster.homed],
             literals,
             limit=self.max_pitfalls,
             served_to=cluster.served_to,
+            own={t.id for t in members},
         )
 
 

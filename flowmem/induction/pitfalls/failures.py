@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from collections.abc import Set as AbstractSet
 from math import comb
 from typing import Literal, NamedTuple
@@ -496,6 +496,7 @@ def checked_findings(
     min_tasks: int = 2,
     false_alarms: float = FALSE_ALARMS,
     limit: int = 3,
+    own: Collection[str] = (),
 ) -> list[Checked]:
     """The conditions that tell a cluster's failed runs from its successful ones, chosen to
     meet as many failed runs as possible while, together, they hold on at most
@@ -512,7 +513,10 @@ def checked_findings(
     by hand (`add_workflow`, source `PROCEDURE`) is a lesson on its own (see `findings`).
     No test of significance: a cluster with one successful run and forty failed ones can pass
     none, yet it is where a warning is most often right; the false-alarm budget bounds the
-    harm instead."""
+    harm instead. `own`: the ids of the successful runs the workflow was made of (a
+    variant's); a condition that holds on half of them or more is none of its pitfalls: its
+    own steps would meet it ("called create_event without calling total_visits_count" of a
+    variant that creates the event without that count)."""
     failed_runs = list({t.id: t for t in failures}.values())
     ok_runs = list({t.id: t for t in successes}.values())
     if not failed_runs:
@@ -521,6 +525,8 @@ def checked_findings(
         ok_runs, failed_runs, min_support=min_support, min_tasks=min_tasks, false_alarms=false_alarms
     )
     found = [c for c in found if not find_literals(condition_of(c.key).says(), literals)]
+    mine = frozenset(i for i, t in enumerate(ok_runs) if t.id in own)
+    found = [c for c in found if len(c.ok & mine) * 2 < len(mine) or not mine]
     chosen: list[Checked] = []
     covered: set[int] = set()
     alarms: set[int] = set()
@@ -544,18 +550,20 @@ def checked_pitfalls(
     limit: int = 3,
     false_alarms: float = FALSE_ALARMS,
     served_to: Sequence[Trajectory] = (),
+    own: Collection[str] = (),
 ) -> list[Pitfall]:
     """`checked_findings` as the pitfalls a workflow stores: the condition's text with its
     evidence, `(n/m failures)`; each condition holds only for runs that call no action other
     than the cluster's runs call (`Condition.within`): a run that does is doing another kind
     of task, about which the cluster's failures say nothing. `served_to`: successful runs of
     other tasks the workflow is served to; those within that scope count as successful runs
-    (a warning that holds on them is a false alarm where it is served)."""
+    (a warning that holds on them is a false alarm where it is served). `own`: the ids of
+    the successful runs the workflow was made of (`checked_findings`)."""
     failed_runs = list({t.id: t for t in failures}.values())  # as `checked_findings` counts them
     within = {s.action for t in [*successes, *failures] for s in t.steps}
     others = [t for t in served_to if t.steps and {s.action for s in t.steps} <= within]
     ok = [*successes, *others]
-    found = checked_findings(ok, failures, literals, limit=limit, false_alarms=false_alarms)
+    found = checked_findings(ok, failures, literals, limit=limit, false_alarms=false_alarms, own=own)
     out = []
     for c in found:
         condition = condition_of(c.key, within)
