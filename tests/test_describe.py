@@ -261,3 +261,31 @@ def test_a_look_ups_verb_in_the_tasks_does_not_name_a_workflow_that_changes_thin
     # A workflow that only looks things up is still named by its look-up's verb.
     reads = calls[:3]
     assert name_for(reads, [r.model_copy(update={"steps": r.steps[:3]}) for r in runs]).startswith("get_")
+
+
+def test_a_phrase_without_its_thing_takes_the_thing_of_the_step_with_its_verb() -> None:
+    """Two tasks are too few to tell their words from their kind's ("send an email to olga
+    ..."): the phrase keeps "send to {name}", and `send_email` says what is sent."""
+    names = ["olga", "raj"]
+    calls = steps(
+        ("company_directory.find_email_address", {"name": "{name}"}),
+        ("email.send_email", {"recipient": "{recipient}", "subject": "{subject}"}),
+    )
+    runs = [
+        run(
+            f"Please send an email to {n} about the week {i} report",
+            [
+                ("company_directory.find_email_address", {"name": n}, f"{n}@atlas.test"),
+                ("email.send_email", {"recipient": f"{n}@atlas.test", "subject": f"Week {i}"}, None),
+            ],
+            True,
+            id=f"s{i}",
+        )
+        for i, n in enumerate(names)
+    ]
+    assert name_for(calls, runs, names) == "send_email"
+    said = describe(calls, {"name": "task", "subject": "task"}, names, runs)
+    assert said.startswith("Use to send email to {name}"), said
+    # A verb no step has takes no step's thing.
+    moved = [r.model_copy(update={"task": r.task.replace("send", "move")}) for r in runs]
+    assert name_for(calls, moved, names).startswith("move_to"), name_for(calls, moved, names)

@@ -212,7 +212,21 @@ def phrase_for(
         named = _steps_object(phrase, own, goal, [is_read(s.action) for s in steps])
         if not find_literals(named.text(), forbidden):
             return named
-    return phrase
+    return _with_thing(phrase, own, forbidden)
+
+
+def _with_thing(phrase: Phrase, own: Sequence[VerbPhrase], forbidden: Collection[str]) -> Phrase:
+    """A phrase whose object opens with a preposition ("send to {name}": the tasks' words
+    for the thing differ, or it is a value) with the thing its step acts on first: the last
+    word of the object of the last step with its verb ("send email to {name}", for
+    `send_email`). A verb no step has takes no step's thing (as in `_steps_object`)."""
+    if not phrase.object or phrase.object[0][0] not in PREPOSITIONS:
+        return phrase
+    things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
+    if not things:
+        return phrase
+    named = Phrase(phrase.verb, (("", things[-1]), *phrase.object))
+    return phrase if find_literals(named.text(), forbidden) else named
 
 
 def _steps_object(
