@@ -286,6 +286,19 @@ def test_a_phrase_without_its_thing_takes_the_thing_of_the_step_with_its_verb() 
     assert name_for(calls, runs, names) == "send_email"
     said = describe(calls, {"name": "task", "subject": "task"}, names, runs)
     assert said.startswith("Use to send email to {name}"), said
-    # A verb no step has takes no step's thing.
-    moved = [r.model_copy(update={"task": r.task.replace("send", "move")}) for r in runs]
-    assert name_for(calls, moved, names).startswith("move_to"), name_for(calls, moved, names)
+    # A verb no step has takes the thing of the goal, a change ("mail email to {name}")...
+    mailed = [r.model_copy(update={"task": r.task.replace("send an email", "mail it")}) for r in runs]
+    assert name_for(calls, mailed, names) == "mail_email", name_for(calls, mailed, names)
+    # ... not a place it goes to, nor what a look-up gets.
+    handed = steps(("transfer_to_human_agents", {"summary": "{summary}"}))
+    moved = [
+        run(
+            f"Please refund to {n} the week {i} order",
+            [("transfer_to_human_agents", {"summary": n}, None)],
+            True,
+        )
+        for i, n in enumerate(names)
+    ]
+    assert name_for(handed, moved, names) == "refund_to_summary"  # not "refund agents to ..."
+    looked = [r.model_copy(update={"steps": r.steps[:1]}) for r in mailed]
+    assert name_for(calls[:1], looked, names) == "mail_to_name", name_for(calls[:1], looked, names)

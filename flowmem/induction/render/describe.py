@@ -212,18 +212,26 @@ def phrase_for(
         named = _steps_object(phrase, own, goal, [is_read(s.action) for s in steps])
         if not find_literals(named.text(), forbidden):
             return named
-    return _with_thing(phrase, own, forbidden)
+    return _with_thing(phrase, own, forbidden, goal if not is_read(steps[goal_index(steps)].action) else None)
 
 
-def _with_thing(phrase: Phrase, own: Sequence[VerbPhrase], forbidden: Collection[str]) -> Phrase:
+def _with_thing(
+    phrase: Phrase, own: Sequence[VerbPhrase], forbidden: Collection[str], goal: VerbPhrase | None = None
+) -> Phrase:
     """A phrase whose object opens with a preposition ("send to {name}": the tasks' words
     for the thing differ, or it is a value) with the thing its step acts on first: the last
     word of the object of the last step with its verb ("send email to {name}", for
-    `send_email`). A verb no step has takes no step's thing (as in `_steps_object`)."""
+    `send_email`). A verb no step has takes the thing of the `goal`, a change whose object
+    is a thing ("move task of {name}" for `update_task`), not a place it goes to
+    (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
     if not phrase.object or phrase.object[0][0] not in PREPOSITIONS:
         return phrase
     things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
-    if not things:
+    if not things and all(p.verb != phrase.verb for p in own) and goal is not None and goal.object:
+        if goal.object[0] not in PREPOSITIONS and goal.verb not in READ_VERBS:
+            things = [goal.object[-1]]
+    said = {_stem(w) for _, item in phrase.object for w in item.split()}
+    if not things or _stem(things[-1]) in said:  # "assign to person ... tasks" names it
         return phrase
     named = Phrase(phrase.verb, (("", things[-1]), *phrase.object))
     return phrase if find_literals(named.text(), forbidden) else named
