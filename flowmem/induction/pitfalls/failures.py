@@ -526,7 +526,8 @@ def checked_findings(
     )
     found = [c for c in found if not find_literals(condition_of(c.key).says(), literals)]
     mine = frozenset(i for i, t in enumerate(ok_runs) if t.id in own)
-    found = [c for c in found if len(c.ok & mine) * 2 < len(mine) or not mine]
+    if mine:
+        found = [c for c in found if len(c.ok & mine) * 2 < len(mine)]
     chosen: list[Checked] = []
     covered: set[int] = set()
     alarms: set[int] = set()

@@ -201,7 +201,8 @@ def phrase_for(
     if not steps or not runs or (cluster is not None and cluster.kind == "subroutine"):
         return None  # a sub-routine's runs are segments: their tasks ask for more than it does
     own = [verb_phrase(s.action, s.args) for s in steps]
-    goal = own[goal_index(steps)]
+    at = goal_index(steps)
+    goal = own[at]
     verbs = Verbs(goal=goal.verb, steps=frozenset(p.verb for p in own), known=VERBS)
     population = cluster.successes if cluster is not None else ()
     index = cluster.literals if cluster is not None else None
@@ -212,7 +213,7 @@ def phrase_for(
         named = _steps_object(phrase, own, goal, [is_read(s.action) for s in steps])
         if not find_literals(named.text(), forbidden):
             return named
-    return _with_thing(phrase, own, forbidden, goal if not is_read(steps[goal_index(steps)].action) else None)
+    return _with_thing(phrase, own, forbidden, None if is_read(steps[at].action) else goal)
 
 
 def _with_thing(
@@ -221,15 +222,15 @@ def _with_thing(
     """A phrase whose object opens with a preposition ("send to {name}": the tasks' words
     for the thing differ, or it is a value) with the thing its step acts on first: the last
     word of the object of the last step with its verb ("send email to {name}", for
-    `send_email`). A verb no step has takes the thing of the `goal`, a change whose object
-    is a thing ("move task of {name}" for `update_task`), not a place it goes to
-    (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
+    `send_email`). A verb no step has takes the thing of the `goal` (given where it is a
+    change) when its object is a thing ("move task of {name}" for `update_task`), not a
+    place it goes to (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
     if not phrase.object or phrase.object[0][0] not in PREPOSITIONS:
         return phrase
     things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
-    if not things and all(p.verb != phrase.verb for p in own) and goal is not None and goal.object:
-        if goal.object[0] not in PREPOSITIONS and goal.verb not in READ_VERBS:
-            things = [goal.object[-1]]
+    unknown = all(p.verb != phrase.verb for p in own)
+    if unknown and goal is not None and goal.object and goal.object[0] not in PREPOSITIONS:
+        things = [goal.object[-1]]
     said = {_stem(w) for _, item in phrase.object for w in item.split()}
     if not things or _stem(things[-1]) in said:  # "assign to person ... tasks" names it
         return phrase
