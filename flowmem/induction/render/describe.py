@@ -222,15 +222,17 @@ def _with_thing(
     """A phrase whose object opens with a preposition ("send to {name}": the tasks' words
     for the thing differ, or it is a value) with the thing its step acts on first: the last
     word of the object of the last step with its verb ("send email to {name}", for
-    `send_email`). A verb no step has takes the thing of the `goal` (given where it is a
-    change) when its object is a thing ("move task of {name}" for `update_task`), not a
-    place it goes to (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
+    `send_email`). A verb no step has takes the thing of the `goal` (given where its action
+    is a change; not where its verb reads as a look-up either: "count engaged users") when
+    its object is a thing ("move task of {name}" for `update_task`), not a place it goes to
+    (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
     if not phrase.object or phrase.object[0][0] not in PREPOSITIONS:
         return phrase
     things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
     unknown = all(p.verb != phrase.verb for p in own)
-    if unknown and goal is not None and goal.object and goal.object[0] not in PREPOSITIONS:
-        things = [goal.object[-1]]
+    if unknown and goal is not None and goal.verb not in READ_VERBS and goal.object:
+        if goal.object[0] not in PREPOSITIONS:
+            things = [goal.object[-1]]
     said = {_stem(w) for _, item in phrase.object for w in item.split()}
     if not things or _stem(things[-1]) in said:  # "assign to person ... tasks" names it
         return phrase
