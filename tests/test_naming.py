@@ -113,6 +113,20 @@ def test_a_workflow_told_apart_before_keeps_its_name_and_fixed_ones_keep_theirs(
     assert sorted(w.name for w in distinct(twins)) == ["delete_event", "delete_event_variant_b"]
 
 
+def test_workflows_that_each_left_a_difference_to_the_others_say_one_of_their_own() -> None:
+    """The first lacks the second's repeat, the third lacks the first two's check afterwards:
+    each leaves the other to say it, and both would be `delete_event`. The first by content
+    keeps the name; the other says a difference of its own, not a letter."""
+    workflows = [
+        flow("agent-c5", SEARCH, DELETE, SEARCH),
+        flow("agent-c5-2", SEARCH, DELETE, DELETE, SEARCH),
+        flow("agent-c5-3", ADDRESS, SEARCH, DELETE, DELETE),
+    ]
+    names = [w.name for w in distinct(workflows)]
+    assert names == ["delete_event", "delete_event_repeatedly_without_name", "delete_event_by_name"]
+    assert not any("variant" in n for n in names)
+
+
 def test_skill_folder_names_carry_no_cluster_ids() -> None:
     named = distinct(VARIANTS)
     assert sorted(skill_names(named).values()) == sorted(w.name.replace("_", "-") for w in named)

@@ -13,8 +13,10 @@ differs from those, and nothing else:
   goal (`then_search_events`), a value it takes from the task or an argument it passes
   (`by_due_date`, `without_due_date`), its app (`in_calendar`);
 - at most three such words (one or two differences), the shared name cut to leave room, so a
-  name stays within five words; workflows those do not part (alike in all of them) take a
-  letter by their content (`delete_event_variant_b`), never a count or an id.
+  name stays within five words; a difference a workflow lacks costs it no word (the others
+  say it), and two that each left theirs to the other say one of their own
+  (`_said_apart`); workflows those do not part (alike in all of them) take a letter by
+  their content (`delete_event_variant_b`), never a count or an id.
 
 Descriptions are told apart within an agent the same way, as a clause (`; it calls
 delete_event three times`), tool names written as identifiers so that no word group of it
@@ -348,10 +350,12 @@ class _NameProfile:
         return ("by" if (dim[1], dim[2]) in self.args else "without", *key)
 
 
-def _qualifier(target: _NameProfile, rivals: Sequence[_NameProfile]) -> list[str]:
+def _qualifier(target: _NameProfile, rivals: Sequence[_NameProfile], *, said: bool = False) -> list[str]:
     """The fewest words (at most `_MAX_QUALIFIER`) that set `target` apart from the `rivals`
     (greedy: the difference that parts most of those left, then the shortest, the most
-    telling), in the order `_NAME_KINDS` says them."""
+    telling), in the order `_NAME_KINDS` says them. A difference `target` has no words for
+    (it lacks what the rivals have: "then search emails") costs nothing and leaves saying it
+    to the rivals; `said`: only differences it says itself."""
     dims = sorted(set().union(target.dims(), *(r.dims() for r in rivals)))
     chosen: list[Dim] = []
     left, spent = list(rivals), 0
@@ -363,6 +367,7 @@ def _qualifier(target: _NameProfile, rivals: Sequence[_NameProfile]) -> list[str
             rank = (-split, len(words), _NAME_KINDS.index(dim[0]))
             if (
                 split
+                and (words or not said)
                 and dim not in chosen
                 and spent + len(words) <= _MAX_QUALIFIER
                 and (best is None or rank < best[0])
@@ -418,7 +423,33 @@ def _names(workflows: list[Workflow], fixed: Sequence[Workflow]) -> list[Workflo
             if p.w.id in own:
                 named[p.w.id] = _joined(p.w.name, _qualifier(p, [r for r in profiles if r is not p]))
     out = [w.model_copy(update={"name": named[w.id]}) if w.id in named else w for w in out]
-    return _lettered(out, fixed)
+    return _lettered(_said_apart(out, fixed, groups), fixed)
+
+
+def _said_apart(
+    workflows: list[Workflow], fixed: Sequence[Workflow], groups: Mapping[tuple[str, str], list[Workflow]]
+) -> list[Workflow]:
+    """Workflows of a namespace that still share a name after their qualifiers (each left it
+    to the other to say a difference): the first by content (a fixed one first) keeps it, as
+    in `_lettered`; each other takes the words of a difference it says itself, told apart from
+    the workflows that shared its name before (`groups`)."""
+    shared: dict[tuple[str, str], list[Workflow]] = defaultdict(list)
+    for w in [*workflows, *fixed]:
+        shared[(w.namespace, w.name)].append(w)
+    fixed_ids = {f.id for f in fixed}
+    base = {w.id: (key, w.name) for key, group in groups.items() for w in group}
+    renamed: dict[str, str] = {}
+    for group in shared.values():
+        ranked = sorted(group, key=lambda w: (w.id not in fixed_ids, w.content_hash(), w.id))
+        for w in ranked[1:]:
+            if w.id in fixed_ids or w.id not in base:
+                continue
+            key, name = base[w.id]
+            profiles = [_NameProfile(r) for r in groups[key]]
+            target = next(p for p in profiles if p.w.id == w.id)
+            qualifier = _qualifier(target, [r for r in profiles if r is not target], said=True)
+            renamed[w.id] = _joined(name, qualifier) if qualifier else w.name
+    return [w.model_copy(update={"name": renamed[w.id]}) if w.id in renamed else w for w in workflows]
 
 
 def _lettered(workflows: list[Workflow], fixed: Sequence[Workflow]) -> list[Workflow]:
