@@ -12,10 +12,10 @@ from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalars
-from flowmem.induction.pitfalls.failures import checked_pitfalls
+from flowmem.induction.pitfalls.failures import ClusterPitfalls
 from flowmem.induction.render.describe import describe, name_for, step_intents
 from flowmem.induction.render.render import render_workflow
-from flowmem.models import Pitfall, Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
+from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration
 from flowmem.retrieval.align import lcs_len, lcs_pairs, medoid
 
 __all__ = ["RuleInducer", "changes", "consensus", "is_demonstration", "repaired", "variants"]
@@ -43,13 +43,13 @@ class RuleInducer:
         if not runs:
             return Induced([], Usage())
         tainted = tainted_destinations([*cluster.successes, *cluster.failures])
+        lessons = self._lessons(cluster)
         out: list[Workflow] = []
         refused: InductionRefused | None = None
         for j, members in enumerate(variants(runs, min_runs=self.min_variant_runs)):
+            wid = variant_id(cluster.key, 0 if j == 0 else j + 1)
             try:
-                out.append(
-                    self._variant(cluster, members, variant_id(cluster.key, 0 if j == 0 else j + 1), tainted)
-                )
+                out.append(self._variant(cluster, members, wid, tainted, lessons))
             except InductionRefused as err:
                 refused = refused or err
         if not out and refused is not None:
@@ -57,7 +57,12 @@ class RuleInducer:
         return Induced(out, Usage())
 
     def _variant(
-        self, cluster: ClusterInput, members: list[Trajectory], wid: str, tainted: AbstractSet[str]
+        self,
+        cluster: ClusterInput,
+        members: list[Trajectory],
+        wid: str,
+        tainted: AbstractSet[str],
+        lessons: ClusterPitfalls,
     ) -> Workflow:
         """The workflow of one variant, checked (`_checked`)."""
         literals = cluster.example_literals
@@ -76,7 +81,7 @@ class RuleInducer:
             description=describe(steps, parameters, literals, members, cluster),
             steps=steps,
             parameters=parameters,
-            pitfalls=self._pitfalls(members, cluster, literals),
+            pitfalls=lessons.pitfalls(limit=self.max_pitfalls, own={t.id for t in members}),
             scope=cluster.scope,
             agent=cluster.agent,
             namespace=cluster.namespace,
@@ -88,23 +93,19 @@ class RuleInducer:
         _checked(workflow, notes, literals, tainted)
         return workflow
 
-    def _pitfalls(
-        self, members: Sequence[Trajectory], cluster: ClusterInput, literals: AbstractSet[str]
-    ) -> list[Pitfall]:
+    def _lessons(self, cluster: ClusterInput) -> ClusterPitfalls:
         """The conditions that tell the cluster's failed runs (and those of tasks nothing
         succeeded at that are served its workflow) from every successful one, its own and those
         of other tasks it is served to (`induction.pitfalls.contrast`; a
         failure that solves the task like another variant is no pitfall; `checked_pitfalls`),
-        none that reads as an example's value. The contrast is of whole runs, not of their
-        alignment to one variant's steps; a condition that half of the variant's own runs
-        (`members`) or more meet is not its pitfall (its steps would meet it)."""
-        return checked_pitfalls(
+        none that reads as an example's value: worked out once for the cluster. The contrast is
+        of whole runs, not of their alignment to one variant's steps; a condition that half of
+        a variant's own runs or more meet is not its pitfall (its steps would meet it)."""
+        return ClusterPitfalls.of(
             cluster.successes,
             [*cluster.failures, *cluster.homed],
-            literals,
-            limit=self.max_pitfalls,
+            cluster.example_literals,
             served_to=cluster.served_to,
-            own={t.id for t in members},
         )
 
 

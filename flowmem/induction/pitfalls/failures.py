@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from math import comb
 from typing import Literal, NamedTuple
 
@@ -37,6 +38,8 @@ __all__ = [
     "EVIDENCE",
     "FALSE_ALARMS",
     "Checked",
+    "ClusterPitfalls",
+    "Contrast",
     "checked_findings",
     "checked_pitfalls",
     "IGNORED",
@@ -517,30 +520,110 @@ def checked_findings(
     variant's); a condition that holds on half of them or more is none of its pitfalls: its
     own steps would meet it ("called create_event without calling total_visits_count" of a
     variant that creates the event without that count)."""
-    failed_runs = list({t.id: t for t in failures}.values())
-    ok_runs = list({t.id: t for t in successes}.values())
-    if not failed_runs:
-        return []
-    found = _candidates(
-        ok_runs, failed_runs, min_support=min_support, min_tasks=min_tasks, false_alarms=false_alarms
+    contrast = Contrast.of(
+        successes, failures, literals, min_support=min_support, min_tasks=min_tasks, false_alarms=false_alarms
     )
-    found = [c for c in found if not find_literals(condition_of(c.key).says(), literals)]
-    mine = frozenset(i for i, t in enumerate(ok_runs) if t.id in own)
-    if mine:
-        found = [c for c in found if len(c.ok & mine) * 2 < len(mine)]
-    chosen: list[Checked] = []
-    covered: set[int] = set()
-    alarms: set[int] = set()
-    budget = false_alarms * len(ok_runs)
-    while len(chosen) < limit:
-        fits = [c for c in found if c.failed - covered and len(alarms | c.ok) <= budget]
-        if not fits:
-            break
-        best = min(fits, key=lambda c: (-len(c.failed - covered), c.order()))
-        chosen.append(best)
-        covered |= best.failed
-        alarms |= best.ok
-    return chosen
+    return contrast.chosen(limit=limit, own=own)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A cluster's candidate conditions (`_candidates`, none that names an example value),
+    worked out once for all its variants; each variant chooses among them (`chosen`)."""
+
+    ok_runs: list[Trajectory]
+    """The successful runs, once each."""
+    failed_runs: list[Trajectory]
+    """The failed runs, once each."""
+    found: list[Checked]
+    """The candidates."""
+    false_alarms: float
+    """The share of `ok_runs` the chosen conditions may hold on, together."""
+
+    @classmethod
+    def of(
+        cls,
+        successes: Sequence[Trajectory],
+        failures: Sequence[Trajectory],
+        literals: AbstractSet[str],
+        *,
+        min_support: int = 2,
+        min_tasks: int = 2,
+        false_alarms: float = FALSE_ALARMS,
+    ) -> Contrast:
+        failed_runs = list({t.id: t for t in failures}.values())
+        ok_runs = list({t.id: t for t in successes}.values())
+        found: list[Checked] = []
+        if failed_runs:
+            found = _candidates(
+                ok_runs, failed_runs, min_support=min_support, min_tasks=min_tasks, false_alarms=false_alarms
+            )
+            found = [c for c in found if not find_literals(condition_of(c.key).says(), literals)]
+        return cls(ok_runs, failed_runs, found, false_alarms)
+
+    def chosen(self, *, limit: int = 3, own: Collection[str] = ()) -> list[Checked]:
+        """The conditions `checked_findings` chooses, for the variant made of the runs `own`."""
+        found = self.found
+        mine = frozenset(i for i, t in enumerate(self.ok_runs) if t.id in own)
+        if mine:
+            found = [c for c in found if len(c.ok & mine) * 2 < len(mine)]
+        chosen: list[Checked] = []
+        covered: set[int] = set()
+        alarms: set[int] = set()
+        budget = self.false_alarms * len(self.ok_runs)
+        while len(chosen) < limit:
+            fits = [c for c in found if c.failed - covered and len(alarms | c.ok) <= budget]
+            if not fits:
+                break
+            best = min(fits, key=lambda c: (-len(c.failed - covered), c.order()))
+            chosen.append(best)
+            covered |= best.failed
+            alarms |= best.ok
+        return chosen
+
+
+@dataclass(frozen=True)
+class ClusterPitfalls:
+    """A cluster's contrast as `checked_pitfalls` reads it, worked out once for all its
+    variants (`of`); each variant's pitfalls are `pitfalls(own=...)`."""
+
+    contrast: Contrast
+    within: frozenset[str]
+    """The actions the cluster's runs call (`Condition.within`)."""
+    literals: AbstractSet[str]
+    """The cluster's example values."""
+
+    @classmethod
+    def of(
+        cls,
+        successes: Sequence[Trajectory],
+        failures: Sequence[Trajectory],
+        literals: AbstractSet[str],
+        *,
+        false_alarms: float = FALSE_ALARMS,
+        served_to: Sequence[Trajectory] = (),
+    ) -> ClusterPitfalls:
+        within = frozenset(s.action for t in [*successes, *failures] for s in t.steps)
+        others = [t for t in served_to if t.steps and {s.action for s in t.steps} <= within]
+        contrast = Contrast.of([*successes, *others], failures, literals, false_alarms=false_alarms)
+        return cls(contrast, within, literals)
+
+    def pitfalls(self, *, limit: int = 3, own: Collection[str] = ()) -> list[Pitfall]:
+        """The pitfalls of the variant made of the runs `own` (see `checked_pitfalls`)."""
+        failed_runs = self.contrast.failed_runs
+        out = []
+        for c in self.contrast.chosen(limit=limit, own=own):
+            condition = condition_of(c.key, self.within)
+            said = condition.says()
+            if c.key.kind == "fails":
+                message = _shared_error(
+                    c.key.action, [failed_runs[i] for i in sorted(c.failed)], self.literals
+                )
+                said += f": {message}" if message else ""
+            out.append(
+                Pitfall(text=f"{said} ({len(c.failed)}/{len(failed_runs)} failures)", condition=condition)
+            )
+        return out
 
 
 def checked_pitfalls(
@@ -559,21 +642,12 @@ def checked_pitfalls(
     of task, about which the cluster's failures say nothing. `served_to`: successful runs of
     other tasks the workflow is served to; those within that scope count as successful runs
     (a warning that holds on them is a false alarm where it is served). `own`: the ids of
-    the successful runs the workflow was made of (`checked_findings`)."""
-    failed_runs = list({t.id: t for t in failures}.values())  # as `checked_findings` counts them
-    within = {s.action for t in [*successes, *failures] for s in t.steps}
-    others = [t for t in served_to if t.steps and {s.action for s in t.steps} <= within]
-    ok = [*successes, *others]
-    found = checked_findings(ok, failures, literals, limit=limit, false_alarms=false_alarms, own=own)
-    out = []
-    for c in found:
-        condition = condition_of(c.key, within)
-        said = condition.says()
-        if c.key.kind == "fails":
-            message = _shared_error(c.key.action, [failed_runs[i] for i in sorted(c.failed)], literals)
-            said += f": {message}" if message else ""
-        out.append(Pitfall(text=f"{said} ({len(c.failed)}/{len(failed_runs)} failures)", condition=condition))
-    return out
+    the successful runs the workflow was made of (`checked_findings`). The variants of one
+    cluster share its contrast: `ClusterPitfalls.of` once, then `pitfalls` for each."""
+    cluster = ClusterPitfalls.of(
+        successes, failures, literals, false_alarms=false_alarms, served_to=served_to
+    )
+    return cluster.pitfalls(limit=limit, own=own)
 
 
 def _shared_error(action: str, runs: Sequence[Trajectory], literals: AbstractSet[str]) -> str:
