@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from flowmem.agents import WorkflowMemory
-from flowmem.agents.recording import RunWarning
+from flowmem.agents.recording import Run, RunWarning
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
@@ -376,6 +376,26 @@ def test_pitfalls_served_late_are_checked_on_the_steps_already_taken(settings: S
             assert run.watch(w) == []  # served again: nothing new
             assert run.step("deploy", args={"version": "v2"}) == []
             run.finish(success=False)
+
+
+def test_pitfalls_served_between_a_steps_append_and_its_check_see_that_step_once() -> None:
+    """`Run.step` appends without a lock: a `watch` that comes right after the append (another
+    thread's `memory.context`) replays the step, and the step's own check does not feed it
+    again (here a second feed would make one `rm` count as two)."""
+    c = Condition(kind="does", action="rm", times=2)
+    w = make_workflow(pitfalls=[Pitfall(text=c.says(), condition=c)])
+    run = Run(lambda _: None, id="served", task="clean up", agent="a", namespace="default")
+    late: list[RunWarning] = []
+
+    class ServeOnAppend(list[Any]):
+        def append(self, item: Any) -> None:
+            super().append(item)
+            late.extend(run.watch(w))
+
+    run._steps = ServeOnAppend()
+    assert run.step("rm", args={"path": "/tmp/a"}) == [] and late == []
+    run._steps = list(run._steps)
+    assert [x.step for x in run.step("rm", args={"path": "/tmp/b"})] == [2]
 
 
 def test_a_failing_callback_never_breaks_the_run(settings: Settings) -> None:

@@ -5,13 +5,16 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from flowmem.agents import WorkflowMemory, current_run
+from flowmem.agents.recording import Run
 from flowmem.jobs.factories import store_from
-from flowmem.models import WorkflowRef
+from flowmem.models import Trajectory, WorkflowRef
 from flowmem.settings import Settings
 from tests.processes import READY_LIMIT
 
@@ -46,6 +49,78 @@ def test_10000_steps_from_4_threads_in_40_trajectories_all_stored_in_order(setti
         assert t.success is True and t.agent == f"agent{t.id[1]}"
         total += len(t.steps)
     assert total == 10_000
+
+
+@pytest.mark.parametrize("built", ["at the hand-over", "later"])
+def test_a_step_that_races_the_hand_over_is_either_stored_or_refused(built: str) -> None:
+    """`Run.step` takes no lock: steps from 3 threads while another hands the run over; every
+    step that returned is in the trajectory built from it, every one refused is not."""
+    stored: list[Trajectory] = []
+
+    def submit(run: Run) -> None:
+        if built == "at the hand-over":
+            stored.append(run.to_trajectory())
+
+    run = Run(submit, id="race", task="race the hand-over", agent="a", namespace="default")
+    accepted: list[list[int]] = [[], [], []]
+    refused = [0, 0, 0]
+
+    def agent(worker: int) -> None:
+        for n in range(1_000_000):
+            try:
+                run.step("tool.call", args={"w": worker, "n": n})
+            except RuntimeError:
+                refused[worker] += 1
+                return
+            accepted[worker].append(n)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, so a step falls between hand-over's parts
+    try:
+        threads = [threading.Thread(target=agent, args=(w,)) for w in range(3)]
+        for thread in threads:
+            thread.start()
+        while run.n_steps < 3_000:
+            time.sleep(0.001)
+        run.finish(success=True)
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    if built == "later":
+        stored.append(run.to_trajectory())
+    got = sorted((s.args["w"], s.args["n"]) for s in stored[0].steps)
+    assert got == sorted((w, n) for w in range(3) for n in accepted[w])
+    assert refused == [1, 1, 1] and len(got) >= 3_000
+
+
+@pytest.mark.parametrize("built", ["at the hand-over", "later"])
+def test_the_hand_over_between_a_steps_append_and_its_check(built: str) -> None:
+    """The interleaving the race above may hit, made certain: the run is handed over right
+    after a step's append. Built at the hand-over, the trajectory holds the step, which
+    returns; built later, the step is refused and the trajectory does not hold it."""
+    stored: list[Trajectory] = []
+
+    def submit(run: Run) -> None:
+        if built == "at the hand-over":
+            stored.append(run.to_trajectory())
+
+    run = Run(submit, id="between", task="hand over mid-step", agent="a", namespace="default")
+    run.step("first")
+
+    class HandOverOnAppend(list[Any]):
+        def append(self, item: Any) -> None:
+            super().append(item)
+            run.finish(success=True)
+
+    run._steps = HandOverOnAppend(run._steps)
+    if built == "at the hand-over":
+        assert run.step("second") == []
+    else:
+        with pytest.raises(RuntimeError, match="already stored"):
+            run.step("second")
+        stored.append(run.to_trajectory())
+    assert stored[0].actions == (["first", "second"] if built == "at the hand-over" else ["first"])
 
 
 def test_exception_is_stored_as_failure_then_reraised(settings: Settings) -> None:

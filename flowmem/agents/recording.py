@@ -1,14 +1,15 @@
 """Recording runs: what an agent calls while it works, kept off disk and network.
 
-`Run.step` appends a tuple to an in-memory list; a finished run is handed to a background
-writer that builds the `Trajectory` and stores runs in batches. Nothing on the agent's thread
-waits for I/O.
+`Run.step` appends a tuple to an in-memory list, without a lock (a step that comes with the
+run's hand-over is settled under the run's lock: it is in the stored trajectory and returns, or
+it is refused); a finished run is handed to a background writer that builds the `Trajectory`
+and stores runs in batches. Nothing on the agent's thread waits for I/O.
 
 Warnings: the pitfalls of the workflows served to a run (`Run.watch`, which
 `WorkflowMemory.context` calls) that have a condition are checked as steps arrive
 (`induction.pitfalls.conditions.Watch`); `Run.step` returns those that now hold and passes each to
 the run's `on_warning` callback. A run that was served no checkable pitfall does nothing more
-than before but look at one attribute.
+than before but look at two attributes.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class _Watching:
     def __init__(self, served: list[tuple[WorkflowRef, Pitfall]], task: str) -> None:
         self.served = served
         self.watch = Watch([p.condition for _, p in served if p.condition is not None], task)
+        self.fed = 0
+        """How many of the run's steps (in order) it has been fed."""
 
     def step(self, action: str, args: Any, observation: Any, error: Any) -> list[int]:
         """Feed one recorded step; the served pitfalls (positions) that now hold."""
@@ -128,6 +131,7 @@ class Run:
         self._outcome = _Outcome()
         self._finished = False
         self._submitted = False
+        self._stored: int | None = None  # steps in the trajectory built once handed over
         self._entered = False
         self._token: contextvars.Token[Run | None] | None = None
         self._journal = journal
@@ -154,18 +158,47 @@ class Run:
         if not action or not isinstance(action, str):
             raise ValueError("a step needs a non-empty action name")
         raw = (action, args, observation, thought, error, time.time(), duration_ms)
+        # No lock on the way a run without checkable pitfalls takes (list.append is atomic):
+        # a hand-over or a `watch` that comes with or before it is settled under the lock.
+        self._steps.append(raw)
+        if self._submitted or self._watching is not None:
+            return self._settle(raw)
+        return []
+
+    def _settle(self, raw: _RawStep) -> list[RunWarning]:
+        """A step appended to a run that is handed over (refused unless the stored
+        trajectory holds it) or watched (the served pitfalls fed every step not yet fed)."""
         with self._lock:
             if self._submitted:
-                raise RuntimeError(f"run {self.id} is already stored; steps can no longer be added")
-            self._steps.append(raw)
-            watching = self._watching
-            if watching is None:
+                self._refuse(raw)
                 return []
+            found = self._catch_up()
+        return self._tell(found) if found else []
+
+    def _refuse(self, raw: _RawStep) -> None:
+        """Raise for a step appended once the run was handed over, taking it out again, unless
+        the trajectory stored was built with it (it came in just before the hand-over)."""
+        steps = self._steps
+        at = next(i for i in range(len(steps) - 1, -1, -1) if steps[i] is raw)
+        if self._stored is not None and at < self._stored:
+            return
+        del steps[at]
+        raise RuntimeError(f"run {self.id} is already stored; steps can no longer be added")
+
+    def _catch_up(self) -> list[RunWarning]:
+        """Feed the watch every step it has not seen, in order; the warnings that now hold.
+        Called with the lock held."""
+        watching = self._watching
+        if watching is None:
+            return []
+        found: list[RunWarning] = []
+        while watching.fed < len(self._steps):
+            action, args, observation, _, error, _, _ = self._steps[watching.fed]
+            watching.fed += 1
             held = watching.step(action, args, observation, error)
-            if not held:
-                return []
-            found = watching.warnings(held, len(self._steps))
-        return self._tell(found)
+            if held:
+                found += watching.warnings(held, watching.fed)
+        return found
 
     def watch(self, *served: Workflow) -> list[RunWarning]:
         """Check the pitfalls of these served workflow versions (those with a condition) on
@@ -186,9 +219,10 @@ class Run:
             watching = _Watching([*known, *fresh], self.task)
             fired = old.watch.fired if old is not None else frozenset()
             found: list[RunWarning] = []
-            for n, (action, args, observation, _, error, _, _) in enumerate(self._steps, 1):
+            for n, (action, args, observation, _, error, _, _) in enumerate(list(self._steps), 1):
                 held = watching.step(action, args, observation, error)
                 found += watching.warnings([i for i in held if i not in fired], n)
+                watching.fed = n
             self._watching = watching
         return self._tell(found)
 
@@ -221,9 +255,10 @@ class Run:
         """Set the outcome. Outside a `with` block this also hands the run to the writer.
         Returns the warnings that hold at the run's end (a pitfall of a step never taken)."""
         with self._lock:
+            found = self._catch_up()
             watching = self._watching
             held = watching.watch.end() if watching is not None else []
-            found = watching.warnings(held, len(self._steps)) if watching is not None and held else []
+            found += watching.warnings(held, len(self._steps)) if watching is not None and held else []
             self._outcome = _Outcome(success, final_answer, score, feedback)
             self._finished = True
         if self._journal is not None:
@@ -286,6 +321,8 @@ class Run:
         """Build the trajectory (done by the background writer, off the agent's thread)."""
         with self._lock:
             raw_steps, used, outcome = list(self._steps), list(self._used), self._outcome
+            if self._submitted:
+                self._stored = len(raw_steps)
         steps = [
             Step(
                 action=action,
