@@ -22,7 +22,7 @@ from typing import Any
 from flowmem.agents import recording
 from flowmem.models import Condition, Pitfall, Workflow, WorkflowStep
 
-__all__ = ["main", "measure"]
+__all__ = ["load_recording", "main", "measure"]
 
 WATCHED = Workflow(
     id="w",
@@ -36,7 +36,8 @@ WATCHED = Workflow(
 """Two checkable pitfalls: one `mail.forward` triggers (and never meets), one it does not."""
 
 
-def _load(path: Path) -> ModuleType:
+def load_recording(path: Path) -> ModuleType:
+    """Another revision's flowmem/agents/recording.py (at `path`) as a module."""
     spec = importlib.util.spec_from_file_location("flowmem_recording_before", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     hooks: dict[str, tuple[Any, bool]] = {"no pitfall served": (recording, False)}
     hooks["two checkable pitfalls served"] = (recording, True)
     if args.before is not None:
-        hooks["before"] = (_load(args.before), False)
+        hooks["before"] = (load_recording(args.before), False)
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in hooks}
     for _ in range(args.repeats):
         for name, (module, watched) in hooks.items():

@@ -8,18 +8,19 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.api_load import measure
 from bench.data import fill, queries
 from bench.paths import REPO, script
-from flowmem.agents import WorkflowMemory
+from flowmem.agents import recording
 from flowmem.flows.local import prefect_server
 from flowmem.jobs.factories import store_from
 from flowmem.settings import Settings
@@ -76,22 +77,55 @@ def _generate(*files: tuple[str, int, int], db: str, home: str) -> None:
     subprocess.run([sys.executable, "-c", _GENERATE, *argv], env=env, check=True, capture_output=True)
 
 
-def hook_step(n: int = 100_000) -> dict[str, float]:
-    """`run.step` in µs (median, p99) inside a recorded run, as an agent loop calls it."""
-    with tempfile.TemporaryDirectory() as tmp, WorkflowMemory(Settings(db=f"{tmp}/db")) as memory:
-        times = []
-        with memory.record("forward the invoice to ana") as run:
-            clock = time.perf_counter_ns
-            for i in range(n):
-                start = clock()
-                run.step("mail.forward", args={"id": i}, observation="ok")
-                times.append(clock() - start)
-            run.finish(success=True)
-    times.sort()
-    return {
-        "hook_step_us_median": times[len(times) // 2] / 1000,
-        "hook_step_us_p99": times[int(len(times) * 0.99)] / 1000,
-    }
+HOOK_BEFORE = "e31b2b3"
+"""The revision the hook is compared with in the same run: the last whose `Run.step` took the
+run's lock on every call, the hook issue 41 found (883ba40's `Run.step`, its imports moved)."""
+
+HOOK_ROUNDS = 5
+"""Rounds of `n` steps per hook; the figures are the medians over rounds (one round's p99 moves
+by a third between runs on a shared machine)."""
+
+
+def hook_step(
+    n: int = 100_000, *, rounds: int = HOOK_ROUNDS, before: str | None = HOOK_BEFORE
+) -> dict[str, Any]:
+    """`run.step` in µs (p50, p99) over n steps of one run, as an agent loop calls it: the
+    medians over `rounds` rounds, each also timing `before`'s `Run` (its
+    flowmem/agents/recording.py from git, when the checkout has the history) on the same steps,
+    in turn; with their ratios (this checkout / before)."""
+    from bench.hook_warnings import load_recording, measure
+
+    hooks: dict[str, Any] = {"": recording}
+    if before is not None and (module := _recording_at(before, load_recording)) is not None:
+        hooks["_before"] = module
+    found: dict[str, list[tuple[float, float]]] = {suffix: [] for suffix in hooks}
+    for _ in range(rounds):
+        for suffix, module in hooks.items():
+            found[suffix].append(measure(module, n))
+    out: dict[str, Any] = {"hook_rounds": rounds}
+    for suffix, times in found.items():
+        out[f"hook_step_us_median{suffix}"] = statistics.median(p50 for p50, _ in times)
+        out[f"hook_step_us_p99{suffix}"] = statistics.median(p99 for _, p99 in times)
+    if "_before" in found:
+        out["hook_before"] = before
+        out["hook_p50_ratio"] = out["hook_step_us_median"] / out["hook_step_us_median_before"]
+        out["hook_p99_ratio"] = out["hook_step_us_p99"] / out["hook_step_us_p99_before"]
+    return out
+
+
+def _recording_at(revision: str, load: Callable[[Path], Any]) -> Any:
+    """`revision`'s flowmem/agents/recording.py loaded as a module, or None without git history."""
+    shown = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{revision}:flowmem/agents/recording.py"],
+        capture_output=True,
+        check=False,
+    )
+    if shown.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "recording_before.py"
+        path.write_bytes(shown.stdout)
+        return load(path)
 
 
 def induction(n: int, *, flow: bool = True) -> dict[str, float]:

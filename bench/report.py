@@ -27,6 +27,16 @@ def table(r: dict[str, Any]) -> Table:
         _ms(mh_add, "µs") + " (add_workflow)" if mh_add else "—",
         ratio,
     )
+    if r.get("hook_step_us_median_before") is not None:
+        t.add_row(
+            f"hook run.step p50 / p99, {r['hook_before']}",
+            f"{r['hook_step_us_median_before']:.2f} / {r['hook_step_us_p99_before']:.2f} µs",
+            "",
+            "",
+            "",
+            "",
+            f"{r['hook_p50_ratio']:.2f}x / {r['hook_p99_ratio']:.2f}x (this checkout / {r['hook_before']})",
+        )
     if r.get("agent_start_s") is not None:
         before = r.get("agent_start_s_before")
         t.add_row(

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from bench.agent_start import agent_start
 from bench.paths import BENCH
-from bench.pipeline import api_search, hook_step, induction, memharness
+from bench.pipeline import HOOK_ROUNDS, api_search, hook_step, induction, memharness
 from bench.report import table
 from bench.search import measure_search
 from flowmem.retrieval.ann import ann_available
@@ -74,7 +74,7 @@ def run_bench(
     log("agent start: import + open + first step, fresh processes, this checkout and before ...")
     out.update(agent_start(AGENT_STARTS if scale >= 1 else 1))
     log("hook: run.step ...")
-    out.update(hook_step(size(HOOK)))
+    out.update(hook_step(size(HOOK), rounds=HOOK_ROUNDS if scale >= 1 else 1))
     sizes = SEARCH + ([1_000_000] if full else [])
     for n in sizes:
         log(f"search: {n:,} workflows ...")

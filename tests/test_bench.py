@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,3 +80,15 @@ def test_one_benchmark_runs_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err.count("\n") == 1
     assert main(["docs_check", "--only", "perf"]) == 0
     assert capsys.readouterr().out.startswith("docs-check: ")
+
+
+def test_the_hook_is_timed_beside_the_revision_before_it() -> None:
+    from bench.pipeline import HOOK_BEFORE, hook_step
+
+    known = ["git", "-C", str(ROOT), "cat-file", "-e", f"{HOOK_BEFORE}^{{commit}}"]
+    if subprocess.run(known, capture_output=True, check=False).returncode != 0:
+        pytest.skip(f"{HOOK_BEFORE} is not in this checkout's history")
+    found = hook_step(500, rounds=2)
+    assert found["hook_before"] == HOOK_BEFORE and found["hook_rounds"] == 2
+    assert found["hook_p50_ratio"] == found["hook_step_us_median"] / found["hook_step_us_median_before"]
+    assert 0 < found["hook_step_us_median_before"] <= found["hook_step_us_p99_before"]

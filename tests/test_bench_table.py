@@ -79,3 +79,16 @@ def test_the_table_shows_the_apis_tail_errors_and_32_clients() -> None:
     )
     assert "p99 9.9 ms, 0 errors" in text and "32 clients 1,234 req/s (p99 30.0 ms)" in text
     assert "2 workers" in text
+
+
+def test_the_table_shows_the_hook_beside_the_revision_before_it() -> None:
+    text = render(
+        results(
+            hook_before="e31b2b3",
+            hook_step_us_median_before=0.65,
+            hook_step_us_p99_before=2.86,
+            hook_p50_ratio=0.72,
+            hook_p99_ratio=1.28,
+        )
+    )
+    assert "0.65 / 2.86 µs" in text and "0.72x / 1.28x (this checkout / e31b2b3)" in text
