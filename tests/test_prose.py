@@ -52,6 +52,11 @@ def test_a_sentence_with_placeholders_renders_as_a_sentence() -> None:
     assert render_call("deploy", {"image": "{image}"}) == "deploy(image={image})"
 
 
+def test_an_empty_text_argument_renders_as_an_empty_string_not_a_missing_value() -> None:
+    call = render_call("transfer_to_human_agents", {"summary": "", "priority": None, "to": "ops"})
+    assert call == 'transfer_to_human_agents(summary="", priority=null, to=ops)'
+
+
 def test_a_word_the_task_names_after_a_linking_word_is_a_value_called_as_the_task_calls_it() -> None:
     """Read against its task, a step's plain word that the task names ("to staging") is one
     of the task's values, and a value is named by the word the task puts beside it."""

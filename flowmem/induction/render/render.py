@@ -52,8 +52,10 @@ def where_from(description: str) -> str:
 
 
 def _args(args: Mapping[str, object]) -> str:
+    """`key=value, ...`: a text as written, an empty one as `""` (`summary=` would read as a
+    value left out), any other value as JSON."""
     return ", ".join(
-        f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}" for k, v in args.items()
+        f"{k}={v if isinstance(v, str) and v else json.dumps(v, ensure_ascii=False)}" for k, v in args.items()
     )
 
 
