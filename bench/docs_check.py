@@ -235,7 +235,21 @@ def _perf_checks() -> list[Check]:
         "hook `run.step` p50 / p99": [
             (1, 0, ("hook_step_us_median",), "recorded"),
             (1, 1, ("hook_step_us_p99",), "recorded"),
+            (1, 2, ("hook_step_us_median_before",), "recorded"),
+            (1, 3, ("hook_step_us_p99_before",), "recorded"),
             (4, 0, ("memharness_add_us_median",), "recorded"),
+            (5, 3, ("hook_p50_ratio",), "recorded"),
+            (5, 4, ("hook_p99_ratio",), "recorded"),
+        ],
+        "agent start: import + open + first step": [
+            (1, 0, ("agent_start_s",), "recorded"),
+            (1, 1, ("agent_start_s_before",), "recorded"),
+            (5, 2, ("agent_start_ratio",), "recorded"),
+        ],
+        "search k=3 at 10k, p50": [
+            (1, 0, ("search_ms_p50_10k",), "recorded"),
+            (2, 0, ("search_10k", "numpy_p50_ms"), "recorded"),
+            (5, 0, ("search_10k", "vs_numpy"), "recorded"),
         ],
         "search k=3 at 100k, p50": [
             (1, 0, ("search_ms_p50_100k",), "recorded"),
