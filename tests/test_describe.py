@@ -302,3 +302,29 @@ def test_a_phrase_without_its_thing_takes_the_thing_of_the_step_with_its_verb() 
     assert name_for(handed, moved, names) == "refund_to_summary"  # not "refund agents to ..."
     looked = [r.model_copy(update={"steps": r.steps[:1]}) for r in mailed]
     assert name_for(calls[:1], looked, names) == "mail_to_name", name_for(calls[:1], looked, names)
+
+
+def test_a_workflow_that_only_looks_up_what_decides_a_change_it_did_not_make_is_a_check() -> None:
+    """Conditional tasks ("if X, send ...") whose runs found nothing to send: the workflow
+    searches events, so it is not "Use to send email" (an agent would stop before sending)."""
+    calls = steps(("calendar.search_events", {"query": "{query}"}))
+    runs = [
+        run(
+            f"If I have a meeting about {topic} this week, send an email to the attendees",
+            [("calendar.search_events", {"query": topic}, None)],
+            True,
+            id=f"c{i}",
+        )
+        for i, topic in enumerate(["budget", "hiring", "roadmap", "offsite"])
+    ]
+    assert name_for(calls, runs) == "check_before_send_email"
+    assert describe(calls, {"query": "task"}, runs=runs) == (
+        "Use to check whether to send email to attendees given {query}: search events."
+    )
+    # With the send among its steps it is the send.
+    sends = [*calls, *steps(("email.send_email", {"recipient": "{recipient}"}))]
+    sent = [run(r.task, [(s.action, {"x": "v"}, None) for s in sends], True, id=f"s{r.id}") for r in runs]
+    assert name_for(sends, sent) == "send_email_to_attendees"
+    # A verb of the tasks that looks up ("show") is what the look-ups do: no check.
+    shown = [r.model_copy(update={"task": r.task.replace("send an email to", "show me")}) for r in runs]
+    assert not name_for(calls, shown).startswith("check_before")

@@ -8,7 +8,9 @@ for them).
   word, a digit or an example's value (`name_words`). Where the tasks share no verb, it is
   the goal's verb and object (`forward_email`, `exchange_delivered_order_items`): the goal
   is the last step that changes something (`segments.is_read`), or the last step of a
-  workflow that only looks things up.
+  workflow that only looks things up. A workflow that only looks up, where the tasks ask for
+  a change no step makes, is a check: `check_before_send_email`, "Use to check whether to
+  send email ...".
 - The description is one sentence saying when to use it (the tasks' phrase, placeholders
   in braces, or the goal's), with the other placeholders the task supplies, and what it does:
   "Use to delete emails from {query} given {date_min}: first search emails, then delete
@@ -26,6 +28,7 @@ names, argument keys and placeholder names are used.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -213,7 +216,20 @@ def phrase_for(
         named = _steps_object(phrase, own, goal, [is_read(s.action) for s in steps])
         if not find_literals(named.text(), forbidden):
             return named
-    return _with_thing(phrase, own, forbidden, None if is_read(steps[at].action) else goal)
+    phrase = _with_thing(phrase, own, forbidden, None if is_read(steps[at].action) else goal)
+    return _checking(phrase, steps, own)
+
+
+def _checking(phrase: Phrase, steps: Sequence[WorkflowStep], own: Sequence[VerbPhrase]) -> Phrase:
+    """The phrase as a check (`Phrase.checks`) where the tasks ask for a change
+    (`CHANGE_VERBS`) that no step makes, every step only looking up: the tasks were
+    conditional ("if X, send ...") and their runs found no change to make, or looked up what
+    the change needs. "Use to send email" of a workflow that searches events would have an
+    agent stop before sending."""
+    asks_change = phrase.verb in CHANGE_VERBS and all(p.verb != phrase.verb for p in own)
+    if asks_change and all(is_read(s.action) for s in steps):
+        return dataclasses.replace(phrase, checks=True)
+    return phrase
 
 
 def _with_thing(

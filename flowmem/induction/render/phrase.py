@@ -188,10 +188,15 @@ class Phrase:
     object: tuple[tuple[str, str], ...] = ()
     """What it acts on, in order: (the preposition or participle before it, if any; a word or
     a `{placeholder}`): ("", "emails"), ("from", "{query}")."""
+    checks: bool = False
+    """True where the workflow only looks up what decides whether to do what the tasks ask
+    (it makes no change of its own): "check whether to send email ...", named
+    `check_before_send_email`."""
 
     def text(self) -> str:
         """The phrase in words, placeholders in braces: "delete emails from {query}"."""
-        return " ".join(w for pair in [("", self.verb), *self.object] for w in pair if w)
+        text = " ".join(w for pair in [("", self.verb), *self.object] for w in pair if w)
+        return f"check whether to {text}" if self.checks else text
 
     def words(self) -> list[str]:
         """The phrase as name words: the verb and its object's words with the prepositions
@@ -212,7 +217,7 @@ class Phrase:
                 out += [connector, *words] if connector in PREPOSITIONS else words
         while len(out) > 1 and out[-1] in PREPOSITIONS:
             out.pop()
-        return out
+        return ["check", "before", *out] if self.checks else out
 
     def _introduces(self, i: int) -> bool:
         """Whether the object's i-th word is no thing of its own: a past participle ("called",
