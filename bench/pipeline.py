@@ -13,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.api_load import measure
 from bench.data import fill, queries
+from bench.hook_warnings import load_recording
+from bench.hook_warnings import measure as hook_measure
 from bench.paths import REPO, script
 from flowmem.agents import recording
 from flowmem.flows.local import prefect_server
@@ -93,15 +95,13 @@ def hook_step(
     medians over `rounds` rounds, each also timing `before`'s `Run` (its
     flowmem/agents/recording.py from git, when the checkout has the history) on the same steps,
     in turn; with their ratios (this checkout / before)."""
-    from bench.hook_warnings import load_recording, measure
-
     hooks: dict[str, Any] = {"": recording}
-    if before is not None and (module := _recording_at(before, load_recording)) is not None:
+    if before is not None and (module := _recording_at(before)) is not None:
         hooks["_before"] = module
     found: dict[str, list[tuple[float, float]]] = {suffix: [] for suffix in hooks}
     for _ in range(rounds):
         for suffix, module in hooks.items():
-            found[suffix].append(measure(module, n))
+            found[suffix].append(hook_measure(module, n))
     out: dict[str, Any] = {"hook_rounds": rounds}
     for suffix, times in found.items():
         out[f"hook_step_us_median{suffix}"] = statistics.median(p50 for p50, _ in times)
@@ -113,7 +113,7 @@ def hook_step(
     return out
 
 
-def _recording_at(revision: str, load: Callable[[Path], Any]) -> Any:
+def _recording_at(revision: str) -> Any:
     """`revision`'s flowmem/agents/recording.py loaded as a module, or None without git history."""
     shown = subprocess.run(
         ["git", "-C", str(REPO), "show", f"{revision}:flowmem/agents/recording.py"],
@@ -125,7 +125,7 @@ def _recording_at(revision: str, load: Callable[[Path], Any]) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "recording_before.py"
         path.write_bytes(shown.stdout)
-        return load(path)
+        return load_recording(path)
 
 
 def induction(n: int, *, flow: bool = True) -> dict[str, float]:
