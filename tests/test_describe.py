@@ -328,3 +328,28 @@ def test_a_workflow_that_only_looks_up_what_decides_a_change_it_did_not_make_is_
     # A verb of the tasks that looks up ("show") is what the look-ups do: no check.
     shown = [r.model_copy(update={"task": r.task.replace("send an email to", "show me")}) for r in runs]
     assert not name_for(calls, shown).startswith("check_before")
+
+
+def test_a_phrase_whose_object_opens_with_a_value_takes_the_thing_after_it() -> None:
+    """ "change {order_id} to {address2}": the tasks name the order by its id, the thing the
+    goal changes (an address) goes right after it, and the name is that thing's."""
+    calls = steps(
+        ("get_order_details", {"order_id": "{order_id}"}),
+        ("modify_pending_order_address", {"order_id": "{order_id}", "address2": "{address2}"}),
+    )
+    streets = ["Suite 641", "Apt 12", "Unit 9", "Floor 3"]
+    runs = [
+        run(
+            f"Please change #W{i}07 to {street}, it is urgent",
+            [
+                ("get_order_details", {"order_id": f"#W{i}07"}, None),
+                ("modify_pending_order_address", {"order_id": f"#W{i}07", "address2": street}, None),
+            ],
+            True,
+            id=f"a{i}",
+        )
+        for i, street in enumerate(streets)
+    ]
+    assert name_for(calls, runs) == "change_address"
+    text = describe(calls, {"order_id": "task", "address2": "task"}, runs=runs)
+    assert text.startswith("Use to change {order_id} address to {address2}")

@@ -241,8 +241,11 @@ def _with_thing(
     `send_email`). A verb no step has takes the thing of the `goal` (given where its action
     is a change; not where its verb reads as a look-up either: "count engaged users") when
     its object is a thing ("move task of {name}" for `update_task`), not a place it goes to
-    (`transfer_to_human_agents`: "refund to {card}" is no "refund agents")."""
-    if not phrase.object or phrase.object[0][0] not in PREPOSITIONS:
+    (`transfer_to_human_agents`: "refund to {card}" is no "refund agents"). A phrase whose
+    object opens with a value ("change {order_id} to {address2}") takes the thing right after
+    it: "change {order_id} address to {address2}", `change_address`."""
+    value_first = bool(phrase.object) and phrase.object[0][0] == "" and _is_slot(phrase.object[0][1])
+    if not phrase.object or (phrase.object[0][0] not in PREPOSITIONS and not value_first):
         return phrase
     things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
     unknown = all(p.verb != phrase.verb for p in own)
@@ -252,8 +255,14 @@ def _with_thing(
     said = {_stem(w) for _, item in phrase.object for w in item.split()}
     if not things or _stem(things[-1]) in said:  # "assign to person ... tasks" names it
         return phrase
-    named = Phrase(phrase.verb, (("", things[-1]), *phrase.object))
+    thing = ("", things[-1])
+    parts = (phrase.object[0], thing, *phrase.object[1:]) if value_first else (thing, *phrase.object)
+    named = Phrase(phrase.verb, parts)
     return phrase if find_literals(named.text(), forbidden) else named
+
+
+def _is_slot(item: str) -> bool:
+    return item.startswith("{") and item.endswith("}")
 
 
 def _steps_object(
