@@ -247,18 +247,25 @@ def _with_thing(
     value_first = bool(phrase.object) and phrase.object[0][0] == "" and _is_slot(phrase.object[0][1])
     if not phrase.object or (phrase.object[0][0] not in PREPOSITIONS and not value_first):
         return phrase
+    found = _thing(phrase, own, goal)
+    said = {_stem(w) for _, item in phrase.object for w in item.split()}
+    if found is None or _stem(found) in said:  # "assign to person ... tasks" names it
+        return phrase
+    thing = ("", found)
+    parts = (phrase.object[0], thing, *phrase.object[1:]) if value_first else (thing, *phrase.object)
+    named = Phrase(phrase.verb, parts)
+    return phrase if find_literals(named.text(), forbidden) else named
+
+
+def _thing(phrase: Phrase, own: Sequence[VerbPhrase], goal: VerbPhrase | None) -> str | None:
+    """`_with_thing`'s thing: the last word of the object of the last step with the phrase's
+    verb, else, for a verb no step has, the `goal`'s (a change, its object a thing)."""
     things = [w for p in own if p.verb == phrase.verb for w in p.object[-1:] if w not in PREPOSITIONS]
     unknown = all(p.verb != phrase.verb for p in own)
     if unknown and goal is not None and goal.verb not in READ_VERBS and goal.object:
         if goal.object[0] not in PREPOSITIONS:
             things = [goal.object[-1]]
-    said = {_stem(w) for _, item in phrase.object for w in item.split()}
-    if not things or _stem(things[-1]) in said:  # "assign to person ... tasks" names it
-        return phrase
-    thing = ("", things[-1])
-    parts = (phrase.object[0], thing, *phrase.object[1:]) if value_first else (thing, *phrase.object)
-    named = Phrase(phrase.verb, parts)
-    return phrase if find_literals(named.text(), forbidden) else named
+    return things[-1] if things else None
 
 
 def _is_slot(item: str) -> bool:
