@@ -248,7 +248,7 @@ def _with_thing(
     if not phrase.object or (phrase.object[0][0] not in PREPOSITIONS and not value_first):
         return phrase
     found = _thing(phrase, own, goal)
-    said = {_stem(w) for _, item in phrase.object for w in item.split()}
+    said = {_stem(w) for _, item in phrase.object for w in item.strip("{}").split()}  # {environment} too
     if found is None or _stem(found) in said:  # "assign to person ... tasks" names it
         return phrase
     thing = ("", found)
