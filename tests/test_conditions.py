@@ -16,8 +16,8 @@ from flowmem.agents.recording import Run, RunWarning
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.literals import LiteralIndex
+from flowmem.induction.pitfalls.checked import checked_findings, checked_pitfalls
 from flowmem.induction.pitfalls.conditions import Watch, condition_of, holds, key_of, met
-from flowmem.induction.pitfalls.failures import checked_findings, checked_pitfalls
 from flowmem.induction.render.metrics import contrast_conditions, warning_metrics
 from flowmem.induction.render.render import render_workflow
 from flowmem.jobs.evaluate import evaluate

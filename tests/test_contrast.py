@@ -11,9 +11,9 @@ import pytest
 from flowmem.induction.base import ClusterInput
 from flowmem.induction.inducers.rule import RuleInducer
 from flowmem.induction.pitfalls import contrast
+from flowmem.induction.pitfalls.checked import checked_pitfalls
 from flowmem.induction.pitfalls.conditions import any_holds
 from flowmem.induction.pitfalls.contrast import Contrast, Members, contrast_sets, with_contrast
-from flowmem.induction.pitfalls.failures import checked_pitfalls
 from flowmem.induction.plan.runplan import RunPlan
 from flowmem.jobs.induce import with_contrast as with_plan_contrast
 from flowmem.models import InductionRun, Trajectory

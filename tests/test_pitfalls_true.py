@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from flowmem.induction.inducers.rule import RuleInducer
+from flowmem.induction.pitfalls.checked import FALSE_ALARMS
 from flowmem.induction.pitfalls.conditions import holds
-from flowmem.induction.pitfalls.failures import FALSE_ALARMS, Finding, findings
+from flowmem.induction.pitfalls.failures import Finding, findings
 from flowmem.models import Trajectory
 from tests.factories import PITFALL_NAMES as NAMES
 from tests.factories import PITFALL_WORKFLOW as WORKFLOW

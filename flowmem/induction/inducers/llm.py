@@ -33,7 +33,7 @@ from flowmem.induction.base import (
 from flowmem.induction.inducers.validate import InducedSet, InducedStep, InducedWorkflow, check, reason_of
 from flowmem.induction.injection import tainted_destinations
 from flowmem.induction.literals import scalars
-from flowmem.induction.pitfalls.failures import checked_pitfalls
+from flowmem.induction.pitfalls.checked import checked_pitfalls
 from flowmem.models import Provenance, Repeat, Trajectory, Workflow, WorkflowStep, placeholders_in
 
 __all__ = [

@@ -12,7 +12,7 @@ from flowmem.induction.abstract.segments import is_read
 from flowmem.induction.base import ClusterInput, Induced, InductionRefused, Usage, variant_id, with_agent
 from flowmem.induction.injection import find_injection, tainted_destinations
 from flowmem.induction.literals import find_literals, scalars
-from flowmem.induction.pitfalls.failures import ClusterPitfalls
+from flowmem.induction.pitfalls.checked import ClusterPitfalls
 from flowmem.induction.render.describe import describe, name_for, step_intents
 from flowmem.induction.render.render import render_workflow
 from flowmem.models import Provenance, Trajectory, Workflow, WorkflowStep, is_demonstration

@@ -7,7 +7,7 @@ is looked at only on the steps that can make it hold (its trigger action), so a 
 action no condition names costs a dict look-up; results are kept only when a condition reads
 them (`unseen_arg`). `holds` checks one condition on a finished run; `met` lists every
 condition of a small vocabulary that a finished run meets, which is what induction contrasts
-between failed and successful runs (`induction.pitfalls.failures.checked_pitfalls`).
+between failed and successful runs (`induction.pitfalls.checked.checked_pitfalls`).
 
 A step failed when it has an error. An argument value is shown by a text when its text
 (lowercased) is in it; values shorter than two characters, booleans and empty values are no

@@ -1,7 +1,7 @@
 """Whom a cluster's pitfalls are told from: the successful runs its workflow will be served to,
 and the failed runs of tasks no workflow is made for.
 
-A cluster's checked pitfalls (`failures.checked_pitfalls`) contrast its failed runs with its
+A cluster's checked pitfalls (`checked.checked_pitfalls`) contrast its failed runs with its
 successful ones. Two kinds of runs outside the cluster belong in that contrast:
 
 - **The runs it is served to.** Search serves a workflow to every task whose `k` best
